@@ -1,0 +1,58 @@
+"""The research roles every engine plays: plan, choose queries, condense, compress, write.
+
+Two engines implement this protocol: the offline extractive engine (no network, no weights) and
+the LLM engine (any `core.llm` chat model). The pipeline only ever talks to this protocol.
+
+Citations are never numbered by an engine. `write_report` cites evidence by the keys that
+`core.report.evidence_catalog` assigns (`[E1]`, `[E2]`, ...); `core.report.assemble` turns those
+into numbered references in code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence, runtime_checkable
+
+from core.models import Finding, ResearchPlan, Source, SubQuestion, Topic, Transcript
+
+
+@dataclass(frozen=True)
+class SectionDraft:
+    subquestion_index: int
+    heading: str
+    body: str  # prose citing evidence as [E<n>]
+
+
+@dataclass(frozen=True)
+class ReportDraft:
+    title: str
+    summary: str
+    sections: tuple[SectionDraft, ...]
+    comparison_table: str | None = None  # markdown table, for compare intents
+
+
+@runtime_checkable
+class ResearchEngine(Protocol):
+    name: str
+
+    def plan(self, topic: Topic) -> ResearchPlan: ...
+
+    def next_queries(self, transcript: Transcript, round_index: int) -> list[str]:
+        """Queries for another research round, or [] when the sub-question is answered."""
+        ...
+
+    def condense(self, subquestion: SubQuestion, source: Source) -> str:
+        """Notes on what `source` says about the sub-question (verbatim sentences preferred)."""
+        ...
+
+    def compress(self, transcript: Transcript, *, max_tokens: int | None = None) -> Finding:
+        """The researcher's transcript as a finding whose quotes appear verbatim in its sources.
+
+        May raise `core.signals.ContextOverflow`; the caller shrinks the transcript and retries.
+        """
+        ...
+
+    def write_report(self, plan: ResearchPlan, findings: Sequence[Finding], *,
+                     max_tokens: int | None = None) -> ReportDraft:
+        """One section per finding. May raise ContextOverflow; the caller shrinks findings."""
+        ...

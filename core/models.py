@@ -1,0 +1,157 @@
+"""The data that flows between pipeline steps.
+
+Every model here is a pydantic model so it serialises cleanly into Prefect results and DuckDB
+rows. Values that never change after creation are frozen. Nothing here performs I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Intent = Literal["describe", "compare", "recommend"]
+Confidence = Literal["high", "medium", "conflict"]
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+def stable_id(*parts: str, length: int = 16) -> str:
+    """A short deterministic id: the same inputs always give the same id across runs."""
+    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+    return digest[:length]
+
+
+class Topic(_Frozen):
+    """One research request: a CSV row or a CLI argument, with its per-topic overrides."""
+
+    text: str = Field(min_length=3, max_length=2000)
+    max_subquestions: int = Field(default=4, ge=1, le=6)
+    max_rounds: int = Field(default=2, ge=1, le=6)
+    batch_id: str = "adhoc"
+
+    @property
+    def topic_id(self) -> str:
+        return stable_id(self.batch_id, self.text.strip().lower())
+
+
+class SubQuestion(_Frozen):
+    index: int
+    question: str
+    queries: tuple[str, ...] = ()
+
+
+class ResearchPlan(_Frozen):
+    topic: str
+    brief: str
+    intent: Intent = "describe"
+    targets: tuple[str, ...] = ()  # the options being compared, when intent == "compare"
+    subquestions: tuple[SubQuestion, ...]
+
+
+class SearchResult(_Frozen):
+    """One hit, shaped like a web search result whatever the backend."""
+
+    url: str
+    title: str
+    snippet: str = ""
+    rank: int = 0
+
+
+class Source(_Frozen):
+    """A page (or corpus document) that was read: its full extracted text is kept."""
+
+    url: str
+    title: str
+    text: str
+
+    @property
+    def source_id(self) -> str:
+        return stable_id(self.url)
+
+
+class ToolCall(_Frozen):
+    id: str
+    name: str
+    arguments: dict = Field(default_factory=dict)
+
+
+class Message(_Frozen):
+    """One turn of a transcript: an AI turn (optionally calling tools) or a tool result."""
+
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None  # set on role == "tool": which call this answers
+    name: str | None = None
+
+
+class Transcript(BaseModel):
+    """A researcher's working memory for one sub-question."""
+
+    subquestion: SubQuestion
+    messages: list[Message] = Field(default_factory=list)
+    sources: list[Source] = Field(default_factory=list)
+    queries_run: list[str] = Field(default_factory=list)
+
+
+class Evidence(_Frozen):
+    url: str
+    title: str
+    quote: str  # verbatim from the source's extracted text
+
+
+class Claim(_Frozen):
+    text: str
+    evidence: tuple[Evidence, ...] = ()
+    confidence: Confidence = "medium"
+
+
+class Finding(_Frozen):
+    """What one researcher concluded about its sub-question, with the quotes that back it."""
+
+    subquestion_index: int
+    subquestion: str
+    claims: tuple[Claim, ...]
+    raw_notes: str = ""
+
+    @property
+    def support(self) -> int:
+        """How much quoted evidence backs this finding (used to cut the weakest first)."""
+        return sum(len(c.evidence) for c in self.claims)
+
+
+class Citation(_Frozen):
+    number: int
+    url: str
+    title: str
+    quote: str
+
+
+class ReportSection(_Frozen):
+    heading: str
+    body: str
+
+
+class Report(_Frozen):
+    report_id: str
+    topic: str
+    title: str
+    markdown: str
+    citations: tuple[Citation, ...]
+    engine: str
+    flags: tuple[str, ...] = ()  # e.g. numbers in prose not found in their quote
+
+
+class ResearchResult(_Frozen):
+    """Everything one topic produced, ready for the store."""
+
+    topic: Topic
+    plan: ResearchPlan
+    sources: tuple[Source, ...]
+    findings: tuple[Finding, ...]
+    report: Report

@@ -1,0 +1,101 @@
+"""One Settings object for the whole product.
+
+Precedence: explicit argument > environment (RESEARCHFLOW_* and the providers' usual key
+variables) > `.env` in the working directory > default. Nothing is read at import time: call
+`Settings.load()` when you need them. API keys are `SecretStr` so they never print, and
+`public_dict()` is the only form that reaches logs, Prefect parameters or DuckDB.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "researchflow"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RESEARCHFLOW_", env_file=".env",
+                                      extra="ignore", populate_by_name=True)
+
+    db_path: Path = Path("researchflow.duckdb")
+    cache_dir: Path = Field(default_factory=default_cache_dir)
+    corpus_dir: Path | None = None  # None: the bundled CPython documentation corpus
+
+    # "auto" picks the first provider whose key is set, else the offline extractive engine.
+    model: str = "auto"
+    search: str = "auto"  # "auto" | "serpapi" | "corpus"
+
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("RESEARCHFLOW_OPENAI_API_KEY", "OPENAI_API_KEY"))
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("RESEARCHFLOW_OPENAI_BASE_URL", "OPENAI_BASE_URL"))
+    anthropic_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("RESEARCHFLOW_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"))
+    anthropic_base_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("RESEARCHFLOW_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL"))
+    gemini_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices(
+            "RESEARCHFLOW_GEMINI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"))
+    gemini_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("RESEARCHFLOW_GEMINI_BASE_URL"))
+    serpapi_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("RESEARCHFLOW_SERPAPI_API_KEY",
+                                                    "SERPAPI_API_KEY", "SERPAPI_KEY"))
+    serpapi_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("RESEARCHFLOW_SERPAPI_BASE_URL"))
+
+    # Context windows: overrides by model prefix, and the window assumed for unknown models.
+    context_windows: dict[str, int] = Field(default_factory=dict)
+    default_context_window: int = 128_000
+    max_output_tokens: int = 4_096
+    request_timeout: float = 60.0
+
+    results_per_query: int = Field(default=4, ge=1, le=20)
+    max_topic_concurrency: int = Field(default=2, ge=1, le=16)
+    max_subquestion_workers: int = Field(default=4, ge=1, le=32)
+    max_page_bytes: int = 3_000_000  # larger pages are refused, not parsed
+    max_source_chars: int = 60_000  # extracted text beyond this is trimmed
+    cache_expiration_hours: float = 24.0
+
+    @classmethod
+    def load(cls, **overrides: Any) -> "Settings":
+        """Settings from the environment and .env, with explicit (non-None) overrides on top."""
+        return cls(**{k: v for k, v in overrides.items() if v is not None})
+
+    def resolved_model(self) -> str:
+        if self.model != "auto":
+            return self.model
+        if self.openai_api_key or self.openai_base_url:
+            return "openai:gpt-4o-mini"
+        if self.anthropic_api_key:
+            return "anthropic:claude-sonnet-4-5"
+        if self.gemini_api_key:
+            return "gemini:gemini-2.5-flash"
+        return "offline"
+
+    def resolved_search(self) -> str:
+        if self.search != "auto":
+            return self.search
+        return "serpapi" if self.serpapi_api_key else "corpus"
+
+    def public_dict(self) -> dict[str, Any]:
+        """What may be logged or stored: every field except secrets, which show as set/unset."""
+        out: dict[str, Any] = {}
+        for name, value in self:
+            if isinstance(value, SecretStr):
+                out[name] = "set" if value.get_secret_value() else "unset"
+            elif value is None and name.endswith("_api_key"):
+                out[name] = "unset"
+            else:
+                out[name] = str(value) if isinstance(value, Path) else value
+        return out
