@@ -1,0 +1,141 @@
+"""Anthropic Messages backend.
+
+`AnthropicChat` calls `messages.create` through the official `anthropic` SDK with SDK retries off
+(Prefect retries). It does not classify errors (`core.signals` does) nor validate output.
+
+Two choices worth knowing:
+- Tool calls and results in our transcripts are flattened to text turns. Faithful `tool_use` /
+  `tool_result` blocks would oblige every request to declare those tools and invite the model to
+  call them again; text keeps the content and always makes a valid request. `text_turns` also
+  merges same-role neighbours and starts with a user turn, as the API requires (Gemini reuses it).
+- Structured output is a forced tool call (`tools=[emit]`, `tool_choice=emit`): the tool's input
+  is the JSON, which is more reliable than asking for JSON in prose. A schema whose top level is
+  not an object is wrapped in `{"value": ...}` (tool inputs must be objects) and unwrapped.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Sequence
+
+from pydantic import SecretStr
+
+from core.llm.base import Completion, Usage
+from core.models import Message
+from core.signals import translate_errors
+
+TurnRole = Literal["user", "assistant"]
+EMIT_TOOL = "emit"
+_EMPTY = "(empty)"  # the API rejects empty text blocks
+_OPENER = "(conversation continues)"  # the API wants a user turn first
+
+
+def _flatten(m: Message) -> tuple[TurnRole, str]:
+    if m.role == "tool":
+        label = " ".join(filter(None, ["[tool result", m.tool_call_id, m.name])) + "]"
+        return "user", f"{label}\n{m.content}"
+    if m.role == "assistant":
+        calls = [f"[tool call {c.id}] {c.name}({json.dumps(c.arguments, ensure_ascii=False)})"
+                 for c in m.tool_calls]
+        return "assistant", "\n".join(filter(None, [m.content, *calls]))
+    return "user", m.content
+
+
+def text_turns(messages: Sequence[Message]) -> tuple[str, list[tuple[TurnRole, str]]]:
+    """(system text, alternating user/assistant text turns starting with user).
+
+    Every system message goes to the system text, in order; tool calls become text on the
+    assistant turn, tool results become user turns; consecutive same-role turns are merged.
+    """
+    system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
+    turns: list[tuple[TurnRole, str]] = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        role, text = _flatten(m)
+        text = text or _EMPTY
+        if turns and turns[-1][0] == role:
+            turns[-1] = (role, f"{turns[-1][1]}\n\n{text}")
+        else:
+            turns.append((role, text))
+    if not turns or turns[0][0] != "user":
+        turns.insert(0, ("user", _OPENER))
+    if turns[-1][0] == "assistant":
+        # A final assistant turn is a prefill; the API rejects one ending in whitespace.
+        turns[-1] = ("assistant", turns[-1][1].rstrip() or _EMPTY)
+    return system, turns
+
+
+def _tool_schema(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """(input_schema for the emit tool, whether the answer is wrapped in {"value": ...})."""
+    if schema.get("type") == "object" or ("properties" in schema and "type" not in schema):
+        return schema, False
+    return {"type": "object", "properties": {"value": schema}, "required": ["value"]}, True
+
+
+@dataclass
+class AnthropicChat:
+    """Claude through the Messages API. The client is built on first use."""
+
+    provider: ClassVar[str] = "anthropic"
+    key_env_var: ClassVar[str | None] = "ANTHROPIC_API_KEY"
+    needs_key: ClassVar[bool] = True
+    needs_base_url: ClassVar[bool] = False
+    settings_prefix: ClassVar[str] = "anthropic"
+    supports_schema: ClassVar[bool] = True
+    can_stream: ClassVar[bool] = False
+
+    model: str
+    api_key: SecretStr | None = field(default=None, repr=False)
+    base_url: str | None = None
+    timeout: float = 60.0
+    _client: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def _sdk(self) -> Any:
+        if self._client is None:
+            import anthropic  # imported on first use
+
+            self._client = anthropic.Anthropic(
+                api_key=self.api_key.get_secret_value() if self.api_key else None,
+                base_url=self.base_url, timeout=self.timeout, max_retries=0)
+        return self._client
+
+    def request(self, messages: Sequence[Message], *, max_tokens: int,
+                json_schema: dict[str, Any] | None = None,
+                temperature: float = 0.0) -> dict[str, Any]:
+        """The keyword arguments for `messages.create` (no I/O; tests read it)."""
+        system, turns = text_turns(messages)
+        params: dict[str, Any] = {
+            "model": self.model, "max_tokens": max_tokens, "temperature": temperature,
+            "messages": [{"role": role, "content": text} for role, text in turns]}
+        if system:
+            params["system"] = system
+        if json_schema is not None:
+            input_schema, _ = _tool_schema(json_schema)
+            params["tools"] = [{"name": EMIT_TOOL, "input_schema": input_schema,
+                                "description": "Return the answer as a JSON object that "
+                                               "matches the input schema."}]
+            params["tool_choice"] = {"type": "tool", "name": EMIT_TOOL}
+        return params
+
+    def complete(self, messages: Sequence[Message], *, max_tokens: int,
+                 json_schema: dict[str, Any] | None = None,
+                 temperature: float = 0.0) -> Completion:
+        params = self.request(messages, max_tokens=max_tokens, json_schema=json_schema,
+                              temperature=temperature)
+        with translate_errors(model=self.model):
+            response = self._sdk().messages.create(**params)
+        text = "".join(b.text for b in response.content if b.type == "text")
+        if json_schema is not None:
+            emitted = [b.input for b in response.content
+                       if b.type == "tool_use" and b.name == EMIT_TOOL]
+            if emitted:  # else fall back to whatever text came (the caller validates)
+                wrapped = _tool_schema(json_schema)[1]
+                value = emitted[0].get("value") if wrapped else emitted[0]
+                text = json.dumps(value, ensure_ascii=False)
+        usage = response.usage
+        return Completion(
+            text=text, model=response.model or self.model,
+            usage=Usage(usage.input_tokens, usage.output_tokens) if usage else Usage(),
+            finish_reason=response.stop_reason)

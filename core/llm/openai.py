@@ -1,0 +1,187 @@
+"""OpenAI Chat Completions backend, also for OpenAI-compatible servers.
+
+One `OpenAIChat` speaks the Chat Completions API through the official `openai` SDK, so the same
+class serves OpenAI and any server that copies its wire format (vLLM, Ollama, Groq, OpenRouter,
+LiteLLM, Azure) via `base_url`. It does not retry (Prefect does: `max_retries=0`), does not
+validate structured output (the caller parses), and does not classify errors (`core.signals` does).
+
+Structured output is one of three `json_mode`s, because many compatible servers reject
+`json_schema`: "json_schema" (native), "json_object" (JSON mode plus the schema as an instruction),
+"instruction" (the schema as an instruction only).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Sequence
+
+from pydantic import SecretStr
+
+from core.llm.base import Completion, Usage
+from core.models import Message
+from core.signals import translate_errors
+
+JsonMode = Literal["json_schema", "json_object", "instruction"]
+
+# Reasoning models refuse `max_tokens` and any temperature but the default.
+_REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+
+
+def json_instruction(schema: dict[str, Any]) -> str:
+    """The plain-text request for JSON, for providers or servers without structured output."""
+    return ("Respond with only a JSON object matching this JSON schema, with no prose and no "
+            "code fences:\n" + json.dumps(schema, ensure_ascii=False))
+
+
+def is_reasoning_model(model: str) -> bool:
+    name = model.rsplit("/", 1)[-1].lower()  # "openai/o3-mini" on routers
+    return name.startswith(_REASONING_PREFIXES)
+
+
+def _schema_name(schema: dict[str, Any]) -> str:
+    # OpenAI wants ^[a-zA-Z0-9_-]{1,64}$ here; a pydantic title usually fits.
+    title = str(schema.get("title") or "response")
+    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in title)[:64]
+    return name or "response"
+
+
+def _answered_ids(messages: Sequence[Message], start: int) -> set[str]:
+    """Ids answered by the run of tool messages right after position `start`."""
+    ids: set[str] = set()
+    for m in messages[start + 1:]:
+        if m.role != "tool":
+            break
+        if m.tool_call_id:
+            ids.add(m.tool_call_id)
+    return ids
+
+
+def _call_text(call: Any) -> str:
+    return f"[tool call {call.id}] {call.name}({json.dumps(call.arguments, ensure_ascii=False)})"
+
+
+def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Our transcript in Chat Completions shape.
+
+    Tool calls and results map one to one. A call with no result right after it, or a result
+    whose call is not right before it, is rejected by the API with a 400; rather than fail, such
+    orphans become plain text turns (shrinking should never create them, this is the safety net).
+    """
+    out: list[dict[str, Any]] = []
+    open_ids: set[str] = set()  # calls of the latest assistant turn still awaiting results
+    for i, m in enumerate(messages):
+        if m.role == "assistant" and m.tool_calls:
+            answered = _answered_ids(messages, i)
+            kept = [c for c in m.tool_calls if c.id in answered]
+            orphans = [_call_text(c) for c in m.tool_calls if c.id not in answered]
+            content = "\n".join(filter(None, [m.content, *orphans])) or None
+            turn: dict[str, Any] = {"role": "assistant", "content": content}
+            if kept:
+                turn["tool_calls"] = [
+                    {"id": c.id, "type": "function",
+                     "function": {"name": c.name,
+                                  "arguments": json.dumps(c.arguments, ensure_ascii=False)}}
+                    for c in kept]
+            open_ids = {c.id for c in kept}
+            out.append(turn)
+        elif m.role == "tool":
+            if m.tool_call_id in open_ids:
+                out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
+                open_ids.discard(m.tool_call_id)  # a second answer to one call is an orphan
+            else:
+                label = " ".join(filter(None, ["[tool result", m.tool_call_id, m.name])) + "]"
+                out.append({"role": "user", "content": f"{label}\n{m.content}"})
+        else:
+            open_ids = set()
+            # `name` is dropped: OpenAI restricts its characters and some servers reject it.
+            out.append({"role": m.role, "content": m.content})
+    return out
+
+
+@dataclass
+class OpenAIChat:
+    """Chat Completions through the official SDK. The client is built on first use."""
+
+    provider: ClassVar[str] = "openai"
+    key_env_var: ClassVar[str | None] = "OPENAI_API_KEY"
+    needs_key: ClassVar[bool] = True
+    needs_base_url: ClassVar[bool] = False
+    settings_prefix: ClassVar[str] = "openai"  # reads openai_api_key / openai_base_url
+    supports_schema: ClassVar[bool] = True
+    can_stream: ClassVar[bool] = True
+
+    model: str
+    api_key: SecretStr | None = field(default=None, repr=False)
+    base_url: str | None = None
+    timeout: float = 60.0
+    json_mode: JsonMode = "json_schema"
+    # Some servers report an overflow inside a 200 SSE stream; streaming lets us see it.
+    stream: bool = False
+    _client: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def _sdk(self) -> Any:
+        if self._client is None:
+            import openai  # imported on first use: keeps `import core.llm...` cheap
+
+            key = self.api_key.get_secret_value() if self.api_key else "not-needed"
+            self._client = openai.OpenAI(api_key=key, base_url=self.base_url,
+                                         timeout=self.timeout, max_retries=0)
+        return self._client
+
+    def request(self, messages: Sequence[Message], *, max_tokens: int,
+                json_schema: dict[str, Any] | None = None,
+                temperature: float = 0.0) -> dict[str, Any]:
+        """The keyword arguments for `chat.completions.create` (no I/O; tests read it)."""
+        wire = to_openai_messages(messages)
+        params: dict[str, Any] = {"model": self.model}
+        if is_reasoning_model(self.model):
+            params["max_completion_tokens"] = max_tokens
+        else:
+            params["max_tokens"] = max_tokens
+            params["temperature"] = temperature
+        if json_schema is not None:
+            if self.json_mode == "json_schema":
+                params["response_format"] = {"type": "json_schema", "json_schema": {
+                    "name": _schema_name(json_schema), "schema": json_schema, "strict": False}}
+            else:
+                if self.json_mode == "json_object":
+                    params["response_format"] = {"type": "json_object"}
+                wire.append({"role": "system", "content": json_instruction(json_schema)})
+        if self.stream:
+            params["stream"] = True
+            params["stream_options"] = {"include_usage": True}
+        params["messages"] = wire
+        return params
+
+    def complete(self, messages: Sequence[Message], *, max_tokens: int,
+                 json_schema: dict[str, Any] | None = None,
+                 temperature: float = 0.0) -> Completion:
+        params = self.request(messages, max_tokens=max_tokens, json_schema=json_schema,
+                              temperature=temperature)
+        with translate_errors(model=self.model):
+            response = self._sdk().chat.completions.create(**params)
+            if self.stream:
+                return self._collect(response)  # errors inside the stream surface here
+        choice = response.choices[0] if response.choices else None
+        usage = response.usage
+        return Completion(
+            text=(choice.message.content if choice else None) or "",
+            model=response.model or self.model,
+            usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
+            finish_reason=choice.finish_reason if choice else None)
+
+    def _collect(self, stream: Any) -> Completion:
+        parts: list[str] = []
+        finish: str | None = None
+        model = self.model
+        usage = Usage()
+        for chunk in stream:
+            model = chunk.model or model
+            if chunk.usage:
+                usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+            for choice in chunk.choices or ():
+                if choice.delta and choice.delta.content:
+                    parts.append(choice.delta.content)
+                finish = choice.finish_reason or finish
+        return Completion(text="".join(parts), model=model, usage=usage, finish_reason=finish)

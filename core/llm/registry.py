@@ -1,0 +1,77 @@
+"""Chat model backends by provider name, and `make_model` to build one from a spec string.
+
+A spec is "provider:model", e.g. "openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5",
+"gemini:gemini-2.5-flash" or "openai-compatible:llama3.1" (the OpenAI backend pointed at
+`settings.openai_base_url`, key optional). Each backend class declares which Settings fields it
+reads (`settings_prefix` -> `<prefix>_api_key`, `<prefix>_base_url`) and whether it needs them,
+so adding a provider is one entry in `BACKENDS`. Building a model does no I/O: clients are built
+on first call. The offline engine is not a chat model and is not registered here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic import SecretStr
+
+from core.llm.anthropic import AnthropicChat
+from core.llm.base import ChatModel
+from core.llm.gemini import GeminiChat
+from core.llm.openai import JsonMode, OpenAIChat
+from core.settings import Settings
+from core.signals import Fatal
+
+
+@dataclass
+class OpenAICompatibleChat(OpenAIChat):
+    """An OpenAI-compatible server (vLLM, Ollama, LiteLLM, ...): base URL required, key optional.
+
+    JSON mode defaults to `json_object` plus an instruction, which far more servers accept than
+    `json_schema`; pass `json_mode="json_schema"` to `make_model` for servers that support it.
+    """
+
+    provider: ClassVar[str] = "openai-compatible"
+    needs_key: ClassVar[bool] = False
+    needs_base_url: ClassVar[bool] = True
+    json_mode: JsonMode = "json_object"
+
+
+BACKENDS: dict[str, type] = {
+    cls.provider: cls for cls in (OpenAIChat, OpenAICompatibleChat, AnthropicChat, GeminiChat)}
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """"provider:model" -> (provider, model); the model part may itself contain colons."""
+    provider, sep, model = spec.strip().partition(":")
+    if not sep or not provider or not model:
+        raise ValueError(f"model spec {spec!r} is not 'provider:model'; "
+                         f"known providers: {', '.join(sorted(BACKENDS))}")
+    return provider, model
+
+
+def make_model(spec: str, settings: Settings, **options: Any) -> ChatModel:
+    """Build the chat model a spec names, with its key, base URL and timeout from `settings`.
+
+    `options` go to the backend's constructor (e.g. `stream=True`, `json_mode="instruction"`).
+    Raises ValueError for an unknown provider, `Fatal` when a required key or URL is missing.
+    """
+    provider, model = parse_spec(spec)
+    cls = BACKENDS.get(provider)
+    if cls is None:
+        raise ValueError(f"unknown model provider {provider!r} in {spec!r}; "
+                         f"known providers: {', '.join(sorted(BACKENDS))}")
+    prefix = cls.settings_prefix
+    key: SecretStr | None = getattr(settings, f"{prefix}_api_key", None)
+    if key is not None and not key.get_secret_value():
+        key = None
+    base_url: str | None = getattr(settings, f"{prefix}_base_url", None) or None
+    if key is None and cls.needs_key:
+        raise Fatal(f"no API key for {provider} (model {spec!r})", provider=provider, model=model,
+                    hint=f"set {cls.key_env_var} or RESEARCHFLOW_{cls.key_env_var}")
+    if base_url is None and cls.needs_base_url:
+        env = f"{prefix.upper()}_BASE_URL"
+        raise Fatal(f"no base URL for {provider} (model {spec!r})", provider=provider,
+                    model=model, hint=f"set {env} or RESEARCHFLOW_{env} to the server's /v1 URL")
+    return cls(model=model, api_key=key, base_url=base_url, timeout=settings.request_timeout,
+               **options)
