@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -99,3 +99,34 @@ class Settings(BaseSettings):
             else:
                 out[name] = str(value) if isinstance(value, Path) else value
         return out
+
+
+class RunConfig(BaseModel):
+    """What a task needs to rebuild its engine and search backend: hashable, secret-free.
+
+    Tasks receive this instead of live clients, so Prefect can hash it into cache keys and
+    persist it in results without ever touching an API key (keys stay in the environment).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str = "offline"
+    search: str = "corpus"
+    corpus_dir: str | None = None
+    cache_dir: str
+    db_path: str
+    results_per_query: int = 4
+    max_output_tokens: int = 4_096
+    default_context_window: int = 128_000
+    context_windows: tuple[tuple[str, int], ...] = ()
+
+
+def run_config(settings: Settings) -> RunConfig:
+    return RunConfig(
+        model=settings.resolved_model(), search=settings.resolved_search(),
+        corpus_dir=str(settings.corpus_dir.resolve()) if settings.corpus_dir else None,
+        cache_dir=str(settings.cache_dir), db_path=str(settings.db_path.resolve()),
+        results_per_query=settings.results_per_query,
+        max_output_tokens=settings.max_output_tokens,
+        default_context_window=settings.default_context_window,
+        context_windows=tuple(sorted(settings.context_windows.items())))

@@ -1,0 +1,77 @@
+"""Read a CSV of topics: every good row becomes a Topic, every bad row a RowError.
+
+One bad row never sinks the batch: it is reported with its row number and what to fix, and the
+other rows still run. Only a file that cannot be a topic list at all (missing, unreadable, no
+`topic` column) raises `BatchFileError`.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from core.models import Topic
+
+OVERRIDES = ("max_subquestions", "max_rounds")
+
+
+class BatchFileError(ValueError):
+    """The CSV as a whole is unusable; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class RowError:
+    row: int  # 1-based line number in the file, header = 1
+    message: str
+
+
+@dataclass(frozen=True)
+class TopicRow:
+    row: int
+    topic: Topic
+
+
+def read_topics_csv(path: Path, *, batch_id: str) -> tuple[list[TopicRow], list[RowError]]:
+    if not path.is_file():
+        raise BatchFileError(f"{path}: no such file; pass a CSV with a 'topic' column")
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            rows = list(csv.DictReader(fh))
+            fields = [f.strip().lower() for f in (rows and rows[0].keys() or [])]
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise BatchFileError(f"{path}: not a readable UTF-8 CSV ({exc})") from exc
+    if not rows:
+        raise BatchFileError(f"{path}: no rows; the first line must be a header with 'topic'")
+    if "topic" not in fields:
+        raise BatchFileError(f"{path}: no 'topic' column (found: {', '.join(fields) or 'none'})")
+
+    good: list[TopicRow] = []
+    errors: list[RowError] = []
+    seen: dict[str, int] = {}
+    for line, raw in enumerate(rows, start=2):
+        row = {(k or "").strip().lower(): (v or "").strip() if isinstance(v, str) else v
+               for k, v in raw.items()}
+        if None in raw:  # more cells than header columns
+            errors.append(RowError(line, "more cells than the header has columns"))
+            continue
+        text = row.get("topic") or ""
+        if not text:
+            errors.append(RowError(line, "empty topic"))
+            continue
+        overrides = {k: row[k] for k in OVERRIDES if row.get(k)}
+        try:
+            topic = Topic(text=text, batch_id=batch_id, **overrides)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'row'}: {e['msg']}"
+                                 for e in exc.errors())
+            errors.append(RowError(line, problems))
+            continue
+        if topic.topic_id in seen:
+            errors.append(RowError(line, f"duplicate of row {seen[topic.topic_id]}"))
+            continue
+        seen[topic.topic_id] = line
+        good.append(TopicRow(line, topic))
+    return good, errors

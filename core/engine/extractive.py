@@ -1,0 +1,207 @@
+"""The offline extractive engine: every role, with no network and no model weights.
+
+It plans by pulling key phrases and comparison targets out of the topic, ranks the sentences of
+what was read against each sub-question, quotes the best ones verbatim as evidence, and assembles
+the report from those quotes. Deterministic: the same corpus and topic give the same report. Its
+reports say plainly that they are extractive, not model-written prose.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from core.engine.base import ReportDraft, SectionDraft
+from core.engine.text import Scorer, Sentence, key_phrases, overlap, sentences, terms
+from core.models import (Claim, Evidence, Finding, Intent, ResearchPlan, Source, SubQuestion,
+                         Topic, Transcript)
+from core.report import evidence_catalog
+
+NOTICE = ("Extractive offline report: assembled by researchflow's offline engine from verbatim "
+          "sentences of the sources below. It is not model-written prose; set an LLM key for a "
+          "written report.")
+
+_COMPARE = re.compile(r"\b(compare|comparing|comparison|versus|vs\.?|differences? between|"
+                      r"difference of|differ)\b", re.I)
+_RECOMMEND = re.compile(r"\b(should i|which (?:one|is best|to use)|recommend\w*|best way|"
+                        r"choose|choosing|when to use)\b", re.I)
+_CONTEXT_SPLIT = re.compile(r"\b(?:for|in|when|on|to)\b", re.I)
+
+# Dimensions of difference for comparisons (seed 002 §5.4): each sub-question compares every
+# target along one axis, rather than one paragraph per option.
+_DIMENSIONS = (
+    ("How do {targets} differ in how they run work (execution and concurrency model)?",
+     ("execution model", "runs concurrently")),
+    ("How do {targets} differ for CPU-bound versus I/O-bound work and performance?",
+     ("CPU-bound I/O-bound", "performance blocking")),
+    ("How do {targets} differ in sharing data and synchronization?",
+     ("shared data synchronization lock", "communication queue")),
+    ("How do {targets} differ in error handling, cancellation and timeouts?",
+     ("exception cancel", "timeout")),
+    ("How do {targets} differ in their APIs and typical usage?",
+     ("API usage example", "create start")),
+    ("What limitations and pitfalls distinguish {targets}?",
+     ("limitation restriction", "deadlock")),
+)
+_ASPECTS = {
+    "describe": (
+        ("What is {subject} and what is it for?", ("{kp}", "{kp} overview")),
+        ("How does {subject} work?", ("{kp} how it works",)),
+        ("How is {subject} used in practice?", ("{kp} usage example",)),
+        ("What are the limitations and pitfalls of {subject}?", ("{kp} limitation", "{kp} error")),
+        ("How does {subject} relate to alternatives?", ("{kp} alternative",)),
+        ("What details or options of {subject} matter most?", ("{kp} option parameter",)),
+    ),
+    "recommend": (
+        ("What options exist for {subject}?", ("{kp}", "{kp} alternative")),
+        ("What criteria matter when choosing for {subject}?", ("{kp} performance",)),
+        ("What are the trade-offs between the options for {subject}?", ("{kp} limitation",)),
+        ("When is each option the right choice for {subject}?", ("{kp} usage",)),
+        ("What pitfalls should be avoided with {subject}?", ("{kp} error",)),
+        ("What does a minimal working approach to {subject} look like?", ("{kp} example",)),
+    ),
+}
+
+
+def _intent(text: str) -> Intent:
+    if _COMPARE.search(text):
+        return "compare"
+    if _RECOMMEND.search(text):
+        return "recommend"
+    return "describe"
+
+
+def _targets(text: str) -> tuple[tuple[str, ...], str]:
+    """The options a comparison is between, and the context phrase after them ("for I/O")."""
+    body = _COMPARE.sub(" ", text).strip(" ?.!:")
+    parts = _CONTEXT_SPLIT.split(body, maxsplit=1)
+    head, context = parts[0], (parts[1].strip() if len(parts) > 1 else "")
+    items = [i.strip(" ,.;") for i in re.split(r",|\band\b|\bor\b|\bvs\.?|\bversus\b", head)]
+    items = [i for i in items if i and terms(i)]
+    return tuple(dict.fromkeys(items)), context
+
+
+def _cell(text: str, limit: int = 220) -> str:
+    """A table cell: pipes escaped, long claims shortened before their citation keys."""
+    body, _, keys = text.rpartition(" ")
+    if len(body) > limit:
+        body = body[:limit].rsplit(" ", 1)[0] + " …"
+    return f"{body} {keys}".replace("|", "/")
+
+
+def _join(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+class ExtractiveEngine:
+    name = "offline-extractive"
+    notice = NOTICE
+
+    def __init__(self, claims_per_finding: int = 4, notes_per_source: int = 3) -> None:
+        self.claims_per_finding = claims_per_finding
+        self.notes_per_source = notes_per_source
+
+    # -- plan ---------------------------------------------------------------------------------
+    def plan(self, topic: Topic) -> ResearchPlan:
+        text = " ".join(topic.text.split())
+        intent = _intent(text)
+        targets, context = _targets(text) if intent == "compare" else ((), "")
+        n = topic.max_subquestions
+        if intent == "compare" and len(targets) >= 2:
+            subqs = []
+            for i, (question, extra) in enumerate(_DIMENSIONS[:n]):
+                q = question.format(targets=_join(targets))
+                queries = tuple(f"{t} {extra[j % len(extra)]}" for j, t in enumerate(targets))[:3]
+                subqs.append(SubQuestion(index=i, question=q, queries=queries))
+            brief = (f"Compare {_join(targets)}" + (f" for {context}" if context else "") +
+                     " along dimensions of difference, quoting the sources for each claim.")
+        else:
+            intent = "describe" if intent == "compare" else intent
+            kp = " ".join(key_phrases(text, limit=3)) or text
+            subject = text.rstrip("?.! ")
+            subqs = [SubQuestion(index=i, question=q.format(subject=subject),
+                                 queries=tuple(x.format(kp=kp) for x in qs))
+                     for i, (q, qs) in enumerate(_ASPECTS.get(intent, _ASPECTS["describe"])[:n])]
+            brief = f"Research: {subject}. Answer each sub-question from quoted sources."
+        return ResearchPlan(topic=text, brief=brief, intent=intent, targets=targets,
+                            subquestions=tuple(subqs))
+
+    # -- research rounds ----------------------------------------------------------------------
+    def next_queries(self, transcript: Transcript, round_index: int) -> list[str]:
+        """Another round only for query terms no source sentence has covered yet."""
+        wanted = terms(transcript.subquestion.question)
+        seen = set(terms(" ".join(s.text for s in transcript.sources)))
+        missing = [t for t in dict.fromkeys(wanted) if t not in seen]
+        query = " ".join(missing[:3])
+        if not missing or query in transcript.queries_run:
+            return []
+        return [query]
+
+    def condense(self, subquestion: SubQuestion, source: Source) -> str:
+        best = self._rank(subquestion, [source])[: self.notes_per_source]
+        return "\n".join(f"- {s.clean}" for _, s, _ in best)
+
+    # -- compress -----------------------------------------------------------------------------
+    def compress(self, transcript: Transcript, *, max_tokens: int | None = None) -> Finding:
+        ranked = self._rank(transcript.subquestion, transcript.sources)
+        chosen: list[tuple[float, Sentence, Source]] = []
+        for score, sent, src in ranked:
+            if score <= 0 or any(overlap(sent.text, c.text) > 0.5 for _, c, _ in chosen):
+                continue
+            chosen.append((score, sent, src))
+            if len(chosen) == self.claims_per_finding:
+                break
+        claims = []
+        for _, sent, src in chosen:
+            corroborated = sum(1 for _, o, s in ranked if s.url != src.url
+                               and overlap(o.text, sent.text) > 0.3)
+            claims.append(Claim(text=sent.clean,
+                                evidence=(Evidence(url=src.url, title=src.title, quote=sent.text),),
+                                confidence="high" if corroborated else "medium"))
+        notes = "\n".join(m.content for m in transcript.messages if m.role == "tool")
+        sq = transcript.subquestion
+        return Finding(subquestion_index=sq.index, subquestion=sq.question, claims=tuple(claims),
+                       raw_notes=notes)
+
+    def _rank(self, subquestion: SubQuestion, sources: Sequence[Source]
+              ) -> list[tuple[float, Sentence, Source]]:
+        pool = [(s, src) for src in sources for s in sentences(src.text)]
+        if not pool:
+            return []
+        scorer = Scorer([s.text for s, _ in pool])
+        query = terms(subquestion.question + " " + " ".join(subquestion.queries))
+        scored = [(scorer.score(i, query), s, src) for i, (s, src) in enumerate(pool)]
+        # Stable order for equal scores: source url, then position, so runs are reproducible.
+        scored.sort(key=lambda x: (-round(x[0], 9), x[2].url, x[1].start))
+        return scored
+
+    # -- report -------------------------------------------------------------------------------
+    def write_report(self, plan: ResearchPlan, findings: Sequence[Finding], *,
+                     max_tokens: int | None = None) -> ReportDraft:
+        keys = {id(ev): key for key, ev in evidence_catalog(findings)}
+
+        def cite(claim: Claim) -> str:
+            return claim.text + " " + "".join(f"[{keys[id(e)]}]" for e in claim.evidence)
+
+        sections = tuple(
+            SectionDraft(subquestion_index=f.subquestion_index, heading=f.subquestion,
+                         body="\n\n".join(cite(c) for c in f.claims))
+            for f in findings)
+        summary = " ".join(cite(f.claims[0]) for f in findings if f.claims)
+        table = self._comparison_table(plan, findings, cite) if plan.intent == "compare" else None
+        return ReportDraft(title=f"Research report: {plan.topic}", summary=summary,
+                           sections=sections, comparison_table=table)
+
+    def _comparison_table(self, plan: ResearchPlan, findings: Sequence[Finding], cite) -> str:
+        targets = plan.targets
+        rows = ["| Dimension | " + " | ".join(targets) + " |",
+                "|---" * (len(targets) + 1) + "|"]
+        for f in findings:
+            cells = []
+            for t in targets:
+                t_terms = set(terms(t))
+                hit = next((c for c in f.claims if t_terms & set(terms(c.text))), None)
+                cells.append(_cell(cite(hit)) if hit else "—")
+            dim = f.subquestion.split(" differ in ")[-1].rstrip("?")
+            rows.append(f"| {dim} | " + " | ".join(cells) + " |")
+        return "\n".join(rows)

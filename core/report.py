@@ -1,0 +1,136 @@
+"""Turn an engine's draft into the final report: numbered references assigned here, in code.
+
+An engine cites evidence by catalogue key (`[E3]`). `assemble` numbers references in order of
+first use, lists them with their verbatim quotes, marks sections without any citation as
+"[insufficient evidence]", adds a "Disputed findings" section for conflicting claims, and flags
+numbers in the prose that do not appear in the quotes they cite (seed 002 §4.4). It never writes
+an error message into a report: a draft that cannot be assembled raises.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from core.engine.base import ReportDraft
+from core.models import Citation, Evidence, Finding, ResearchPlan, Report, stable_id
+
+_KEY = re.compile(r"\[(E\d+(?:\s*,\s*E\d+)*)\]")
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*%?")
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
+INSUFFICIENT = "[insufficient evidence]"
+
+
+def evidence_catalog(findings: Sequence[Finding]) -> list[tuple[str, Evidence]]:
+    """Every piece of evidence with its key E1, E2, ... in findings → claims → evidence order."""
+    out: list[tuple[str, Evidence]] = []
+    for finding in findings:
+        for claim in finding.claims:
+            for ev in claim.evidence:
+                out.append((f"E{len(out) + 1}", ev))
+    return out
+
+
+def report_id_for(batch_id: str, topic_id: str) -> str:
+    """Deterministic, so a rerun of the same (batch, topic) replaces rather than duplicates."""
+    return "r_" + stable_id(batch_id, topic_id, "report", length=12)
+
+
+def _collapse(text: str) -> str:
+    return " ".join(text.split())
+
+
+class _Numberer:
+    """Assigns reference numbers in order of first use; one number per distinct (url, quote)."""
+
+    def __init__(self, catalog: dict[str, Evidence]) -> None:
+        self.catalog = catalog
+        self.numbers: dict[tuple[str, str], int] = {}
+        self.citations: list[Citation] = []
+        self.unknown: list[str] = []
+
+    def number(self, key: str) -> int | None:
+        ev = self.catalog.get(key)
+        if ev is None:
+            self.unknown.append(key)
+            return None
+        ident = (ev.url, ev.quote)
+        if ident not in self.numbers:
+            self.numbers[ident] = len(self.numbers) + 1
+            self.citations.append(Citation(number=self.numbers[ident], url=ev.url,
+                                           title=ev.title, quote=ev.quote))
+        return self.numbers[ident]
+
+    def quote(self, number: int) -> str:
+        return self.citations[number - 1].quote
+
+
+def _cite(body: str, numberer: _Numberer, flags: list[str], where: str) -> str:
+    """Replace [E..] keys with [n]; flag numbers a sentence states that its quotes do not."""
+    out_sentences = []
+    for sentence in _SENTENCE_END.split(body):
+        cited: list[int] = []
+
+        def swap(match: re.Match[str]) -> str:
+            nums = [numberer.number(k.strip()) for k in match.group(1).split(",")]
+            nums = [n for n in nums if n is not None]
+            cited.extend(nums)
+            return "".join(f"[{n}]" for n in dict.fromkeys(nums))
+
+        sentence = _KEY.sub(swap, sentence)
+        if cited:
+            quotes = " ".join(_collapse(numberer.quote(n)) for n in cited)
+            for num in set(_NUMBER.findall(_KEY.sub("", re.sub(r"\[\d+\]", "", sentence)))):
+                if num not in quotes:
+                    flags.append(f"{where}: the number {num} does not appear in its cited quote")
+                    sentence = re.sub(rf"(?<![\w.\[]){re.escape(num)}(?![\w\]])",
+                                      f"{num} [number not in source]", sentence, count=1)
+        out_sentences.append(sentence)
+    return " ".join(s for s in out_sentences if s)
+
+
+def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft, *,
+             report_id: str, engine: str, notice: str | None = None) -> Report:
+    catalog = dict(evidence_catalog(findings))
+    numberer = _Numberer(catalog)
+    flags: list[str] = []
+    drafted = {s.subquestion_index: s for s in draft.sections}
+
+    parts = [f"# {draft.title}", ""]
+    if notice:
+        parts += [f"> {notice}", ""]
+    parts += [f"**Topic:** {plan.topic}  ", f"**Intent:** {plan.intent}", ""]
+    if draft.summary.strip():
+        parts += ["## Summary", "", _cite(draft.summary, numberer, flags, "Summary"), ""]
+    if draft.comparison_table and plan.intent == "compare":
+        table = "\n".join(_cite(line, numberer, flags, "Comparison")
+                          for line in draft.comparison_table.strip().splitlines())
+        parts += ["## Comparison", "", table, ""]
+
+    for sq in plan.subquestions:
+        section = drafted.get(sq.index)
+        heading = section.heading if section else sq.question
+        body = _cite(section.body, numberer, flags, heading) if section else ""
+        if not body.strip() or not re.search(r"\[\d+\]", body):
+            body = (body.strip() + " " if body.strip() else "") + INSUFFICIENT
+        parts += [f"## {heading}", "", body.strip(), ""]
+
+    disputed = [(f, c) for f in findings for c in f.claims if c.confidence == "conflict"]
+    if disputed:
+        parts += ["## Disputed findings", ""]
+        for finding, claim in disputed:
+            keys = [k for k, ev in catalog.items() if ev in claim.evidence]
+            refs = _cite("".join(f"[{k}]" for k in keys), numberer, flags, "Disputed")
+            parts.append(f"- *{finding.subquestion}*: {_collapse(claim.text)} {refs}".rstrip())
+        parts.append("")
+
+    if numberer.unknown:
+        flags.append("draft cited unknown evidence keys: " + ", ".join(sorted(set(numberer.unknown))))
+    parts += ["## References", ""]
+    for c in numberer.citations:
+        parts.append(f"{c.number}. [{c.title or c.url}]({c.url}) — “{_collapse(c.quote)}”")
+    if not numberer.citations:
+        parts.append(INSUFFICIENT)
+    return Report(report_id=report_id, topic=plan.topic, title=draft.title,
+                  markdown="\n".join(parts).rstrip() + "\n", citations=tuple(numberer.citations),
+                  engine=engine, flags=tuple(flags))
