@@ -1,0 +1,175 @@
+"""`researchflow`: run a topic or a CSV batch, show a report, query the store.
+
+Errors a user can fix (missing file, bad CSV, unknown report id, bad SQL) print one line that
+says what to do and exit non-zero; they never print a traceback. Prefect and the flows are
+imported inside the commands so `--help` is instant and nothing runs at import.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Deep-research batches on Prefect, stored in DuckDB.")
+out = Console()
+err = Console(stderr=True)
+
+DbOpt = typer.Option(None, "--db", help="DuckDB file (default: researchflow.duckdb, or "
+                     "RESEARCHFLOW_DB_PATH).")
+ModelOpt = typer.Option(None, "--model", help="offline | openai:MODEL | anthropic:MODEL | "
+                        "gemini:MODEL | openai-compatible:MODEL (default: auto from keys).")
+SearchOpt = typer.Option(None, "--search", help="corpus | serpapi (default: auto from keys).")
+CorpusOpt = typer.Option(None, "--corpus", help="Folder of .html/.md/.txt files to search "
+                         "instead of the bundled CPython documentation.")
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+def _db(db: Optional[Path]) -> Path:
+    from core.settings import Settings
+
+    return db or Settings.load().db_path
+
+
+def _prefect_env() -> None:
+    # Offline-friendly defaults; anything the user set wins.
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+def _check_corpus(corpus: Optional[Path]) -> None:
+    if corpus is not None and not corpus.is_dir():
+        _fail(f"{corpus}: no such folder; --corpus takes a folder of .html/.md/.txt files")
+
+
+@app.command()
+def run(topic: str = typer.Argument(..., help="What to research."),
+        max_subquestions: int = typer.Option(4, min=1, max=6),
+        max_rounds: int = typer.Option(2, min=1, max=6),
+        model: Optional[str] = ModelOpt, search: Optional[str] = SearchOpt,
+        corpus: Optional[Path] = CorpusOpt, db: Optional[Path] = DbOpt) -> None:
+    """Research one topic and store its report."""
+    _check_corpus(corpus)
+    _prefect_env()
+    from flows.live import LiveProgress
+    from flows.research import research_topic
+
+    with LiveProgress(out) as live:
+        live.add_topics(1)
+        state = research_topic(topic=topic, max_subquestions=max_subquestions,
+                               max_rounds=max_rounds, model=model, search=search,
+                               corpus_dir=str(corpus) if corpus else None,
+                               db_path=str(db) if db else None, return_state=True)
+    if not state.is_completed():
+        _fail(f"the topic failed: {_state_error(state)}", code=1)
+    report_id = state.result()
+    out.print(f"report [bold]{report_id}[/] stored in {_db(db)}")
+    out.print(f"read it: researchflow show {report_id}" + (f" --db {db}" if db else ""))
+
+
+@app.command()
+def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."),
+          batch_id: Optional[str] = typer.Option(None, help="Default: the CSV file name."),
+          concurrency: Optional[int] = typer.Option(None, min=1, max=16,
+                                                    help="Topics researched at once."),
+          model: Optional[str] = ModelOpt, search: Optional[str] = SearchOpt,
+          corpus: Optional[Path] = CorpusOpt, db: Optional[Path] = DbOpt) -> None:
+    """Research every topic of a CSV; bad rows are reported and the rest still run."""
+    from core.batch import BatchFileError, read_topics_csv
+
+    _check_corpus(corpus)
+    try:  # validate up front so a bad file costs no Prefect start-up
+        rows, _ = read_topics_csv(csv_path, batch_id=batch_id or csv_path.stem)
+    except BatchFileError as exc:
+        _fail(str(exc))
+    _prefect_env()
+    from flows.batch import research_batch
+    from flows.live import LiveProgress
+
+    with LiveProgress(out) as live:
+        live.add_topics(len(rows))
+        state = research_batch(csv_path=str(csv_path), batch_id=batch_id, model=model,
+                               search=search, corpus_dir=str(corpus) if corpus else None,
+                               db_path=str(db) if db else None, max_concurrency=concurrency,
+                               return_state=True)
+    _print_batch(batch_id or csv_path.stem, _db(db))
+    if not state.is_completed():
+        _fail(_state_error(state), code=1)
+
+
+def _print_batch(batch_id: str, db: Path) -> None:
+    from core.store import query_readonly
+
+    cols, rows = query_readonly(db, "SELECT status, report_id, topic, error FROM topics "
+                                f"WHERE batch_id = '{batch_id.replace(chr(39), '')}' ORDER BY topic")
+    table = Table("status", "report", "topic", "error", title=f"batch {batch_id}")
+    for status, report_id, topic, error in rows:
+        style = "green" if status == "succeeded" else "red"
+        table.add_row(f"[{style}]{status}[/]", report_id or "", topic, (error or "")[:120])
+    out.print(table)
+    out.print(f"reports are in {db}; try:\n  researchflow query \"SELECT report_id, title FROM "
+              f"reports WHERE batch_id = '{batch_id}'\"" + (f" --db {db}" if db else "") +
+              "\n  researchflow show REPORT_ID")
+
+
+def _state_error(state) -> str:
+    try:
+        state.result()
+    except Exception as exc:  # noqa: BLE001 - shown to the user as one line
+        return f"{type(exc).__name__}: {exc}"
+    return state.message or "failed"
+
+
+@app.command()
+def show(report_id: str, db: Optional[Path] = DbOpt,
+         raw: bool = typer.Option(False, help="Print the markdown source.")) -> None:
+    """Print a stored report."""
+    from core.store import ResultStore, StoreError
+
+    path = _db(db)
+    if not path.exists():
+        _fail(f"no store at {path}; run `researchflow run TOPIC` or pass --db")
+    try:
+        report = ResultStore(path).get_report(report_id)
+    except StoreError as exc:
+        _fail(str(exc))
+    if report is None:
+        _fail(f"no report {report_id!r} in {path}; list them with: researchflow query "
+              "\"SELECT report_id, topic FROM reports\"")
+    if raw:
+        sys.stdout.write(report["markdown"])
+    else:
+        out.print(Markdown(report["markdown"]))
+
+
+@app.command()
+def query(sql: str, db: Optional[Path] = DbOpt) -> None:
+    """Run read-only SQL against the store (tables: runs, topics, subquestions, sources,
+    topic_sources, findings, citations, reports)."""
+    from core.store import StoreError, query_readonly
+
+    path = _db(db)
+    try:
+        columns, rows = query_readonly(path, sql)
+    except StoreError as exc:
+        _fail(str(exc))
+    table = Table(*columns)
+    for row in rows:
+        table.add_row(*("" if v is None else str(v)[:200] for v in row))
+    out.print(table)
+    out.print(f"{len(rows)} row(s)")
+
+
+if __name__ == "__main__":
+    app()

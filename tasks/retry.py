@@ -1,0 +1,55 @@
+"""When Prefect should retry a task: rate limits and transient faults only.
+
+`ContextOverflow` is handled inside the task by shrinking (waiting never helps), and `Fatal`
+fails at once. A rate limit that names a wait longer than we are willing to sleep in a run (for
+example a daily quota's "retry after 86400 seconds") fails now with that number in the message.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from prefect.tasks import exponential_backoff
+
+from core.signals import RateLimited, Transient
+
+RETRIES = 3
+RETRY_DELAYS = exponential_backoff(backoff_factor=2)  # 2 s, 4 s, 8 s before jitter
+RETRY_JITTER = 0.5
+MAX_HONOURED_WAIT = 300.0  # seconds; beyond this a retry inside the run is pointless
+
+log = logging.getLogger("researchflow.retry")
+
+
+def retry_on_signal(task, task_run, state) -> bool:
+    """Prefect retry_condition_fn: retry RateLimited and Transient, honouring retry_after."""
+    try:
+        state.result()
+    except RateLimited as exc:
+        if exc.retry_after is None:
+            return True
+        if exc.retry_after > MAX_HONOURED_WAIT:
+            log.error("rate limited for %.0f s (over %.0f s): not retrying in this run",
+                      exc.retry_after, MAX_HONOURED_WAIT)
+            return False
+        # Prefect will wait its backoff delay after this; sleep only what the provider asks on top.
+        extra = exc.retry_after - _scheduled_delay(task, task_run)
+        if extra > 0:
+            time.sleep(extra)
+        return True
+    except Transient:
+        return True
+    except BaseException:  # noqa: BLE001 - overflow that could not shrink, Fatal, bugs
+        return False
+    return False
+
+
+def _scheduled_delay(task, task_run) -> float:
+    delays = task.retry_delay_seconds
+    if isinstance(delays, (int, float)):
+        return float(delays)
+    if not delays:
+        return 0.0
+    attempt = max(task_run.run_count - 1, 0)
+    return float(delays[min(attempt, len(delays) - 1)])
