@@ -1,0 +1,36 @@
+# Two commands on a fresh machine: `make demo` (the main job) and `make test` (the suite).
+# Both create .venv at the repo root and install the project into it first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
+
+.PHONY: install demo test bench ui serve clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/researchflow batch examples/topics.csv
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) bench/overflow.py
+	$(PY) bench/corpus_index.py
+
+ui: $(STAMP)
+	$(VENV)/bin/prefect server start --host 127.0.0.1 --port 4200
+
+serve: $(STAMP)
+	$(PY) deployments/serve.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache researchflow.duckdb
