@@ -106,8 +106,9 @@ class AnthropicChat:
                 temperature: float = 0.0) -> dict[str, Any]:
         """The keyword arguments for `messages.create` (no I/O; tests read it)."""
         system, turns = text_turns(messages)
+        # No `temperature`: this SDK (2.15) no longer accepts sampling parameters.
         params: dict[str, Any] = {
-            "model": self.model, "max_tokens": max_tokens, "temperature": temperature,
+            "model": self.model, "max_tokens": max_tokens,
             "messages": [{"role": role, "content": text} for role, text in turns]}
         if system:
             params["system"] = system

@@ -1,0 +1,334 @@
+"""Loopback fakes of the three chat providers' wire formats, for contract tests, flow tests and bench.
+
+Builders return what `tests.fakes.http.ScriptedServer` serves: bodies and `Reply`s shaped exactly
+like OpenAI Chat Completions (JSON and SSE chunks), Anthropic Messages (JSON and SSE events) and
+Gemini generateContent (JSON), plus each provider's real error bodies (auth, rate limit, server
+error, context overflow). `WindowEnforcingHandler` is a whole fake provider: it estimates a
+request's input tokens (message text bytes / 3, the seed 003 rule), answers with that provider's
+real overflow error when the request does not fit the window, and otherwise with a success whose
+text comes from a pluggable `respond(request_json)` callback.
+
+    with ScriptedServer(default=WindowEnforcingHandler("anthropic", 8_000)) as srv:
+        AnthropicChat("claude-sonnet-4-5", api_key=..., base_url=srv.url).complete(...)
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from tests.fakes.http import Recorded, Reply
+
+Provider = Literal["openai", "anthropic", "gemini"]
+PROVIDERS: tuple[Provider, ...] = ("openai", "anthropic", "gemini")
+Respond = Callable[[dict[str, Any]], str]
+
+
+def _pieces(text: str, n: int = 3) -> list[str]:
+    step = max(1, -(-len(text) // n))
+    return [text[i:i + step] for i in range(0, len(text), step)] or [""]
+
+
+def _sse(data: Any, event: str | None = None) -> str:
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {data if isinstance(data, str) else json.dumps(data)}"
+
+
+# --- success bodies ---------------------------------------------------------------------------
+
+def openai_completion(text: str, *, model: str = "gpt-4o-mini", prompt_tokens: int = 10,
+                      completion_tokens: int = 5, finish_reason: str = "stop") -> dict[str, Any]:
+    return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 1_700_000_000,
+            "model": model,
+            "choices": [{"index": 0, "finish_reason": finish_reason, "logprobs": None,
+                         "message": {"role": "assistant", "content": text, "refusal": None}}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens}}
+
+
+def openai_sse(text: str, *, model: str = "gpt-4o-mini", prompt_tokens: int = 10,
+               completion_tokens: int = 5, finish_reason: str = "stop") -> list[str]:
+    """Chunks as sent with `stream_options.include_usage`: deltas, finish, usage, [DONE]."""
+    base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1_700_000_000,
+            "model": model}
+    chunks = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                    "finish_reason": None}], "usage": None}]
+    chunks += [{**base, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}],
+                "usage": None} for p in _pieces(text)]
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason}],
+                   "usage": None})
+    chunks.append({**base, "choices": [], "usage": {
+        "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens}})
+    return [_sse(c) for c in chunks] + [_sse("[DONE]")]
+
+
+def openai_sse_error(body: dict[str, Any], *, after: str = "") -> list[str]:
+    """A 200 stream that carries an error (as vLLM/LiteLLM-style servers do), after some text."""
+    head = openai_sse(after)[:2] if after else []
+    return head + [_sse(body)]
+
+
+def anthropic_message(text: str = "", *, model: str = "claude-sonnet-4-5",
+                      input_tokens: int = 10, output_tokens: int = 5,
+                      stop_reason: str = "end_turn",
+                      tool_input: dict[str, Any] | None = None,
+                      tool_name: str = "emit") -> dict[str, Any]:
+    """A Messages API reply; with `tool_input`, a tool_use block (forced structured output)."""
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    if tool_input is not None:
+        content.append({"type": "tool_use", "id": "toolu_fake", "name": tool_name,
+                        "input": tool_input})
+        stop_reason = "tool_use"
+    return {"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
+            "content": content, "stop_reason": stop_reason, "stop_sequence": None,
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}}
+
+
+def anthropic_sse(text: str, *, model: str = "claude-sonnet-4-5", input_tokens: int = 10,
+                  output_tokens: int = 5, stop_reason: str = "end_turn") -> list[str]:
+    message = anthropic_message("", model=model, input_tokens=input_tokens, output_tokens=1)
+    message["stop_reason"] = None
+    events = [("message_start", {"type": "message_start", "message": message}),
+              ("content_block_start", {"type": "content_block_start", "index": 0,
+                                       "content_block": {"type": "text", "text": ""}})]
+    events += [("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                        "delta": {"type": "text_delta", "text": p}})
+               for p in _pieces(text)]
+    events += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
+               ("message_delta", {"type": "message_delta",
+                                  "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                                  "usage": {"output_tokens": output_tokens}}),
+               ("message_stop", {"type": "message_stop"})]
+    return [_sse(data, event) for event, data in events]
+
+
+def gemini_response(text: str, *, model: str = "gemini-2.5-flash", prompt_tokens: int = 10,
+                    output_tokens: int = 5, finish_reason: str = "STOP") -> dict[str, Any]:
+    return {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+                            "finishReason": finish_reason, "index": 0}],
+            "usageMetadata": {"promptTokenCount": prompt_tokens,
+                              "candidatesTokenCount": output_tokens,
+                              "totalTokenCount": prompt_tokens + output_tokens},
+            "modelVersion": model, "responseId": "fake-response"}
+
+
+def success_reply(provider: Provider, text: str, *, stream: bool = False,
+                  json_tool: bool = False, input_tokens: int = 10,
+                  output_tokens: int = 5) -> Reply:
+    """A 200 in the provider's format. `json_tool`: Anthropic answers through the emit tool."""
+    usage = (input_tokens, output_tokens)
+    if provider == "openai":
+        return Reply(sse=openai_sse(text, prompt_tokens=usage[0], completion_tokens=usage[1])) \
+            if stream else Reply(body=openai_completion(text, prompt_tokens=usage[0],
+                                                        completion_tokens=usage[1]))
+    if provider == "anthropic":
+        if stream:
+            return Reply(sse=anthropic_sse(text, input_tokens=usage[0], output_tokens=usage[1]))
+        if json_tool:
+            value = json.loads(text)  # tool inputs are objects: other values come wrapped
+            value = value if isinstance(value, dict) else {"value": value}
+            return Reply(body=anthropic_message(tool_input=value,
+                                                input_tokens=usage[0], output_tokens=usage[1]))
+        return Reply(body=anthropic_message(text, input_tokens=usage[0], output_tokens=usage[1]))
+    return Reply(body=gemini_response(text, prompt_tokens=usage[0], output_tokens=usage[1]))
+
+
+# --- error bodies (real shapes; see ../shared/fixtures/provider_errors.jsonl) -----------------
+
+_GOOGLE_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
+                  404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL",
+                  503: "UNAVAILABLE"}
+
+
+def error_body(provider: Provider, status: int, message: str, *, type: str | None = None,
+               code: str | None = None, param: str | None = None,
+               details: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """An error body in the provider's shape (`type`/`code` default sensibly per status)."""
+    if provider == "openai":
+        return {"error": {"message": message, "type": type or "invalid_request_error",
+                          "param": param, "code": code}}
+    if provider == "anthropic":
+        return {"type": "error", "error": {"type": type or "invalid_request_error",
+                                           "message": message}}
+    err: dict[str, Any] = {"code": status, "message": message,
+                           "status": type or _GOOGLE_STATUS.get(status, "UNKNOWN")}
+    if details:
+        err["details"] = details
+    return {"error": err}
+
+
+def auth_error(provider: Provider, api_key: str = "sk-test-key") -> Reply:
+    """What each provider really answers to a wrong key (Gemini: a 400, not a 401)."""
+    if provider == "openai":
+        masked = api_key[:3] + "*" * max(0, len(api_key) - 7) + api_key[-4:]
+        return Reply(401, error_body("openai", 401, f"Incorrect API key provided: {masked}. "
+                                     "You can find your API key at "
+                                     "https://platform.openai.com/account/api-keys.",
+                                     code="invalid_api_key"))
+    if provider == "anthropic":
+        return Reply(401, error_body("anthropic", 401, "invalid x-api-key",
+                                     type="authentication_error"))
+    return Reply(400, error_body("gemini", 400, "API key not valid. Please pass a valid API key.",
+                                 details=[{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                                           "reason": "API_KEY_INVALID",
+                                           "domain": "googleapis.com"}]))
+
+
+def rate_limit_error(provider: Provider, retry_after: int = 7) -> Reply:
+    headers = {"retry-after": str(retry_after)}
+    if provider == "openai":
+        return Reply(429, error_body(
+            "openai", 429, "Rate limit reached for gpt-4o-mini in organization org-fake on "
+            f"requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in "
+            f"{retry_after}s.", type="requests", code="rate_limit_exceeded"), headers)
+    if provider == "anthropic":
+        return Reply(429, error_body("anthropic", 429, "Number of request tokens has exceeded "
+                                     "your per-minute rate limit", type="rate_limit_error"),
+                     headers)
+    return Reply(429, error_body("gemini", 429, "You exceeded your current quota, please check "
+                                 "your plan and billing details.",
+                                 details=[{"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                                           "retryDelay": f"{retry_after}s"}]))
+
+
+def server_error(provider: Provider) -> Reply:
+    if provider == "openai":
+        return Reply(500, error_body("openai", 500, "The server had an error while processing "
+                                     "your request. Sorry about that!", type="server_error"))
+    if provider == "anthropic":
+        return Reply(500, error_body("anthropic", 500, "Internal server error", type="api_error"))
+    return Reply(500, error_body("gemini", 500, "An internal error has occurred. Please retry."))
+
+
+def overflow_body(provider: Provider, window: int, input_tokens: int,
+                  max_tokens: int = 0) -> dict[str, Any]:
+    """The provider's real context-overflow error for this request size."""
+    if provider == "openai":
+        if input_tokens > window or not max_tokens:
+            text = (f"This model's maximum context length is {window} tokens. However, your "
+                    f"messages resulted in {input_tokens} tokens. Please reduce the length of "
+                    "the messages.")
+        else:
+            text = (f"This model's maximum context length is {window} tokens. However, you "
+                    f"requested {input_tokens + max_tokens} tokens ({input_tokens} in the "
+                    f"messages, {max_tokens} in the completion). Please reduce the length of "
+                    "the messages or completion.")
+        return error_body("openai", 400, text, param="messages", code="context_length_exceeded")
+    if provider == "anthropic":
+        if input_tokens > window or not max_tokens:
+            text = f"prompt is too long: {input_tokens} tokens > {window} maximum"
+        else:
+            text = (f"input length and `max_tokens` exceed context limit: {input_tokens} + "
+                    f"{max_tokens} > {window}, decrease input length or `max_tokens` and try "
+                    "again")
+        return error_body("anthropic", 400, text)
+    return error_body("gemini", 400, f"The input token count ({input_tokens}) exceeds the "
+                      f"maximum number of tokens allowed ({window}).")
+
+
+def overflow_reply(provider: Provider, window: int, input_tokens: int,
+                   max_tokens: int = 0) -> Reply:
+    return Reply(400, overflow_body(provider, window, input_tokens, max_tokens))
+
+
+# --- reading requests ------------------------------------------------------------------------
+
+def _texts(value: Any) -> list[str]:
+    """Every text a content value carries (strings, text parts, tool inputs and results)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [t for item in value for t in _texts(item)]
+    if isinstance(value, dict):
+        out = _texts(value.get("text")) + _texts(value.get("content"))
+        for key in ("input", "args", "arguments"):
+            if key in value:
+                out.append(value[key] if isinstance(value[key], str) else json.dumps(value[key]))
+        if isinstance(value.get("function"), dict):
+            out += _texts(value["function"].get("arguments"))
+        return out + _texts(value.get("tool_calls")) + _texts(value.get("parts"))
+    return []
+
+
+def request_texts(provider: Provider, body: dict[str, Any]) -> list[str]:
+    if provider == "openai":
+        return _texts(body.get("messages"))
+    if provider == "anthropic":
+        return _texts(body.get("system")) + _texts(body.get("messages"))
+    return _texts(body.get("systemInstruction")) + _texts(body.get("contents"))
+
+
+def requested_max_tokens(provider: Provider, body: dict[str, Any]) -> int:
+    if provider == "openai":
+        return int(body.get("max_completion_tokens") or body.get("max_tokens") or 0)
+    if provider == "anthropic":
+        return int(body.get("max_tokens") or 0)
+    return int((body.get("generationConfig") or {}).get("maxOutputTokens") or 0)
+
+
+def estimate_tokens(provider: Provider, body: dict[str, Any],
+                    chars_per_token: float = 3.0) -> int:
+    """Input tokens as bytes of the message texts / chars_per_token (rounded up)."""
+    size = sum(len(t.encode("utf-8")) for t in request_texts(provider, body))
+    return int(-(-size // chars_per_token))
+
+
+def default_respond(body: dict[str, Any]) -> str:
+    return "fake reply"
+
+
+@dataclass
+class WindowEnforcingHandler:
+    """A fake provider with a context window; queue it as a ScriptedServer default.
+
+    Overflow rule: input + requested max tokens > window for OpenAI and Anthropic (their windows
+    include the output); input > window for Gemini, whose input limit excludes the output.
+    `overflow_in_stream=True` sends OpenAI overflows inside a 200 SSE stream when the request
+    streams, as some OpenAI-compatible servers do. Thread safe; counters are for assertions.
+    """
+
+    provider: Provider
+    window_tokens: int
+    chars_per_token: float = 3.0
+    respond: Respond = default_respond
+    overflow_in_stream: bool = False
+    calls: int = 0
+    overflows: int = 0
+    successes: int = 0
+    seen: list[tuple[int, int]] = field(default_factory=list)  # (input, max_tokens) per call
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def fits(self, input_tokens: int, max_tokens: int) -> bool:
+        if self.provider == "gemini":
+            return input_tokens <= self.window_tokens
+        return input_tokens + max_tokens <= self.window_tokens
+
+    def __call__(self, rec: Recorded) -> Reply:
+        body = rec.json() or {}
+        input_tokens = estimate_tokens(self.provider, body, self.chars_per_token)
+        max_tokens = requested_max_tokens(self.provider, body)
+        stream = bool(body.get("stream"))
+        with self._lock:
+            self.calls += 1
+            self.seen.append((input_tokens, max_tokens))
+            fits = self.fits(input_tokens, max_tokens)
+            if fits:
+                self.successes += 1
+            else:
+                self.overflows += 1
+        if not fits:
+            err = overflow_body(self.provider, self.window_tokens, input_tokens, max_tokens)
+            if self.provider == "openai" and stream and self.overflow_in_stream:
+                return Reply(sse=openai_sse_error(err))
+            return Reply(400, err)
+        text = self.respond(body)
+        out_tokens = max(1, estimate_tokens("openai", {"messages": [text]}, self.chars_per_token))
+        forced = (body.get("tool_choice") or {}).get("type") == "tool"
+        return success_reply(self.provider, text, stream=stream,
+                             json_tool=self.provider == "anthropic" and forced,
+                             input_tokens=input_tokens, output_tokens=out_tokens)
