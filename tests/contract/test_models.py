@@ -252,3 +252,76 @@ def test_model_is_lazy_and_its_repr_hides_the_key(backend: Backend) -> None:
     assert isinstance(model, ChatModel)
     assert model._client is None  # type: ignore[attr-defined]
     assert API_KEY not in repr(model) and API_KEY not in str(model)
+
+
+# --- backend specifics, still through the real SDKs ------------------------------------------
+
+def _openai(url: str, spec: str = "openai:gpt-4o-mini", **options: Any) -> ChatModel:
+    return Backend("x", spec, "openai", "/v1").make(url, **options)
+
+
+def test_openai_reasoning_models_get_max_completion_tokens(server: ScriptedServer) -> None:
+    server.push(fake.success_reply("openai", "ok"))
+    _openai(server.url, "openai:o3-mini").complete(TRANSCRIPT, max_tokens=77)
+    body = server.requests[0].json()
+    assert body["max_completion_tokens"] == 77
+    assert "max_tokens" not in body and "temperature" not in body
+
+
+@pytest.mark.parametrize("mode, response_format", [("json_object", {"type": "json_object"}),
+                                                   ("instruction", None)])
+def test_openai_compatible_json_fallbacks(server: ScriptedServer, mode: str,
+                                          response_format: dict | None) -> None:
+    server.push(fake.success_reply("openai", '{"answer": "x", "score": 1}'))
+    out = _openai(server.url, "openai-compatible:llama3.1:8b", json_mode=mode).complete(
+        [Message(role="user", content="q")], max_tokens=50, json_schema=SCHEMA)
+    body = server.requests[0].json()
+    assert body["model"] == "llama3.1:8b"
+    assert body.get("response_format") == response_format
+    assert json.dumps(SCHEMA) in body["messages"][-1]["content"]  # the schema as an instruction
+    assert json.loads(out.text)["score"] == 1
+
+
+def test_openai_orphan_tool_turns_become_text(server: ScriptedServer) -> None:
+    # After shrinking, a call may have lost its result and a result its call: both are 400s
+    # at OpenAI when sent as tool messages, so they must arrive as plain text instead.
+    server.push(fake.success_reply("openai", "ok"))
+    _openai(server.url).complete([
+        Message(role="user", content="q"),
+        Message(role="assistant", tool_calls=(ToolCall(id="lost", name="fetch"),)),
+        Message(role="user", content="go on"),
+        Message(role="tool", content="stray result", tool_call_id="gone", name="search"),
+    ], max_tokens=10)
+    wire = server.requests[0].json()["messages"]
+    assert [m["role"] for m in wire] == ["user", "assistant", "user", "user"]
+    assert "tool_calls" not in wire[1] and "fetch" in wire[1]["content"]
+    assert "stray result" in wire[3]["content"]
+
+
+def test_anthropic_non_object_schema_is_wrapped_and_unwrapped(server: ScriptedServer) -> None:
+    schema = {"type": "array", "items": {"type": "string"}}
+    server.push(fake.success_reply("anthropic", '["a", "b"]', json_tool=True))
+    model = Backend("x", "anthropic:claude-sonnet-4-5", "anthropic").make(server.url)
+    out = model.complete([Message(role="assistant", content="Earlier answer. "),
+                          Message(role="assistant", content="More.")],
+                         max_tokens=10, json_schema=schema)
+    body = server.requests[0].json()
+    assert json.loads(out.text) == ["a", "b"]
+    assert body["tools"][0]["input_schema"]["properties"]["value"] == schema
+    # a user turn opens, and the two assistant turns are merged into one
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant"]
+    assert body["messages"][1]["content"] == "Earlier answer. \n\nMore."
+
+
+def test_gemini_blocked_prompt_and_thoughts(server: ScriptedServer) -> None:
+    model = Backend("x", "gemini:gemini-2.5-flash", "gemini").make(server.url)
+    thought = fake.gemini_response("visible")
+    thought["candidates"][0]["content"]["parts"].insert(0, {"text": "hidden", "thought": True})
+    server.push(Reply(body=thought),
+                Reply(body={"promptFeedback": {"blockReason": "SAFETY"},
+                            "usageMetadata": {"promptTokenCount": 4}}))
+    first = model.complete([Message(role="user", content="q")], max_tokens=10)
+    blocked = model.complete([Message(role="user", content="q")], max_tokens=10)
+    assert (first.text, first.finish_reason) == ("visible", "STOP")
+    assert (blocked.text, blocked.finish_reason) == ("", "BLOCKED_SAFETY")
+    assert server.requests[0].path.endswith("/models/gemini-2.5-flash:generateContent")
