@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from core.models import ResearchPlan, SubQuestion
+from core.models import ResearchPlan
 
 # --- plan -------------------------------------------------------------------------------------
 
@@ -150,6 +150,25 @@ def compress_system(subquestion: str) -> str:
     return COMPRESS_SYSTEM.replace("{subquestion}", subquestion)
 
 
+# --- checkpoint (compaction's summarizer) -----------------------------------------------------
+
+CHECKPOINT_SYSTEM = """\
+You keep a researcher's memory short. Summarize the research turns you are given into a \
+checkpoint that replaces them.
+
+Keep, for every page read: its URL and the sentences it contributed, copied VERBATIM (they are \
+quoted later and checked against the page). Keep the searches already run. Drop search listings, \
+repetition and anything irrelevant to the research brief. Plain text, no preamble.
+"""
+
+
+def checkpoint_user(history: str, prior: str | None) -> str:
+    if prior:
+        return (f"Existing checkpoint:\n{prior}\n\nNewer turns to merge into it:\n{history}\n\n"
+                "Return the updated checkpoint.")
+    return f"Turns to summarize:\n{history}\n\nReturn the checkpoint."
+
+
 # --- write report -----------------------------------------------------------------------------
 
 REPORT_SYSTEM = """\
@@ -165,7 +184,8 @@ Return only a JSON object:
  "comparison_table": str | null}
 
 Rules:
-- Write exactly one section per sub-question of the plan, with its subquestion_index.
+- Write exactly one section per sub-question of the plan; its subquestion_index is the number \
+of that sub-question as listed (Sub-question 1 -> 1).
 - Cite the evidence for each statement right after it as [E<n>] (several: [E1][E4]). Cite only \
 keys that appear in the findings; never invent keys, URLs or sources.
 - Every number in the prose must come from a quote of the evidence it cites.
@@ -185,10 +205,7 @@ def report_user(plan: ResearchPlan, findings_text: str) -> str:
     if plan.targets:
         lines.append("Targets: " + ", ".join(plan.targets))
     lines += ["", "Sub-questions:"]
-    lines += [f"{sq.index}. {sq.question}" for sq in plan.subquestions]
+    # Numbered from 1 as `core.shrink.render_findings` numbers them, so both parts agree.
+    lines += [f"Sub-question {sq.index + 1}: {sq.question}" for sq in plan.subquestions]
     lines += ["", "Findings:", findings_text.strip() or "(no findings)"]
     return "\n".join(lines)
-
-
-def subquestion_line(subquestion: SubQuestion) -> str:
-    return f"{subquestion.index}. {subquestion.question}"
