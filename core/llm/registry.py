@@ -73,5 +73,6 @@ def make_model(spec: str, settings: Settings, **options: Any) -> ChatModel:
         env = f"{prefix.upper()}_BASE_URL"
         raise Fatal(f"no base URL for {provider} (model {spec!r})", provider=provider,
                     model=model, hint=f"set {env} or RESEARCHFLOW_{env} to the server's /v1 URL")
-    return cls(model=model, api_key=key, base_url=base_url, timeout=settings.request_timeout,
-               **options)
+    fields = {"model": model, "api_key": key, "base_url": base_url,
+              "timeout": settings.request_timeout}
+    return cls(**(fields | options))  # options may override, e.g. a shorter timeout

@@ -8,6 +8,7 @@ actually sent, and what came back through the SDK: nothing here checks a mock's 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -244,6 +245,23 @@ def test_context_overflow_from_the_window_enforcing_fake(backend: Backend,
         assert type(sdk_exception(exc)).__name__ == "APIError"
     signal = expect_signal(exc, ContextOverflow, backend.wire)
     assert signal.limit == 1_000
+
+
+def test_timeout_is_honoured_in_seconds(backend: Backend, server: ScriptedServer) -> None:
+    def after(seconds: float) -> Callable[[Any], Reply]:
+        def handler(rec: Any) -> Reply:
+            time.sleep(seconds)
+            return ok(backend, "late")
+        return handler
+
+    server.push(after(0.1), after(0.6))
+    probe = [Message(role="user", content="hi")]
+
+    assert backend.make(server.url, timeout=2.0).complete(probe, max_tokens=5).text == "late"
+    started = time.monotonic()
+    exc = raised(lambda: backend.make(server.url, timeout=0.2).complete(probe, max_tokens=5))
+    assert time.monotonic() - started < 0.55  # gave up on time (Gemini's SDK counts in ms)
+    expect_signal(exc, Transient, backend.wire)
 
 
 def test_model_is_lazy_and_its_repr_hides_the_key(backend: Backend) -> None:
