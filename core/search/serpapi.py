@@ -55,6 +55,8 @@ class SerpApiSearch:
         if not query:
             return []
         data = self._call(q=query, num=max(k, 1))
+        if isinstance(data, serpapi.SerpResults):  # a UserDict, not a dict
+            data = data.as_dict()
         if not isinstance(data, dict):
             raise Transient("SerpAPI returned a non-JSON answer", provider="serpapi")
         error = data.get("error")

@@ -1,0 +1,188 @@
+"""SerpApiSearch with the real serpapi client against a loopback server speaking SerpAPI's JSON."""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import serpapi
+
+from core.search.base import SearchBackend
+from core.search.registry import make_search
+from core.search.serpapi import SerpApiSearch
+from core.settings import Settings
+from core.signals import Fatal, RateLimited, Signal, Transient
+from tests.fakes.http import Recorded, Reply, ScriptedServer
+
+KEY = "sk-serp-0123456789abcdef-SECRET"
+
+
+def serp_body(*links: str) -> dict:
+    """A trimmed but faithful SerpAPI google response."""
+    return {
+        "search_metadata": {"id": "66a0c0ffee", "status": "Success",
+                            "json_endpoint": "https://serpapi.com/searches/x/66a0c0ffee.json",
+                            "total_time_taken": 1.02},
+        "search_parameters": {"engine": "google", "q": "asyncio event loop",
+                              "google_domain": "google.com", "device": "desktop"},
+        "search_information": {"organic_results_state": "Results for exact spelling",
+                               "total_results": 1230000, "time_taken_displayed": 0.31},
+        "related_questions": [{"question": "What is an event loop?", "snippet": "..."}],
+        "organic_results": [
+            {"position": i, "title": f"Result {i}", "link": link,
+             "redirect_link": "https://www.google.com/url?sa=t&url=" + link,
+             "displayed_link": link.split("//")[-1], "snippet": f"Snippet {i} about event loops.",
+             "snippet_highlighted_words": ["event loops"], "source": "Example"}
+            for i, link in enumerate(links, start=1)] + [{"position": 99, "title": "no link"}],
+    }
+
+
+def error(status: int, message: str) -> Reply:
+    return Reply(status, {"error": message})
+
+
+@pytest.fixture()
+def server():
+    with ScriptedServer() as srv:
+        yield srv
+
+
+@pytest.fixture()
+def backend(server: ScriptedServer) -> SerpApiSearch:
+    return SerpApiSearch(KEY, base_url=server.url, timeout=5)
+
+
+def _assert_key_hidden(exc: BaseException) -> None:
+    printed = "".join(traceback.format_exception(exc))
+    assert KEY not in printed and KEY not in repr(exc)
+
+
+def test_organic_results_become_search_results(server: ScriptedServer,
+                                               backend: SerpApiSearch) -> None:
+    server.push(Reply(200, serp_body("https://docs.python.org/3/library/asyncio-eventloop.html",
+                                     "https://realpython.com/async-io-python/",
+                                     "https://example.org/three")))
+    hits = backend.search("asyncio   event loop", k=2)
+    assert isinstance(backend, SearchBackend)
+    assert [(h.rank, h.url) for h in hits] == [
+        (1, "https://docs.python.org/3/library/asyncio-eventloop.html"),
+        (2, "https://realpython.com/async-io-python/")]
+    assert hits[0].title == "Result 1" and hits[0].snippet == "Snippet 1 about event loops."
+    sent = server.requests[0]
+    query = parse_qs(urlsplit(sent.path).query)
+    assert urlsplit(sent.path).path == "/search"
+    assert query["q"] == ["asyncio event loop"] and query["engine"] == ["google"]
+    assert query["api_key"] == [KEY] and query["num"] == ["2"]
+    assert KEY not in repr(backend)
+
+
+def test_empty_query_and_no_results(server: ScriptedServer, backend: SerpApiSearch) -> None:
+    assert backend.search("   ") == [] and server.requests == []
+    server.push(error(200, "Google hasn't returned any results for this query."))
+    assert backend.search("zxqv nonsense") == []
+    server.push(Reply(200, {"search_metadata": {"status": "Success"}}))
+    assert backend.search("nothing organic") == []
+
+
+@pytest.mark.parametrize("reply,kind,needle", [
+    (error(401, "Invalid API key. Your API key should be here: "
+                "https://serpapi.com/manage-api-key"), Fatal, "SERPAPI_API_KEY"),
+    (error(429, "Your account has run out of searches."), Fatal, "out of searches"),
+    (error(429, "Too many requests, slow down."), RateLimited, "Too many requests"),
+    (error(200, "Unsupported `xx` location parameter."), Fatal, "location"),
+    (error(503, "Our servers are busy, try again later."), Transient, "busy"),
+    (Reply(502, "<html>Bad gateway</html>", {"content-type": "text/html"}), Transient, "502"),
+])
+def test_errors_map_to_signals_without_leaking_the_key(server: ScriptedServer,
+                                                       backend: SerpApiSearch, reply: Reply,
+                                                       kind: type, needle: str) -> None:
+    server.push(reply)
+    with pytest.raises(Signal) as info:
+        backend.search("anything")
+    assert type(info.value) is kind
+    assert needle in str(info.value)
+    assert info.value.provider == "serpapi"
+    _assert_key_hidden(info.value)
+
+
+def test_connection_refused_is_transient_and_masked() -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    backend = SerpApiSearch(KEY, base_url=f"http://127.0.0.1:{port}", timeout=2)
+    with pytest.raises(Transient) as info:
+        backend.search("anything")
+    assert info.value.__cause__ is not None
+    _assert_key_hidden(info.value)
+
+
+def test_timeout_is_transient(server: ScriptedServer) -> None:
+    def slow(_: Recorded) -> Reply:
+        time.sleep(1.5)
+        return Reply(200, serp_body("https://example.org/late"))
+
+    server.push(slow)
+    with pytest.raises(Transient, match="timed out") as info:
+        SerpApiSearch(KEY, base_url=server.url, timeout=0.3).search("slow")
+    _assert_key_hidden(info.value)
+
+
+def test_missing_key_is_fatal_with_hint() -> None:
+    with pytest.raises(Fatal, match="SERPAPI_API_KEY"):
+        SerpApiSearch("")
+
+
+def test_base_url_is_per_backend_not_global() -> None:
+    """Two backends on two servers, searching from threads at once, each hit their own."""
+    with ScriptedServer(Reply(200, serp_body("https://a.example/"))) as a, \
+            ScriptedServer(Reply(200, serp_body("https://b.example/"))) as b:
+        backends = {"a": SerpApiSearch(KEY, base_url=a.url), "b": SerpApiSearch(KEY, base_url=b.url)}
+        seen: dict[str, set[str]] = {"a": set(), "b": set()}
+
+        def run(name: str) -> None:
+            for _ in range(10):
+                seen[name].add(backends[name].search("q", k=1)[0].url)
+
+        threads = [threading.Thread(target=run, args=(n,)) for n in ("a", "b", "a", "b")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert seen == {"a": {"https://a.example/"}, "b": {"https://b.example/"}}
+        assert len(a.requests) == len(b.requests) == 20
+    assert serpapi.Client.BASE_DOMAIN == "https://serpapi.com"
+    assert serpapi.http.HTTPClient.BASE_DOMAIN == "https://serpapi.com"
+
+
+def test_read_fetches_the_page_and_skips_refused_ones(server: ScriptedServer,
+                                                      backend: SerpApiSearch) -> None:
+    article = ("<html><head><title>Loops</title></head><body><article><h1>Loops</h1>"
+               "<p>The event loop runs callbacks one at a time, so code between awaits never "
+               "races with other tasks on the same loop.</p><p>Blocking calls stall every "
+               "task, so CPU-bound work belongs in an executor thread or process.</p>"
+               "</article></body></html>")
+    server.push(Reply(200, serp_body(server.url + "/article", server.url + "/paper.pdf")),
+                Reply(200, article.encode(), {"content-type": "text/html; charset=utf-8"}),
+                Reply(200, b"%PDF-1.7 ...", {"content-type": "application/pdf"}))
+    page, pdf = backend.search("event loop", k=2)
+    source = backend.read(page)
+    assert source is not None and "runs callbacks one at a time" in source.text
+    assert backend.read(pdf) is None
+
+
+def test_registry_builds_serpapi_from_settings(server: ScriptedServer,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("SERPAPI_API_KEY", "SERPAPI_KEY", "RESEARCHFLOW_SERPAPI_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    settings = Settings(serpapi_api_key=KEY, serpapi_base_url=server.url, _env_file=None)
+    backend = make_search(settings)
+    assert isinstance(backend, SerpApiSearch)
+    server.push(Reply(200, serp_body("https://example.org/one")))
+    assert backend.search("q")[0].url == "https://example.org/one"
+    with pytest.raises(Fatal, match="SERPAPI_API_KEY"):
+        make_search(Settings(search="serpapi", _env_file=None))
