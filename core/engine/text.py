@@ -25,7 +25,9 @@ which best should recommend recommended better choose choosing option options wo
 """.split())
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_+#.-]*[A-Za-z0-9_+#]|[A-Za-z]|[\u4e00-\u9fff]")
-_SENT_END = re.compile(r"(?<=[.!?。！？])\s+(?=[A-Z0-9\"'(\[`\u4e00-\u9fff])|\n\s*\n")
+# Chinese puts no space after 。！？, so there a sentence ends at the mark itself.
+_SENT_END = re.compile(r"(?<=[。！？])\s*|(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`\u4e00-\u9fff])|\n\s*\n")
+_CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,9 @@ def sentences(text: str, *, min_chars: int = 40, max_chars: int = 600) -> list[S
 
 
 def _is_prose(span: str, min_chars: int, max_chars: int) -> bool:
-    if not (min_chars <= len(span) <= max_chars):
+    # A CJK character carries about a word: count it double for length, as one word for words.
+    cjk = len(_CJK.findall(span))
+    if not (min_chars <= len(span) + cjk and len(span) <= max_chars):
         return False
     if span[-1] not in ".!?。！？":
         return False
@@ -86,7 +90,7 @@ def _is_prose(span: str, min_chars: int, max_chars: int) -> bool:
     if any(tok in span for tok in (">>>", "...:", "def ", "):\n", "|", "═", "──")):
         return False
     first_line = span.splitlines()[0]
-    return len(span.split()) >= 6 and not first_line.rstrip().endswith(":")
+    return len(span.split()) + cjk >= 6 and not first_line.rstrip().endswith((":", "："))
 
 
 def key_phrases(text: str, limit: int = 6) -> list[str]:
