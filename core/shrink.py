@@ -263,9 +263,9 @@ def _shorten(f: Finding, over: int) -> Finding | None:
         if len(c.evidence) > 1:
             claims[i] = c.model_copy(update={"evidence": c.evidence[:-1]})
             return f.model_copy(update={"claims": tuple(claims)})
-    fields = [(len(c.text), i, None) for i, c in enumerate(claims)]
+    fields: list[tuple[int, int, int | None]] = [(len(c.text), i, None) for i, c in enumerate(claims)]
     fields += [(len(ev.quote), i, j) for i, c in enumerate(claims) for j, ev in enumerate(c.evidence)]
-    length, i, j = max(fields)
+    length, i, j = max(fields, key=lambda field: field[0])
     if length <= 16:
         return None
     new = trim_at_sentence(claims[i].text if j is None else claims[i].evidence[j].quote,
