@@ -60,7 +60,8 @@ def spill_text(text: str, spill_dir: Path) -> Path:
 
 def _omission_note(omitted: int, path: Path | None) -> str:
     if path is None:
-        return f"\n[... {omitted} chars omitted; rerun the tool with a narrower query for more ...]\n"
+        return (f"\n[... {omitted} chars omitted; rerun the tool with a narrower query "
+                f"for more ...]\n")
     return f"\n[... {omitted} chars omitted; full text at {path} ...]\n"
 
 
@@ -92,7 +93,8 @@ def truncate_tool_results(messages: Sequence[Message], cap_chars: int,
     out = []
     for m in messages:
         if m.role == "tool" and len(m.content) > cap_chars:
-            m = m.model_copy(update={"content": truncate_tool_result(m.content, cap_chars, spill_dir)})
+            cut = truncate_tool_result(m.content, cap_chars, spill_dir)
+            m = m.model_copy(update={"content": cut})
         out.append(m)
     return out
 
@@ -249,7 +251,8 @@ def _summarize_within_budget(context: list[Message], aged: list[Message], prior:
     last: BaseException | None = None
     for attempt in range(1, max_attempts + 1):
         # An update carries the old checkpoint too: the history gets what remains.
-        room = max(MIN_SUMMARY_BUDGET_TOKENS, budget - (est.estimate(prior, model=model) if prior else 0))
+        prior_tokens = est.estimate(prior, model=model) if prior else 0
+        room = max(MIN_SUMMARY_BUDGET_TOKENS, budget - prior_tokens)
         batch = summarizer_input(context + aged, room, est, model=model)
         try:
             text = summarize(batch, prior).strip()

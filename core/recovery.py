@@ -68,7 +68,8 @@ def run_with_shrink(call: Callable[[S], T], state: S,
                 raise _give_up(what, f"nothing left to cut ({exc})", sig) from sig
             after = size(smaller)
             if after >= before:
-                raise _give_up(what, f"shrinking made no progress ({before} → {after})", sig) from sig
+                why = f"shrinking made no progress ({before} → {after})"
+                raise _give_up(what, why, sig) from sig
             log(f"{what}: context overflow ({_describe(sig)}); attempt {attempt}/{max_attempts} "
                 f"shrank it from ~{before} to ~{after} tokens and calls again")
             state = smaller

@@ -263,8 +263,10 @@ def _shorten(f: Finding, over: int) -> Finding | None:
         if len(c.evidence) > 1:
             claims[i] = c.model_copy(update={"evidence": c.evidence[:-1]})
             return f.model_copy(update={"claims": tuple(claims)})
-    fields: list[tuple[int, int, int | None]] = [(len(c.text), i, None) for i, c in enumerate(claims)]
-    fields += [(len(ev.quote), i, j) for i, c in enumerate(claims) for j, ev in enumerate(c.evidence)]
+    fields: list[tuple[int, int, int | None]] = [(len(c.text), i, None)
+                                                 for i, c in enumerate(claims)]
+    fields += [(len(ev.quote), i, j) for i, c in enumerate(claims)
+               for j, ev in enumerate(c.evidence)]
     length, i, j = max(fields, key=lambda field: field[0])
     if length <= 16:
         return None
