@@ -17,7 +17,8 @@ from core.models import Citation, Evidence, Finding, ResearchPlan, Report, stabl
 
 _KEY = re.compile(r"\[(E\d+(?:\s*,\s*E\d+)*)\]")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*%?")
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
+# A sentence ends after its punctuation and any citation keys that follow it.
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？\]])(\s+)(?!\s|\[E\d)")
 INSUFFICIENT = "[insufficient evidence]"
 
 
@@ -65,11 +66,21 @@ class _Numberer:
         return self.citations[number - 1].quote
 
 
+def _figures(text: str) -> set[str]:
+    """The numbers a text states, compared as tokens: "4" is not in "40" nor in "3.14"."""
+    return {_figure(n) for n in _NUMBER.findall(text)}
+
+
+def _figure(number: str) -> str:
+    return number.replace(",", "").rstrip("%")
+
+
 def _cite(body: str, numberer: _Numberer, flags: list[str], where: str) -> str:
     """Replace [E..] keys with [n]; flag numbers a sentence states that its quotes do not."""
-    out_sentences = []
-    for sentence in _SENTENCE_END.split(body):
-        cited: list[int] = []
+    out: list[str] = []
+    pieces = _SENTENCE_END.split(body)  # sentence, separator, sentence, ...
+    for i in range(0, len(pieces), 2):
+        sentence, cited = pieces[i], []
 
         def swap(match: re.Match[str]) -> str:
             nums = [numberer.number(k.strip()) for k in match.group(1).split(",")]
@@ -79,14 +90,17 @@ def _cite(body: str, numberer: _Numberer, flags: list[str], where: str) -> str:
 
         sentence = _KEY.sub(swap, sentence)
         if cited:
-            quotes = " ".join(_collapse(numberer.quote(n)) for n in cited)
-            for num in set(_NUMBER.findall(_KEY.sub("", re.sub(r"\[\d+\]", "", sentence)))):
-                if num not in quotes:
+            quoted = set().union(*(_figures(numberer.quote(n)) for n in cited))
+            prose = re.sub(r"\[\d+\]", "", sentence)
+            for num in dict.fromkeys(_NUMBER.findall(prose)):  # order of appearance: reproducible
+                if _figure(num) not in quoted:
                     flags.append(f"{where}: the number {num} does not appear in its cited quote")
-                    sentence = re.sub(rf"(?<![\w.\[]){re.escape(num)}(?![\w\]])",
+                    sentence = re.sub(rf"(?<![\w.\[]){re.escape(num)}(?![\w\]]|[.,]\d)",
                                       f"{num} [number not in source]", sentence, count=1)
-        out_sentences.append(sentence)
-    return " ".join(s for s in out_sentences if s)
+        if sentence.strip():
+            # Keep the original separator so paragraphs and list items stay on their own lines.
+            out += [pieces[i - 1] if out else "", sentence]
+    return "".join(out)
 
 
 def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft, *,

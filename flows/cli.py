@@ -20,7 +20,7 @@ from rich.table import Table
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Deep-research batches on Prefect, stored in DuckDB.")
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # one line per error, whatever the width
 
 DbOpt = typer.Option(None, "--db", help="DuckDB file (default: researchflow.duckdb, or "
                      "RESEARCHFLOW_DB_PATH).")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prefect import flow
+from prefect import flow, unmapped
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
@@ -30,7 +30,8 @@ def run_topic(topic: Topic, config: RunConfig) -> str:
     plan = plan_topic(topic, config)
     emit("topic_planned", topic.text, total=len(plan.subquestions))
 
-    researched = research.map(plan.subquestions, config=config, max_rounds=topic.max_rounds)
+    researched = research.map(plan.subquestions, config=unmapped(config),
+                              max_rounds=unmapped(topic.max_rounds))
     compressed = []
     for done, future in enumerate(as_completed(researched), start=1):
         compressed.append(compress.submit(future, config))

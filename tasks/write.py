@@ -34,10 +34,10 @@ def compress(transcript: Transcript, config: RunConfig) -> Finding:
 def write_report(plan: ResearchPlan, findings: Sequence[Finding], config: RunConfig,
                  report_id: str) -> Report:
     engine = build_engine(config)
-    limits = context_limits(config)
-    model = getattr(getattr(engine, "model", None), "model", None)
+    model = getattr(getattr(engine, "model", None), "model", None)  # None: offline engine
+    window = context_limits(config).window(model) if model else None
     draft, kept = report_with_shrink(
-        engine, plan, list(findings), window=limits.window(model) if model else None,
+        engine, plan, list(findings), window=window,
         max_output_tokens=config.max_output_tokens, log=get_run_logger().info)
     return assemble(plan, kept, draft, report_id=report_id, engine=engine.name,
                     notice=getattr(engine, "notice", None))

@@ -26,22 +26,24 @@ _COMPARE = re.compile(r"\b(compare|comparing|comparison|versus|vs\.?|differences
 _RECOMMEND = re.compile(r"\b(should i|which (?:one|is best|to use)|recommend\w*|best way|"
                         r"choose|choosing|when to use)\b", re.I)
 _CONTEXT_SPLIT = re.compile(r"\b(?:for|in|when|on|to)\b", re.I)
+_LEAD = re.compile(r"^(?:how (?:does|do|is|are|can|should)|what (?:is|are|does)|why (?:does|do|is|are)|"
+                   r"which (?:\w+ )?(?:should i use|to use|is best)(?: for)?|should i use|explain|"
+                   r"describe|tell me about)\s+", re.I)
+_TRAIL = re.compile(r"\s+(?:work|works|mean|means|do)\s*$", re.I)
 
 # Dimensions of difference for comparisons (seed 002 §5.4): each sub-question compares every
 # target along one axis, rather than one paragraph per option.
 _DIMENSIONS = (
-    ("How do {targets} differ in how they run work (execution and concurrency model)?",
-     ("execution model", "runs concurrently")),
-    ("How do {targets} differ for CPU-bound versus I/O-bound work and performance?",
-     ("CPU-bound I/O-bound", "performance blocking")),
-    ("How do {targets} differ in sharing data and synchronization?",
-     ("shared data synchronization lock", "communication queue")),
-    ("How do {targets} differ in error handling, cancellation and timeouts?",
-     ("exception cancel", "timeout")),
-    ("How do {targets} differ in their APIs and typical usage?",
-     ("API usage example", "create start")),
-    ("What limitations and pitfalls distinguish {targets}?",
-     ("limitation restriction", "deadlock")),
+    ("How do {targets} differ in purpose and design{context}?", ("purpose design", "model")),
+    ("How do {targets} differ in performance and scalability{context}?",
+     ("performance", "blocking overhead")),
+    ("How do {targets} differ in safety, correctness and limitations{context}?",
+     ("limitation safe", "restriction")),
+    ("How do {targets} differ in their APIs and typical usage{context}?",
+     ("usage example", "create")),
+    ("How do {targets} differ in error handling{context}?", ("exception error", "raise")),
+    ("How do {targets} differ in compatibility and interoperability{context}?",
+     ("compatible", "support")),
 )
 _ASPECTS = {
     "describe": (
@@ -73,9 +75,14 @@ def _intent(text: str) -> Intent:
 
 def _targets(text: str) -> tuple[tuple[str, ...], str]:
     """The options a comparison is between, and the context phrase after them ("for I/O")."""
-    body = _COMPARE.sub(" ", text).strip(" ?.!:")
-    parts = _CONTEXT_SPLIT.split(body, maxsplit=1)
-    head, context = parts[0], (parts[1].strip() if len(parts) > 1 else "")
+    body = re.sub(r"\b(?:vs\.?|versus)(?=\s)", ",", text, flags=re.I)
+    body = _LEAD.sub("", _COMPARE.sub(" ", body).strip(" ?.!:"))
+    if ":" in body:  # "serializing data: json or pickle" -> options after the colon
+        context, _, head = (x.strip() for x in body.rpartition(":"))
+        context = re.sub(r"^(?:for|to)\s+", "", context, flags=re.I)
+    else:
+        parts = _CONTEXT_SPLIT.split(body, maxsplit=1)
+        head, context = parts[0], (parts[1].strip() if len(parts) > 1 else "")
     items = [i.strip(" ,.;") for i in re.split(r",|\band\b|\bor\b|\bvs\.?|\bversus\b", head)]
     items = [i for i in items if i and terms(i)]
     return tuple(dict.fromkeys(items)), context
@@ -105,20 +112,27 @@ class ExtractiveEngine:
     def plan(self, topic: Topic) -> ResearchPlan:
         text = " ".join(topic.text.split())
         intent = _intent(text)
-        targets, context = _targets(text) if intent == "compare" else ((), "")
+        targets, context = _targets(text) if intent != "describe" else ((), "")
         n = topic.max_subquestions
-        if intent == "compare" and len(targets) >= 2:
+        if len(targets) >= 2:
             subqs = []
-            for i, (question, extra) in enumerate(_DIMENSIONS[:n]):
-                q = question.format(targets=_join(targets))
-                queries = tuple(f"{t} {extra[j % len(extra)]}" for j, t in enumerate(targets))[:3]
+            dims = list(_DIMENSIONS[: n - 1 if intent == "recommend" else n])
+            if intent == "recommend":
+                dims.append(("When should each of {targets} be chosen{context}?",
+                             ("recommended use", "suitable")))
+            ctx = f" for {context}" if context else ""
+            ctx_terms = " ".join(key_phrases(context, limit=2)[:1])
+            for i, (question, extra) in enumerate(dims):
+                q = question.format(targets=_join(targets), context=ctx)
+                queries = tuple(f"{t} {extra[j % len(extra)]} {ctx_terms}".strip()
+                                for j, t in enumerate(targets))[:3]
                 subqs.append(SubQuestion(index=i, question=q, queries=queries))
             brief = (f"Compare {_join(targets)}" + (f" for {context}" if context else "") +
                      " along dimensions of difference, quoting the sources for each claim.")
         else:
             intent = "describe" if intent == "compare" else intent
-            kp = " ".join(key_phrases(text, limit=3)) or text
-            subject = text.rstrip("?.! ")
+            subject = _TRAIL.sub("", _LEAD.sub("", text.rstrip("?.! "))) or text
+            kp = " ".join(list(dict.fromkeys(terms(subject)))[:3]) or subject
             subqs = [SubQuestion(index=i, question=q.format(subject=subject),
                                  queries=tuple(x.format(kp=kp) for x in qs))
                      for i, (q, qs) in enumerate(_ASPECTS.get(intent, _ASPECTS["describe"])[:n])]
@@ -166,6 +180,11 @@ class ExtractiveEngine:
     def _rank(self, subquestion: SubQuestion, sources: Sequence[Source]
               ) -> list[tuple[float, Sentence, Source]]:
         pool = [(s, src) for src in sources for s in sentences(src.text)]
+        # A sentence that recurs across several pages is boilerplate (headers, disclaimers).
+        spread: dict[str, set[str]] = {}
+        for sent, src in pool:
+            spread.setdefault(sent.clean, set()).add(src.url)
+        pool = [(s, src) for s, src in pool if len(spread[s.clean]) < 3]
         if not pool:
             return []
         scorer = Scorer([s.text for s, _ in pool])
@@ -183,11 +202,17 @@ class ExtractiveEngine:
         def cite(claim: Claim) -> str:
             return claim.text + " " + "".join(f"[{keys[id(e)]}]" for e in claim.evidence)
 
-        sections = tuple(
-            SectionDraft(subquestion_index=f.subquestion_index, heading=f.subquestion,
-                         body="\n\n".join(cite(c) for c in f.claims))
-            for f in findings)
-        summary = " ".join(cite(f.claims[0]) for f in findings if f.claims)
+        used: set[str] = set()
+        sections, leads = [], []
+        for f in findings:
+            # Researchers run independently, so two may quote the same sentence: say it once.
+            fresh = [c for c in f.claims if c.text not in used]
+            used.update(c.text for c in fresh)
+            leads.extend(fresh[:1])
+            sections.append(SectionDraft(subquestion_index=f.subquestion_index,
+                                         heading=f.subquestion,
+                                         body="\n\n".join(cite(c) for c in fresh)))
+        summary = " ".join(cite(c) for c in leads)
         table = self._comparison_table(plan, findings, cite) if plan.intent == "compare" else None
         return ReportDraft(title=f"Research report: {plan.topic}", summary=summary,
                            sections=sections, comparison_table=table)

@@ -25,6 +25,7 @@ which best should recommend recommended better choose choosing option options wo
 """.split())
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_+#.-]*[A-Za-z0-9_+#]|[A-Za-z]|[\u4e00-\u9fff]")
+_HEADING = re.compile(r"^\s*(?:#+\s.*|[A-Z][A-Z0-9 _-]{2,}|[-=*]{3,}|\S+ - .*)\s*$")
 # Chinese puts no space after 。！？, so there a sentence ends at the mark itself.
 _SENT_END = re.compile(r"(?<=[。！？])\s*|(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`\u4e00-\u9fff])|\n\s*\n")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -69,7 +70,15 @@ def sentences(text: str, *, min_chars: int = 40, max_chars: int = 600) -> list[S
         end = m.start() if m else len(text)
         raw = text[pos:end]
         lead = len(raw) - len(raw.lstrip())
-        span = raw.strip()
+        # Drop heading lines glued to the sentence (pydoc's NAME, DESCRIPTION, markdown #).
+        while True:
+            first, nl, rest = raw[lead:].partition("\n")
+            if nl and _HEADING.match(first):
+                lead += len(first) + 1
+                lead += len(rest) - len(rest.lstrip())
+                continue
+            break
+        span = raw[lead:].rstrip()
         start = pos + lead
         pos = m.end() if m else len(text)
         if _is_prose(span, min_chars, max_chars):
@@ -88,6 +97,8 @@ def _is_prose(span: str, min_chars: int, max_chars: int) -> bool:
     if letters < 0.6 * len(span.replace(" ", "").replace("\n", "")):
         return False  # code, tables, signatures
     if any(tok in span for tok in (">>>", "...:", "def ", "):\n", "|", "═", "──")):
+        return False
+    if re.match(r"^[\w.]+ - ", span):  # pydoc's "module - one-line summary" header
         return False
     first_line = span.splitlines()[0]
     return len(span.split()) + cjk >= 6 and not first_line.rstrip().endswith((":", "："))

@@ -1,0 +1,57 @@
+"""The topic flow under a real Prefect server: report stored, quotes verbatim, cache on rerun."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from core.store import ResultStore
+from flows.research import research_topic
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
+
+TOPIC = "Compare threading, multiprocessing and asyncio for concurrent I/O"
+
+
+def _task_states(flow_run_id) -> dict[str, list[str]]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    async def read():
+        async with get_client() as client:
+            runs = await client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+        out: dict[str, list[str]] = {}
+        for r in runs:
+            out.setdefault(r.task_key.rsplit("-", 1)[0] if r.task_key else r.name, []).append(
+                r.state.name if r.state else "?")
+        return out
+
+    return asyncio.run(read())
+
+
+def test_topic_flow_stores_a_cited_report_and_hits_cache_on_rerun(corpus, db_path):
+    kwargs = dict(topic=TOPIC, batch_id="flowtest", max_subquestions=3, max_rounds=1,
+                  model="offline", search="corpus", corpus_dir=str(corpus), db_path=str(db_path))
+    first = research_topic(**kwargs, return_state=True)
+    assert first.is_completed(), first.message
+    report_id = first.result()
+
+    store = ResultStore(db_path)
+    report = store.get_report(report_id)
+    assert report is not None
+    md = report["markdown"]
+    assert "Extractive offline report" in md
+    assert md.count("\n## How do threading, multiprocessing and asyncio differ") == 3
+    assert "## References" in md and "\n1. [" in md
+    assert report["citations"], "the offline engine found nothing to cite in a matching corpus"
+    assert store.unverified_citations(report_id) == []
+    counts = store.counts()
+
+    second = research_topic(**kwargs, return_state=True)
+    assert second.is_completed() and second.result() == report_id
+    states = _task_states(second.state_details.flow_run_id)
+    cached = [s for name, ss in states.items() if not name.startswith("store") for s in ss]
+    assert cached and all(s == "Cached" for s in cached), states
+    assert store.counts() == counts  # idempotent per (batch, topic)
