@@ -56,6 +56,7 @@ class IndexStats:
     removed: int
     rebuilt: bool
     seconds: float
+    stale: bool = False  # changes were found but another process held the index
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ class CorpusSearch:
                 log.warning("corpus index %s is busy (%s); searching the existing index",
                             self.index_path, exc)
                 self._conn = self._try_open(read_only=True)
-                return self._done(len(on_disk), 0, 0, False, began)
+                return self._done(len(on_disk), 0, 0, False, began, stale=True)
             try:
                 extracted, removed_n, rebuilt = self._apply(writer, on_disk)
             finally:
@@ -164,9 +165,9 @@ class CorpusSearch:
             return self._done(len(on_disk), extracted, removed_n, rebuilt, began)
 
     def _done(self, files: int, extracted: int, removed: int, rebuilt: bool,
-              began: float) -> IndexStats:
+              began: float, stale: bool = False) -> IndexStats:
         self.last_stats = IndexStats(files, extracted, removed, rebuilt,
-                                     time.perf_counter() - began)
+                                     time.perf_counter() - began, stale)
         return self.last_stats
 
     def _scan(self) -> dict[str, _Stat]:

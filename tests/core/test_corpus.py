@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -185,3 +187,34 @@ def test_registry_builds_one_corpus_backend_per_index(corpus: Path, tmp_path: Pa
     assert backend.search("green tea")[0].title
     assert str(backend.index_path).startswith(str((tmp_path / "cache" / "index").resolve()))
     backend.close()
+
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from core.search.corpus import CorpusSearch
+backend = CorpusSearch(Path(sys.argv[1]), Path(sys.argv[2]))
+print(len(backend.search("green tea")), flush=True)
+sys.stdin.readline()  # hold the index open until told to stop
+"""
+
+
+def test_another_process_can_search_while_we_hold_the_index(corpus: Path,
+                                                            search: CorpusSearch) -> None:
+    assert search.search("green tea")  # we built it and hold a read-only connection
+    root = Path(__file__).resolve().parents[2]
+    other = subprocess.Popen([sys.executable, "-c", HOLDER, str(corpus), str(search.index_path)],
+                             cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        assert other.stdout.readline().strip() == "1"
+        # while the other process reads, a change cannot be written: keep serving the old index
+        (corpus / "tea.html").write_text(HTML.replace("Oolong", "Genmaicha"), encoding="utf-8")
+        busy = search.index()
+        assert busy.stale and busy.extracted == 0
+        assert search.search("oolong") and not search.search("genmaicha")
+    finally:
+        other.communicate("stop\n", timeout=30)
+    caught_up = search.index()
+    assert caught_up.extracted == 1 and not caught_up.stale
+    assert search.search("genmaicha")
