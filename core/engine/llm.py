@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Sequence, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -29,13 +29,15 @@ from core.engine import prompts
 from core.engine.base import ReportDraft, SectionDraft
 from core.engine.schemas import (CompressOut, ControllerOut, DraftOut, EvidenceOut, PlanOut,
                                  json_schema)
-from core.limits import ContextLimits
 from core.llm.base import ChatModel, Completion
 from core.models import (Claim, Evidence, Finding, Message, ResearchPlan, Source, SubQuestion,
                          Topic, Transcript)
 from core.shrink import render_findings
 from core.signals import Fatal
 from core.tokens import TokenEstimator, content_bytes, default_estimator
+
+if TYPE_CHECKING:
+    from core.limits import ContextLimits
 
 Out = TypeVar("Out", bound=BaseModel)
 
@@ -61,7 +63,11 @@ class LLMEngine:
                  spill_dir: Path | str | None = None) -> None:
         self.model = model
         self.name = f"llm:{model.provider}:{model.model}"
-        self.limits = limits if limits is not None else ContextLimits()
+        if limits is None:
+            from core.limits import ContextLimits  # the registry of known windows, built once
+
+            limits = ContextLimits()
+        self.limits = limits
         self.estimator = estimator if estimator is not None else default_estimator()
         self.max_output_tokens = max_output_tokens
         self.spill_dir = Path(spill_dir) if spill_dir is not None else None
