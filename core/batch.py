@@ -35,12 +35,15 @@ class TopicRow:
 
 
 def read_topics_csv(path: Path, *, batch_id: str) -> tuple[list[TopicRow], list[RowError]]:
+    path = Path(path)
     if not path.is_file():
         raise BatchFileError(f"{path}: no such file; pass a CSV with a 'topic' column")
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
-            rows = list(csv.DictReader(fh))
-            fields = [f.strip().lower() for f in (rows and rows[0].keys() or [])]
+            reader = csv.DictReader(fh)
+            # From the header itself: a first row with extra cells has a None key.
+            fields = [(f or "").strip().lower() for f in reader.fieldnames or ()]
+            rows = [(_first_line(reader.line_num, raw), raw) for raw in reader]
     except (UnicodeDecodeError, csv.Error) as exc:
         raise BatchFileError(f"{path}: not a readable UTF-8 CSV ({exc})") from exc
     if not rows:
@@ -51,7 +54,7 @@ def read_topics_csv(path: Path, *, batch_id: str) -> tuple[list[TopicRow], list[
     good: list[TopicRow] = []
     errors: list[RowError] = []
     seen: dict[str, int] = {}
-    for line, raw in enumerate(rows, start=2):
+    for line, raw in rows:
         row = {(k or "").strip().lower(): (v or "").strip() if isinstance(v, str) else v
                for k, v in raw.items()}
         if None in raw:  # more cells than header columns
@@ -75,3 +78,11 @@ def read_topics_csv(path: Path, *, batch_id: str) -> tuple[list[TopicRow], list[
         seen[topic.topic_id] = line
         good.append(TopicRow(line, topic))
     return good, errors
+
+
+def _first_line(line_num: int, raw: dict) -> int:
+    """The record's first line: csv counts lines read so far, and a quoted cell may span lines."""
+    cells = [v for v in raw.values() if isinstance(v, str)]
+    cells += [v for extra in raw.values() if isinstance(extra, list) for v in extra]
+    return line_num - sum(c.count("\n") for c in cells)
+
