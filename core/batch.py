@@ -45,11 +45,16 @@ def read_topics_csv(path: Path, *, batch_id: str) -> tuple[list[TopicRow], list[
             fields = [(f or "").strip().lower() for f in reader.fieldnames or ()]
             rows = [(_first_line(reader.line_num, raw), raw) for raw in reader]
     except (UnicodeDecodeError, csv.Error) as exc:
-        raise BatchFileError(f"{path}: not a readable UTF-8 CSV ({exc})") from exc
-    if not rows:
-        raise BatchFileError(f"{path}: no rows; the first line must be a header with 'topic'")
+        raise BatchFileError(f"{path}: not a readable UTF-8 CSV ({exc}); save it as UTF-8 "
+                             "with a 'topic' header") from exc
+    if not any(fields):
+        raise BatchFileError(f"{path}: no header; the first line must be a header with a "
+                             "'topic' column")
     if "topic" not in fields:
-        raise BatchFileError(f"{path}: no 'topic' column (found: {', '.join(fields) or 'none'})")
+        raise BatchFileError(f"{path}: no 'topic' column (found: {', '.join(fields)}); "
+                             "name the column of topics 'topic'")
+    if not rows:
+        raise BatchFileError(f"{path}: no topics below the header; add one topic per line")
 
     good: list[TopicRow] = []
     errors: list[RowError] = []
@@ -68,8 +73,7 @@ def read_topics_csv(path: Path, *, batch_id: str) -> tuple[list[TopicRow], list[
         try:
             topic = Topic(text=text, batch_id=batch_id, **overrides)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'row'}: {e['msg']}"
-                                 for e in exc.errors())
+            problems = "; ".join(f"{_column(e['loc'])}: {e['msg']}" for e in exc.errors())
             errors.append(RowError(line, problems))
             continue
         if topic.topic_id in seen:
@@ -86,3 +90,8 @@ def _first_line(line_num: int, raw: dict) -> int:
     cells += [v for extra in raw.values() if isinstance(extra, list) for v in extra]
     return line_num - sum(c.count("\n") for c in cells)
 
+
+def _column(loc: tuple) -> str:
+    """The CSV column a validation error is about (the Topic field `text` is column `topic`)."""
+    name = ".".join(map(str, loc)) or "row"
+    return "topic" if name == "text" else name
