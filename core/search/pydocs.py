@@ -62,7 +62,7 @@ def materialize_pydocs(cache_dir: Path, modules: tuple[str, ...] = MODULES) -> P
 
 def _manifest(modules: tuple[str, ...]) -> dict:
     return {"python": sys.version, "modules": hashlib.sha256(
-        "\n".join(modules).encode()).hexdigest()[:16], "format": 2}
+        "\n".join(modules).encode()).hexdigest()[:16], "format": 3}
 
 
 def _read_manifest(folder: Path) -> dict | None:
@@ -116,4 +116,29 @@ def module_doc(name: str) -> str | None:
     summary = (module.__doc__ or "").strip().splitlines()
     headline = f"{name} — {summary[0].strip()}" if summary else name
     body = _GUTTER.sub(lambda m: " " * len(m.group(0)), _OVERSTRIKE.sub("", body))
-    return f"# {headline}\n\n{body}"
+    return f"# {headline}\n\n{_drop_builtin_inherited(body)}"
+
+
+_INHERITED = re.compile(r"^(\s*)\S.* inherited from builtins\.\w+:\s*$")
+
+
+def _drop_builtin_inherited(body: str) -> str:
+    """Remove the 'Methods inherited from builtins.object:' style sections: the same dunder
+    boilerplate repeated in every class, which only adds noise to search."""
+    out: list[str] = []
+    skip_indent: int | None = None
+    for line in body.splitlines():
+        if skip_indent is not None:
+            indent = len(line) - len(line.lstrip())
+            if line.strip().startswith("-----") or (line.strip() and indent < skip_indent):
+                skip_indent = None
+            else:
+                continue
+        match = _INHERITED.match(line)
+        if match:
+            skip_indent = len(match.group(1))
+            if out and out[-1].strip().startswith("-----"):
+                out.pop()  # the separator that introduced the dropped section
+            continue
+        out.append(line)
+    return "\n".join(out) + "\n"

@@ -31,6 +31,8 @@ def test_contains_reference_topics_and_library_docs(pydocs: Path) -> None:
     assert threading_doc.startswith("# threading — ")
     assert "class Lock" in threading_doc or "Lock(" in threading_doc
     assert "\x08" not in threading_doc and "\n |" not in threading_doc  # no overstrike, no gutter
+    assert "inherited from builtins." not in threading_doc  # dunder boilerplate dropped
+    assert "Methods inherited from" in (pydocs / "library" / "queue.md").read_text()  # the rest kept
     asyncio_doc = (pydocs / "library" / "asyncio.md").read_text(encoding="utf-8")
     assert "get_event_loop" in asyncio_doc
     for name in ("multiprocessing", "concurrent.futures", "queue", "json", "sqlite3"):
