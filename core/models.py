@@ -43,6 +43,7 @@ class SubQuestion(_Frozen):
     index: int
     question: str
     queries: tuple[str, ...] = ()
+    focus: tuple[str, ...] = ()  # what the answer must be about (compared targets, the subject)
 
 
 class ResearchPlan(_Frozen):

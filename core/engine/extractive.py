@@ -27,7 +27,8 @@ _RECOMMEND = re.compile(r"\b(should i|which (?:one|is best|to use)|recommend\w*|
                         r"choose|choosing|when to use)\b", re.I)
 _CONTEXT_SPLIT = re.compile(r"\b(?:for|in|when|on|to)\b", re.I)
 _LEAD = re.compile(r"^(?:how (?:does|do|is|are|can|should)|what (?:is|are|does)|why (?:does|do|is|are)|"
-                   r"which (?:\w+ )?(?:should i use|to use|is best)(?: for)?|should i use|explain|"
+                   r"which (?:\w+ )?(?:should i (?:use|choose|pick)|to use|is best)(?: for)?|"
+                   r"should i (?:use|choose|pick)|explain|"
                    r"describe|tell me about)\s+", re.I)
 _TRAIL = re.compile(r"\s+(?:work|works|mean|means|do)\s*$", re.I)
 
@@ -84,6 +85,8 @@ def _targets(text: str) -> tuple[tuple[str, ...], str]:
         parts = _CONTEXT_SPLIT.split(body, maxsplit=1)
         head, context = parts[0], (parts[1].strip() if len(parts) > 1 else "")
     items = [i.strip(" ,.;") for i in re.split(r",|\band\b|\bor\b|\bvs\.?|\bversus\b", head)]
+    # "the difference between the lists and tuples": articles and spacing are not the option.
+    items = [" ".join(re.sub(r"^(?:the|a|an)\s+", "", i, flags=re.I).split()) for i in items]
     items = [i for i in items if i and terms(i)]
     return tuple(dict.fromkeys(items)), context
 
@@ -126,15 +129,19 @@ class ExtractiveEngine:
                 q = question.format(targets=_join(targets), context=ctx)
                 queries = tuple(f"{t} {extra[j % len(extra)]} {ctx_terms}".strip()
                                 for j, t in enumerate(targets))[:3]
-                subqs.append(SubQuestion(index=i, question=q, queries=queries))
+                subqs.append(SubQuestion(index=i, question=q, queries=queries, focus=targets))
             brief = (f"Compare {_join(targets)}" + (f" for {context}" if context else "") +
                      " along dimensions of difference, quoting the sources for each claim.")
         else:
             intent = "describe" if intent == "compare" else intent
             subject = _TRAIL.sub("", _LEAD.sub("", text.rstrip("?.! "))) or text
-            kp = " ".join(list(dict.fromkeys(terms(subject)))[:3]) or subject
+            # Queries keep the words as written: search backends stem for themselves, and our
+            # light stem is not theirs ("databases" -> "databas", which porter makes "databa").
+            words = [w.strip("?.,!:;\"'()").lower() for w in subject.split() if terms(w)]
+            kp = " ".join(list(dict.fromkeys(words))[:3]) or subject
+            focus = tuple(dict.fromkeys(terms(subject)))[:4]
             subqs = [SubQuestion(index=i, question=q.format(subject=subject),
-                                 queries=tuple(x.format(kp=kp) for x in qs))
+                                 queries=tuple(x.format(kp=kp) for x in qs), focus=focus)
                      for i, (q, qs) in enumerate(_ASPECTS.get(intent, _ASPECTS["describe"])[:n])]
             brief = f"Research: {subject}. Answer each sub-question from quoted sources."
         return ResearchPlan(topic=text, brief=brief, intent=intent, targets=targets,
@@ -189,7 +196,11 @@ class ExtractiveEngine:
             return []
         scorer = Scorer([s.text for s, _ in pool])
         query = terms(subquestion.question + " " + " ".join(subquestion.queries))
-        scored = [(scorer.score(i, query), s, src) for i, (s, src) in enumerate(pool)]
+        focus = {t for f in subquestion.focus for t in terms(f)}
+        # A sentence that names none of what the question is about is off topic, however well
+        # it matches the aspect words ("performance", "usage").
+        scored = [(scorer.score(i, query) if not focus or focus & set(scorer.docs[i]) else 0.0,
+                   s, src) for i, (s, src) in enumerate(pool)]
         # Stable order for equal scores: source url, then position, so runs are reproducible.
         scored.sort(key=lambda x: (-round(x[0], 9), x[2].url, x[1].start))
         return scored

@@ -98,8 +98,8 @@ def _is_prose(span: str, min_chars: int, max_chars: int) -> bool:
         return False  # code, tables, signatures
     if any(tok in span for tok in (">>>", "...:", "def ", "):\n", "|", "═", "──")):
         return False
-    if re.match(r"^[\w.]+ - ", span):  # pydoc's "module - one-line summary" header
-        return False
+    if re.match(r"^(?:#|[\w.]+ [-—] |[\w.]+\(.*?\)\s)", span):
+        return False  # a heading, pydoc's "module - summary" line, a "func(args) Doc" line
     first_line = span.splitlines()[0]
     return len(span.split()) + cjk >= 6 and not first_line.rstrip().endswith((":", "："))
 
