@@ -128,6 +128,7 @@ class CorpusSearch:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            self.last_stats = None  # a later search reopens (and re-checks) the index
 
     # ---- indexing ---------------------------------------------------------------------------
 

@@ -149,6 +149,8 @@ def test_incremental_reindex(corpus: Path, search: CorpusSearch) -> None:
     assert (removed.extracted, removed.removed) == (0, 1)
     assert search.search("chain lubricate cassette") == []
 
+    search.close()
+    assert search.search("green tea")  # reopened after close
     # a fresh instance over the same index file reuses it without extracting anything
     search.close()
     reopened = CorpusSearch(corpus, search.index_path)
