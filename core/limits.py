@@ -1,0 +1,226 @@
+"""How many tokens a model takes: context windows, output caps, and what overflows taught us.
+
+`ContextLimits` answers `window(model)`, `max_output(model)` and `request_budget(model)` from, in
+order of trust: what an overflow error reported during this run (`learn`), the configured
+overrides (`Settings.context_windows`, prefix -> tokens), the built-in table below, and finally
+`Settings.default_context_window` with a log line saying how to configure it. Names match by the
+longest known prefix (overrides and table compete; an override wins a tie), so "gpt-4o-mini-2024-07-18" resolves to gpt-4o-mini (never gpt-4o) and
+dated or provider-prefixed names ("claude-sonnet-4-5-20250929", "openai/gpt-4o",
+"models/gemini-2.5-pro", "openai:gpt-4o-mini") work. It does not count tokens or call providers.
+
+A per-request token budget ("Request too large … TPM: Limit 30000") is kept apart from windows: it
+is not the model's window, but it bounds every request until the run ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from core.signals import ContextOverflow, Signal
+
+if TYPE_CHECKING:
+    from core.settings import Settings
+
+log = logging.getLogger("researchflow.limits")
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    window: int  # tokens of input + output the model accepts in one request
+    max_output: int | None = None  # the largest max_tokens it accepts, when known
+
+
+# Published figures (vendor model pages, 2024-2025). Longest prefix wins, so each family that
+# differs from its parent has its own row (gpt-4o-mini vs gpt-4o, o1-mini vs o1, gpt-4 vs gpt-4o).
+KNOWN: dict[str, ModelLimits] = {
+    # OpenAI
+    "gpt-3.5-turbo": ModelLimits(16_385, 4_096),
+    "gpt-4": ModelLimits(8_192, 8_192),
+    "gpt-4-32k": ModelLimits(32_768, 8_192),
+    "gpt-4-turbo": ModelLimits(128_000, 4_096),
+    "gpt-4-1106": ModelLimits(128_000, 4_096),
+    "gpt-4-0125": ModelLimits(128_000, 4_096),
+    "gpt-4o": ModelLimits(128_000, 16_384),
+    "gpt-4o-mini": ModelLimits(128_000, 16_384),
+    "chatgpt-4o": ModelLimits(128_000, 16_384),
+    "gpt-4.1": ModelLimits(1_047_576, 32_768),
+    "gpt-4.5": ModelLimits(128_000, 16_384),
+    "gpt-5": ModelLimits(400_000, 128_000),
+    "gpt-5-chat": ModelLimits(128_000, 16_384),
+    "gpt-5.1-chat": ModelLimits(128_000, 16_384),
+    "gpt-5-pro": ModelLimits(400_000, 272_000),
+    "gpt-oss": ModelLimits(131_072, 131_072),
+    "o1": ModelLimits(200_000, 100_000),
+    "o1-mini": ModelLimits(128_000, 65_536),
+    "o1-preview": ModelLimits(128_000, 32_768),
+    "o3": ModelLimits(200_000, 100_000),
+    "o4-mini": ModelLimits(200_000, 100_000),
+    # Anthropic (claude names are normalised to dashes: "claude-3.5-sonnet" -> "claude-3-5-sonnet")
+    "claude": ModelLimits(200_000),  # every Claude since 3 has a 200k window
+    "claude-2": ModelLimits(100_000, 4_096),
+    "claude-2-1": ModelLimits(200_000, 4_096),
+    "claude-3-haiku": ModelLimits(200_000, 4_096),
+    "claude-3-sonnet": ModelLimits(200_000, 4_096),
+    "claude-3-opus": ModelLimits(200_000, 4_096),
+    "claude-3-5-sonnet": ModelLimits(200_000, 8_192),
+    "claude-3-5-haiku": ModelLimits(200_000, 8_192),
+    "claude-3-7-sonnet": ModelLimits(200_000, 64_000),
+    "claude-sonnet-4": ModelLimits(200_000, 64_000),
+    "claude-opus-4": ModelLimits(200_000, 32_000),
+    "claude-opus-4-5": ModelLimits(200_000, 64_000),
+    "claude-haiku-4": ModelLimits(200_000, 64_000),
+    # Google Gemini (the window is the input limit; output is capped separately)
+    "gemini-1.0-pro": ModelLimits(32_760, 8_192),
+    "gemini-pro": ModelLimits(32_760, 8_192),
+    "gemini-1.5-pro": ModelLimits(2_097_152, 8_192),
+    "gemini-1.5-flash": ModelLimits(1_048_576, 8_192),
+    "gemini-2.0-flash": ModelLimits(1_048_576, 8_192),
+    "gemini-2.0-pro": ModelLimits(2_097_152, 8_192),
+    "gemini-2.5-pro": ModelLimits(1_048_576, 65_536),
+    "gemini-2.5-flash": ModelLimits(1_048_576, 65_536),
+    "gemini-2.5-flash-image": ModelLimits(32_768, 32_768),
+    "gemini-3": ModelLimits(1_048_576, 65_536),
+    # Common OpenAI-compatible models
+    "deepseek-chat": ModelLimits(128_000, 8_192),
+    "deepseek-reasoner": ModelLimits(128_000, 64_000),
+    "mistral-large": ModelLimits(131_072),
+    "mistral-small": ModelLimits(131_072),
+    "llama-3.1": ModelLimits(131_072),
+    "llama-3.3": ModelLimits(131_072),
+}
+
+# Kinds of reported limit that are a window in tokens (others are chars or bytes: not learned).
+_WINDOW_KINDS = {None, "context_window", "context_window_incl_output", "input_window"}
+# "openai:gpt-4o" names a provider, but "llama3:8b" is an Ollama tag: strip only known providers.
+_PROVIDER_PREFIX = re.compile(r"^(?:openai|anthropic|gemini|google|vertex_ai|vertex|azure|bedrock|"
+                              r"openrouter|ollama|groq|mistral|deepseek|vllm|litellm|together):")
+_BEDROCK_PREFIX = re.compile(r"^(?:[a-z]{2}\.)?anthropic\.")  # "us.anthropic.claude-…-v1:0"
+ENV_HINT = "RESEARCHFLOW_CONTEXT_WINDOWS"
+
+
+def normalize(model: str) -> str:
+    """Lower case, no provider prefix ("openai/", "anthropic:", "models/"), dashes in claude
+    version numbers ("claude-3.5-sonnet" -> "claude-3-5-sonnet")."""
+    name = _PROVIDER_PREFIX.sub("", model.strip().lower())
+    name = name.rsplit("/", 1)[-1] or name  # "openai/gpt-4o", "models/gemini-2.5-pro"
+    name = _BEDROCK_PREFIX.sub("", name)
+    if name.startswith("claude"):
+        name = name.replace(".", "-")
+    return name
+
+
+def _longest_prefix(name: str, table: Mapping[str, Any]) -> str | None:
+    best = None
+    for prefix in table:
+        if name.startswith(prefix) and (best is None or len(prefix) > len(best)):
+            best = prefix
+    return best
+
+
+class ContextLimits:
+    """Windows and budgets per model, learned from overflows for the rest of the run.
+    Thread-safe: tasks call it from worker threads."""
+
+    def __init__(self, overrides: Mapping[str, int] | None = None, default: int = 128_000,
+                 known: Mapping[str, ModelLimits] | None = None) -> None:
+        self.default = default
+        self._known = dict(KNOWN if known is None else known)
+        # Overrides match the raw lower-cased name (to allow "openai/gpt-4o") and the normal form.
+        self._overrides = {k.strip().lower(): int(v) for k, v in (overrides or {}).items()}
+        self._learned_window: dict[str, int] = {}
+        self._learned_budget: dict[str, int] = {}
+        self._learned_output: dict[str, int] = {}
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: "Settings") -> "ContextLimits":
+        return cls(settings.context_windows, settings.default_context_window)
+
+    def window(self, model: str) -> int:
+        """The model's context window in tokens: learned > override > table > default."""
+        name = normalize(model)
+        with self._lock:
+            if name in self._learned_window:
+                return self._learned_window[name]
+        # One longest-prefix contest over overrides and table (an override wins a tie), so an
+        # override for "gpt-4o" does not capture gpt-4o-mini, which the table knows better.
+        override = self._override(model)
+        prefix = _longest_prefix(name, self._known)
+        if override is not None and (prefix is None or override[0] >= len(prefix)):
+            return override[1]
+        if prefix is not None:
+            return self._known[prefix].window
+        self._warn_unknown(model)
+        return self.default
+
+    def max_output(self, model: str) -> int | None:
+        """The largest max_tokens the model accepts, when known (learned from a cap error first)."""
+        name = normalize(model)
+        with self._lock:
+            if name in self._learned_output:
+                return self._learned_output[name]
+        prefix = _longest_prefix(name, self._known)
+        return self._known[prefix].max_output if prefix is not None else None
+
+    def request_budget(self, model: str) -> int:
+        """Tokens one request (input + max_tokens) may use: the window, or less when the
+        provider's per-minute budget is smaller than one window."""
+        window = self.window(model)
+        with self._lock:
+            budget = self._learned_budget.get(normalize(model))
+        return min(window, budget) if budget is not None else window
+
+    def known(self, model: str) -> bool:
+        """Whether the window comes from somewhere better than the default."""
+        name = normalize(model)
+        return (name in self._learned_window or self._override(model) is not None
+                or _longest_prefix(name, self._known) is not None)
+
+    def learn(self, model: str | None, signal: Signal) -> None:
+        """Remember what an error reported: an overflow's limit (a window, or a per-request
+        budget for `tpm_per_request`), or an output cap (`Fatal.max_output`)."""
+        model = model or signal.model
+        if not model:
+            return
+        name = normalize(model)
+        limit = getattr(signal, "limit", None)
+        kind = getattr(signal, "limit_kind", None)
+        cap = getattr(signal, "max_output", None)
+        with self._lock:
+            if isinstance(cap, int) and cap > 0:
+                self._learned_output[name] = cap
+            if not isinstance(signal, ContextOverflow) or not isinstance(limit, int) or limit <= 0:
+                return
+            if kind == "tpm_per_request":
+                previous = self._learned_budget.get(name)
+                self._learned_budget[name] = limit if previous is None else min(previous, limit)
+            elif kind in _WINDOW_KINDS:
+                self._learned_window[name] = limit
+            else:
+                return
+        log.info("learned %s=%d tokens for model %r from a provider error", kind, limit, model)
+
+    def _override(self, model: str) -> tuple[int, int] | None:
+        """(length of the matching prefix, tokens) of the best override, matched against the
+        name as given ("openai/gpt-4o") and its normal form ("gpt-4o")."""
+        best: tuple[int, int] | None = None
+        for candidate in (model.strip().lower(), normalize(model)):
+            prefix = _longest_prefix(candidate, self._overrides)
+            if prefix is not None and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), self._overrides[prefix])
+        return best
+
+    def _warn_unknown(self, model: str) -> None:
+        with self._lock:
+            if model in self._warned:
+                return
+            self._warned.add(model)
+        log.warning("No context window known for model %r; assuming %d tokens. Set it with "
+                    "%s='{\"%s\": 200000}' (a model-name prefix -> tokens), or change the "
+                    "fallback with RESEARCHFLOW_DEFAULT_CONTEXT_WINDOW.",
+                    model, self.default, ENV_HINT, normalize(model))
