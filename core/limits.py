@@ -4,9 +4,10 @@
 order of trust: what an overflow error reported during this run (`learn`), the configured
 overrides (`Settings.context_windows`, prefix -> tokens), the built-in table below, and finally
 `Settings.default_context_window` with a log line saying how to configure it. Names match by the
-longest known prefix (overrides and table compete; an override wins a tie), so "gpt-4o-mini-2024-07-18" resolves to gpt-4o-mini (never gpt-4o) and
-dated or provider-prefixed names ("claude-sonnet-4-5-20250929", "openai/gpt-4o",
-"models/gemini-2.5-pro", "openai:gpt-4o-mini") work. It does not count tokens or call providers.
+longest known prefix (overrides and table compete; an override wins a tie), so
+"gpt-4o-mini-2024-07-18" resolves to gpt-4o-mini (never gpt-4o), and dated or provider-prefixed
+names ("claude-sonnet-4-5-20250929", "openai/gpt-4o", "models/gemini-2.5-pro",
+"openai:gpt-4o-mini") work. It does not count tokens or call providers.
 
 A per-request token budget ("Request too large … TPM: Limit 30000") is kept apart from windows: it
 is not the model's window, but it bounds every request until the run ends.
