@@ -12,7 +12,7 @@ import re
 from typing import Sequence
 
 from core.engine.base import ReportDraft, SectionDraft
-from core.engine.text import Scorer, Sentence, key_phrases, overlap, sentences, terms
+from core.engine.text import Scorer, Sentence, overlap, sentences, terms
 from core.models import (Claim, Evidence, Finding, Intent, ResearchPlan, Source, SubQuestion,
                          Topic, Transcript)
 from core.report import evidence_catalog
@@ -99,6 +99,13 @@ def _cell(text: str, limit: int = 220) -> str:
     return f"{body} {keys}".replace("|", "/")
 
 
+def _query_words(text: str) -> list[str]:
+    """Content words as written, for queries: search backends stem for themselves and our light
+    stem is not theirs ("databases" -> "databas", which porter then makes "databa")."""
+    words = [w.strip("?.,!:;\"'()").lower() for w in text.split() if terms(w)]
+    return list(dict.fromkeys(words))
+
+
 def _join(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
@@ -124,7 +131,7 @@ class ExtractiveEngine:
                 dims.append(("When should each of {targets} be chosen{context}?",
                              ("recommended use", "suitable")))
             ctx = f" for {context}" if context else ""
-            ctx_terms = " ".join(key_phrases(context, limit=2)[:1])
+            ctx_terms = " ".join(_query_words(context)[:2])
             for i, (question, extra) in enumerate(dims):
                 q = question.format(targets=_join(targets), context=ctx)
                 queries = tuple(f"{t} {extra[j % len(extra)]} {ctx_terms}".strip()
@@ -135,10 +142,7 @@ class ExtractiveEngine:
         else:
             intent = "describe" if intent == "compare" else intent
             subject = _TRAIL.sub("", _LEAD.sub("", text.rstrip("?.! "))) or text
-            # Queries keep the words as written: search backends stem for themselves, and our
-            # light stem is not theirs ("databases" -> "databas", which porter makes "databa").
-            words = [w.strip("?.,!:;\"'()").lower() for w in subject.split() if terms(w)]
-            kp = " ".join(list(dict.fromkeys(words))[:3]) or subject
+            kp = " ".join(_query_words(subject)[:3]) or subject
             focus = tuple(dict.fromkeys(terms(subject)))[:4]
             subqs = [SubQuestion(index=i, question=q.format(subject=subject),
                                  queries=tuple(x.format(kp=kp) for x in qs), focus=focus)
@@ -150,9 +154,10 @@ class ExtractiveEngine:
     # -- research rounds ----------------------------------------------------------------------
     def next_queries(self, transcript: Transcript, round_index: int) -> list[str]:
         """Another round only for query terms no source sentence has covered yet."""
-        wanted = terms(transcript.subquestion.question)
         seen = set(terms(" ".join(s.text for s in transcript.sources)))
-        missing = [t for t in dict.fromkeys(wanted) if t not in seen]
+        # Compared as stems, queried as written (search backends stem for themselves).
+        missing = [w for w in _query_words(transcript.subquestion.question)
+                   if not set(terms(w)) <= seen]
         query = " ".join(missing[:3])
         if not missing or query in transcript.queries_run:
             return []
