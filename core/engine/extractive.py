@@ -29,7 +29,7 @@ _CONTEXT_SPLIT = re.compile(r"\b(?:for|in|when|on|to)\b", re.I)
 _LEAD = re.compile(r"^(?:how (?:does|do|is|are|can|should)|what (?:is|are|does)|why (?:does|do|is|are)|"
                    r"which (?:\w+ )?(?:should i (?:use|choose|pick)|to use|is best)(?: for)?|"
                    r"should i (?:use|choose|pick)|explain|"
-                   r"describe|tell me about)\s+", re.I)
+                   r"describe|tell me about)(?:\s*:\s*|\s+)", re.I)
 _TRAIL = re.compile(r"\s+(?:work|works|mean|means|do)\s*$", re.I)
 
 # Dimensions of difference for comparisons (seed 002 §5.4): each sub-question compares every
@@ -141,6 +141,7 @@ class ExtractiveEngine:
                      " along dimensions of difference, quoting the sources for each claim.")
         else:
             intent = "describe" if intent == "compare" else intent
+            targets = ()  # one option is not a comparison: no targets, no comparison table
             subject = _TRAIL.sub("", _LEAD.sub("", text.rstrip("?.! "))) or text
             kp = " ".join(_query_words(subject)[:3]) or subject
             focus = tuple(dict.fromkeys(terms(subject)))[:4]
