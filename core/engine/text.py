@@ -58,8 +58,12 @@ def terms(text: str) -> list[str]:
 def stem(word: str) -> str:
     for suffix, keep in (("ies", "y"), ("sses", "ss"), ("es", ""), ("s", "")):
         if word.endswith(suffix) and len(word) - len(suffix) >= 4 and not word.endswith("ss"):
-            return word[: -len(suffix)] + keep
-    return word
+            if suffix == "es":
+                return word[:-2]
+            word = word[: -len(suffix)] + keep
+            break
+    # "schedules" lost "es" above; drop the singular's final e so "schedule" meets it.
+    return word[:-1] if word.endswith("e") and len(word) > 4 else word
 
 
 def sentences(text: str, *, min_chars: int = 40, max_chars: int = 600) -> list[Sentence]:
