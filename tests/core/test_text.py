@@ -140,7 +140,7 @@ def test_terms_keep_technical_tokens_and_chinese_characters() -> None:
 
 def test_key_phrases_are_deduplicated_and_bounded() -> None:
     kp = key_phrases("garbage collector cycles garbage collector generations", limit=4)
-    assert kp[0] == "garbage collector"
+    assert kp[0] == f"{stem('garbage')} collector"
     assert len(kp) == 4 and len(set(kp)) == 4
 
 
@@ -159,3 +159,12 @@ def test_overlap_is_jaccard_of_terms() -> None:
     assert overlap("threads share memory", "threads share memory") == 1.0
     assert overlap("threads share memory", "pickle writes bytes") == 0.0
     assert 0 < overlap("threads share memory", "processes share memory") < 1
+
+
+@pytest.mark.parametrize(("singular", "plural"), [
+    ("schedule", "schedules"), ("cache", "caches"), ("process", "processes"),
+    ("match", "matches"), ("library", "libraries"), ("queue", "queues"), ("degree", "degrees"),
+    ("database", "databases"), ("class", "classes"), ("type", "types"), ("thread", "threads"),
+])
+def test_singular_and_plural_share_a_stem(singular: str, plural: str) -> None:
+    assert stem(singular) == stem(plural)

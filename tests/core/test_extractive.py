@@ -1,0 +1,296 @@
+"""The offline extractive engine (core/engine/extractive.py): plan, condense, compress, write.
+
+No network, no weights: every test runs the real engine on real text, and checks the promises
+the pipeline relies on: compare plans ask about dimensions of difference covering every option,
+quotes are verbatim substrings of their sources, and the same inputs give the same report.
+"""
+
+from __future__ import annotations
+
+import pydoc
+
+import pytest
+
+from core.engine.base import ResearchEngine
+from core.engine.extractive import ExtractiveEngine
+from core.models import Message, ResearchPlan, Source, SubQuestion, Topic, Transcript
+from core.report import assemble, evidence_catalog
+
+COMPARE_TOPICS = {
+    "Compare threading, multiprocessing and asyncio for concurrent I/O in Python":
+        ("compare", ("threading", "multiprocessing", "asyncio")),
+    "asyncio vs threading": ("compare", ("asyncio", "threading")),
+    "Which should I use for serializing data: json or pickle?": ("recommend", ("json", "pickle")),
+    "What is the difference between lists and tuples?": ("compare", ("lists", "tuples")),
+    "Should I choose SQLite or PostgreSQL for a small web app?":
+        ("recommend", ("SQLite", "PostgreSQL")),
+}
+
+THREADING = Source(url="https://docs.example/threading", title="threading", text=(
+    "Threading\n\n"
+    "The threading module runs several threads inside one process, and they share its memory. "
+    "In CPython only one thread executes Python bytecode at a time because of the global "
+    "interpreter lock. Threading still helps with I/O-bound work, since a thread waiting on a "
+    "socket releases the lock. Threads are scheduled preemptively by the operating system, so "
+    "shared data needs a lock.\n\n"
+    "Read our cookie policy before continuing to use this website today."))
+ASYNCIO = Source(url="https://docs.example/asyncio", title="asyncio", text=(
+    "asyncio is a library to write concurrent code using the async and await syntax. "
+    "Asyncio runs every coroutine on one event loop in a single thread. "
+    "A coroutine gives up control only at an await, so asyncio switches tasks cooperatively. "
+    "Asyncio handles thousands of sockets for I/O-bound work with little memory per task. "
+    "A blocking call inside a coroutine stalls every other asyncio task on the loop.\n\n"
+    "Read our cookie policy before continuing to use this website today."))
+MULTI = Source(url="https://docs.example/multiprocessing", title="multiprocessing", text=(
+    "The multiprocessing package spawns separate processes, each with its own interpreter and "
+    "memory. Multiprocessing side-steps the global interpreter lock, so CPU-bound work runs in "
+    "parallel on several cores. Starting a process and pickling its arguments costs far more "
+    "than starting a thread.\n\n"
+    "    pool = multiprocessing.Pool(4)\n    pool.map(work, items)\n\n"
+    "Read our cookie policy before continuing to use this website today."))
+SOURCES = [THREADING, ASYNCIO, MULTI]
+TOPIC = "Compare threading, multiprocessing and asyncio for concurrent I/O in Python"
+
+
+def _transcript(sq: SubQuestion, sources: list[Source]) -> Transcript:
+    engine = ExtractiveEngine()
+    t = Transcript(subquestion=sq, sources=list(sources))
+    for i, src in enumerate(sources):
+        t.messages.append(Message(role="tool", tool_call_id=f"c{i}", name="read",
+                                  content=f"Source: {src.title}\n{engine.condense(sq, src)}"))
+    return t
+
+
+def _run(topic: str, sources: list[Source], n: int = 4):
+    engine = ExtractiveEngine()
+    plan = engine.plan(Topic(text=topic, max_subquestions=n))
+    findings = [engine.compress(_transcript(sq, sources)) for sq in plan.subquestions]
+    draft = engine.write_report(plan, findings)
+    report = assemble(plan, findings, draft, report_id="r_x", engine=engine.name,
+                      notice=engine.notice)
+    return plan, findings, report
+
+
+def test_engine_implements_the_protocol() -> None:
+    assert isinstance(ExtractiveEngine(), ResearchEngine)
+
+
+# -- plan -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("topic", sorted(COMPARE_TOPICS))
+def test_compare_plans_ask_dimensions_of_difference_naming_every_target(topic: str) -> None:
+    intent, targets = COMPARE_TOPICS[topic]
+    plan = ExtractiveEngine().plan(Topic(text=topic, max_subquestions=4))
+    assert plan.intent == intent
+    assert plan.targets == targets
+    assert len(plan.subquestions) == 4
+    assert [sq.index for sq in plan.subquestions] == [0, 1, 2, 3]
+    for sq in plan.subquestions:
+        for target in targets:  # dimensions of difference, not one paragraph per option
+            assert target in sq.question, (target, sq.question)
+        assert 1 <= len(sq.queries) <= 3
+        assert all(q.strip() for q in sq.queries)
+    assert len({sq.question for sq in plan.subquestions}) == 4
+    if intent == "compare":
+        assert all(" differ in " in sq.question for sq in plan.subquestions)
+
+
+def test_compare_context_is_carried_into_questions_and_queries() -> None:
+    plan = ExtractiveEngine().plan(Topic(text=TOPIC, max_subquestions=3))
+    for sq in plan.subquestions:
+        assert sq.question.endswith("for concurrent I/O in Python?")
+        assert [q.split()[0] for q in sq.queries] == ["threading", "multiprocessing", "asyncio"]
+        assert all("concurrent" in q for q in sq.queries)
+    plan = ExtractiveEngine().plan(Topic(
+        text="Which should I use for serializing data: json or pickle?", max_subquestions=3))
+    assert plan.subquestions[-1].question == (
+        "When should each of json and pickle be chosen for serializing data?")
+
+
+@pytest.mark.parametrize("n", range(1, 7))
+@pytest.mark.parametrize("topic", [TOPIC, "asyncio vs threading",
+                                   "Which should I use for serializing data: json or pickle?",
+                                   "How does Python's garbage collector work?",
+                                   "What is the best way to parse command line arguments?"])
+def test_max_subquestions_is_honoured(topic: str, n: int) -> None:
+    plan = ExtractiveEngine().plan(Topic(text=topic, max_subquestions=n))
+    assert len(plan.subquestions) == n
+    assert all(1 <= len(sq.queries) <= 3 for sq in plan.subquestions)
+
+
+def test_four_targets_still_get_at_most_three_queries() -> None:
+    plan = ExtractiveEngine().plan(Topic(text="Compare lists, tuples, sets and dicts"))
+    assert plan.targets == ("lists", "tuples", "sets", "dicts")
+    assert all(len(sq.queries) == 3 for sq in plan.subquestions)
+    assert all("lists, tuples, sets and dicts" in sq.question for sq in plan.subquestions)
+
+
+def test_describe_plan_uses_the_subject_and_unstemmed_query_words() -> None:
+    plan = ExtractiveEngine().plan(Topic(text="How do databases use indexes?", max_subquestions=3))
+    assert plan.intent == "describe" and plan.targets == ()
+    assert plan.subquestions[0].question == "What is databases use indexes and what is it for?"
+    # Search backends stem for themselves: "databas" would miss "databases" under porter.
+    assert plan.subquestions[0].queries[0] == "databases indexes"
+
+
+def test_single_option_compare_falls_back_to_describe() -> None:
+    plan = ExtractiveEngine().plan(Topic(text="Compare the performance of asyncio"))
+    assert plan.intent == "describe" and plan.targets == ()
+    assert plan.subquestions
+
+
+def test_plan_is_deterministic() -> None:
+    topic = Topic(text=TOPIC, max_subquestions=5)
+    assert ExtractiveEngine().plan(topic) == ExtractiveEngine().plan(topic)
+    assert isinstance(ExtractiveEngine().plan(topic), ResearchPlan)
+
+
+# -- condense, next_queries -------------------------------------------------------------------
+
+def test_condense_lists_sentences_of_the_source() -> None:
+    sq = SubQuestion(index=0, question="How does asyncio switch tasks on its event loop?",
+                     queries=("asyncio event loop",))
+    notes = ExtractiveEngine(notes_per_source=2).condense(sq, ASYNCIO)
+    lines = notes.splitlines()
+    assert 1 <= len(lines) <= 2
+    flat = " ".join(ASYNCIO.text.split())
+    for line in lines:
+        assert line.startswith("- ") and line[2:] in flat
+
+
+def test_next_queries_asks_only_for_uncovered_terms_and_never_repeats() -> None:
+    engine = ExtractiveEngine()
+    sq = SubQuestion(index=0, question="How does the asyncio event loop schedule coroutines?")
+    covered = Transcript(subquestion=sq, sources=[Source(
+        url="u", title="t", text="The asyncio event loop schedules coroutines one at a time.")])
+    assert engine.next_queries(covered, 1) == []
+    partial = Transcript(subquestion=sq, sources=[Source(url="u", title="t",
+                                                         text="The event loop is fast.")])
+    queries = engine.next_queries(partial, 1)
+    assert queries == ["asyncio schedule coroutines"]  # as written, not stemmed
+    partial.queries_run.extend(queries)
+    assert engine.next_queries(partial, 2) == []
+
+
+# -- compress ---------------------------------------------------------------------------------
+
+def test_compress_quotes_verbatim_and_copies_the_subquestion() -> None:
+    plan = ExtractiveEngine().plan(Topic(text=TOPIC, max_subquestions=4))
+    by_url = {s.url: s for s in SOURCES}
+    for sq in plan.subquestions:
+        finding = ExtractiveEngine(claims_per_finding=3).compress(_transcript(sq, SOURCES))
+        assert finding.subquestion_index == sq.index and finding.subquestion == sq.question
+        assert 1 <= len(finding.claims) <= 3
+        for claim in finding.claims:
+            assert claim.evidence
+            for ev in claim.evidence:
+                assert ev.quote in by_url[ev.url].text  # verbatim, whitespace and all
+                assert ev.title == by_url[ev.url].title
+            assert claim.text == " ".join(claim.evidence[0].quote.split())
+        assert "Source: threading" in finding.raw_notes
+
+
+def test_compress_never_quotes_code_or_boilerplate_repeated_across_pages() -> None:
+    engine = ExtractiveEngine(claims_per_finding=10)
+    sq = SubQuestion(index=0, question="What should readers know about threading, "
+                     "multiprocessing, asyncio, cookies, policy and pools?",
+                     queries=("cookie policy website", "multiprocessing Pool map"))
+    finding = engine.compress(_transcript(sq, SOURCES))
+    quotes = [ev.quote for c in finding.claims for ev in c.evidence]
+    assert quotes
+    assert not any("cookie" in q for q in quotes)  # on all three pages: boilerplate
+    assert not any("pool.map" in q or "Pool(4)" in q for q in quotes)
+
+
+def test_compress_drops_near_duplicates_and_rates_corroborated_claims_high() -> None:
+    a = Source(url="https://a.example", title="A", text=(
+        "The global interpreter lock lets only one thread run Python bytecode at a time. "
+        "Threads share the memory of their process."))
+    b = Source(url="https://b.example", title="B", text=(
+        "Only one thread may run Python bytecode at a time under the global interpreter lock!"))
+    sq = SubQuestion(index=2, question="What does the global interpreter lock do to threads?")
+    finding = ExtractiveEngine().compress(_transcript(sq, [a, b]))
+    gil_claims = [c for c in finding.claims if "bytecode" in c.text]
+    assert len(gil_claims) == 1  # the second wording overlaps the first: said once
+    assert gil_claims[0].confidence == "high"  # and the other page corroborates it
+    assert all(c.confidence in ("high", "medium") for c in finding.claims)
+
+
+def test_compress_without_relevant_sentences_has_no_claims() -> None:
+    sq = SubQuestion(index=0, question="How do volcanoes form magma chambers?")
+    finding = ExtractiveEngine().compress(_transcript(sq, SOURCES))
+    assert finding.claims == ()
+    empty = ExtractiveEngine().compress(Transcript(subquestion=sq))
+    assert empty.claims == () and empty.raw_notes == ""
+
+
+def test_compress_quotes_chinese_sources_verbatim() -> None:
+    src = Source(url="https://zh.example/asyncio", title="异步", text=(
+        "异步编程使用事件循环在单个线程中调度协程，等待输入输出时不会阻塞其他任务。"
+        "多线程由操作系统抢占式调度，共享数据时需要加锁来保证正确性！"
+        "今天天气很好，我们去公园散步吧，顺便买一些水果回家。"))
+    sq = SubQuestion(index=0, question="事件循环如何调度协程？", queries=("事件循环 协程",))
+    finding = ExtractiveEngine().compress(_transcript(sq, [src]))
+    assert finding.claims
+    assert finding.claims[0].evidence[0].quote.startswith("异步编程使用事件循环")
+    assert all(ev.quote in src.text for c in finding.claims for ev in c.evidence)
+
+
+# -- report -----------------------------------------------------------------------------------
+
+def test_report_is_extractive_cited_verbatim_and_has_a_comparison_table() -> None:
+    plan, findings, report = _run(TOPIC, SOURCES)
+    md = report.markdown
+    assert ExtractiveEngine.notice in md.split("## ")[0]  # said in the header
+    assert report.engine == "offline-extractive"
+    by_url = {s.url: s for s in SOURCES}
+    assert report.citations
+    for c in report.citations:
+        assert c.quote in by_url[c.url].text
+    assert [c.number for c in report.citations] == list(range(1, len(report.citations) + 1))
+    assert "## Comparison" in md
+    assert "| Dimension | threading | multiprocessing | asyncio |" in md
+    for sq in plan.subquestions:
+        assert f"## {sq.question}" in md
+    assert not any("does not appear" in f for f in report.flags)  # quotes state their numbers
+    assert "[E" not in md
+
+
+def test_write_report_cites_every_claim_by_catalogue_key() -> None:
+    plan, findings, _ = _run(TOPIC, SOURCES)
+    draft = ExtractiveEngine().write_report(plan, findings)
+    keys = [k for k, _ in evidence_catalog(findings)]
+    bodies = " ".join(s.body for s in draft.sections)
+    for key in keys:
+        assert f"[{key}]" in bodies or f"[{key}]" in draft.summary or any(
+            # a sentence two researchers both quoted is written once, under its first key
+            c.text in bodies for f in findings for c in f.claims)
+    assert [s.subquestion_index for s in draft.sections] == [f.subquestion_index for f in findings]
+
+
+def test_same_inputs_give_identical_report_markdown() -> None:
+    first = _run(TOPIC, SOURCES)[2]
+    second = _run(TOPIC, list(SOURCES))[2]
+    assert first.markdown == second.markdown
+    assert first.citations == second.citations and first.flags == second.flags
+
+
+def test_report_from_pydoc_text_quotes_verbatim() -> None:
+    sources = [Source(url=f"pydoc:{name}", title=name, text=pydoc.plain(pydoc.render_doc(name)))
+               for name in ("json", "pickle")]
+    plan, findings, report = _run("Which should I use for serializing data: json or pickle?",
+                                  sources, n=3)
+    by_url = {s.url: s for s in sources}
+    assert any(f.claims for f in findings)
+    for f in findings:
+        for c in f.claims:
+            assert all(ev.quote in by_url[ev.url].text for ev in c.evidence)
+    assert ExtractiveEngine.notice in report.markdown
+
+
+def test_subquestion_without_evidence_gets_its_heading_and_insufficient_evidence() -> None:
+    plan, findings, report = _run("How do volcanoes form magma chambers?", SOURCES, n=2)
+    assert all(not f.claims for f in findings)
+    for sq in plan.subquestions:
+        assert f"## {sq.question}\n\n[insufficient evidence]" in report.markdown
+    assert ExtractiveEngine.notice in report.markdown
