@@ -10,7 +10,10 @@
 `classify(exc)` maps an exception from the openai, anthropic or google-genai SDKs (or their
 transport) to one of these; `translate_errors()` is the context manager each provider wraps its
 SDK call in, so the original exception is always kept as `__cause__`. `classify_payload()` is the
-same decision for a bare (status, body, headers) triple.
+same decision for a bare (status, body, headers) triple. The second half of the module reads
+error bodies: every string in them (nested JSON included), the numbers an overflow states, retry
+hints from headers, google RetryInfo and text, and masks anything that looks like an API key.
+A model name never decides the category; it is only carried on the signal.
 
 Decision order, structured fields before text: transport errors; auth / permission / not found /
 billing / unrecoverable quota by status, type, code or reason; overflow (numbers in the text, or
@@ -32,7 +35,11 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Iterator, Mapping
 
 __all__ = ["Signal", "ContextOverflow", "RateLimited", "Transient", "Fatal", "classify",
-           "classify_payload", "translate_errors", "mask_secrets"]
+           "classify_payload", "translate_errors",
+           # the body readers, public for tests and for callers that hold a raw reply
+           "BodyFacts", "read_body", "OverflowNumbers", "overflow_numbers", "output_cap",
+           "parse_duration", "retry_after", "retry_after_from_headers", "tokens_per_minute",
+           "mask_secrets"]
 
 
 class Signal(Exception):
@@ -550,7 +557,8 @@ _CAP_PATTERNS = [
     (re.compile(rf"maxoutputtokens value of {_NUM} but the supported range is from {_NUM} "
                 rf"\(inclusive\) to (?P<cap>{_NUM}) \(exclusive\)", re.I), -1),
     (re.compile(rf"max_tokens.{{0,40}}(?:less than or equal to|<=|at most) (?P<cap>{_NUM})", re.I), 0),
-    (re.compile(r"max_tokens is too large|maximum (?:allowed )?(?:number of )?output tokens|"
+    (re.compile(r"max_tokens is too large|max_tokens.{0,40}(?:greater|larger) than|"
+                r"maximum (?:allowed )?(?:number of )?output tokens|"
                 r"max_(?:output|completion)_tokens.{0,60}(?:too large|exceed|maximum)", re.I), 0),
 ]
 _CAP_PARAMS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "generation_config")
