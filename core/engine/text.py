@@ -77,7 +77,7 @@ def sentences(text: str, *, min_chars: int = 40, max_chars: int = 600) -> list[S
         # Drop heading lines glued to the sentence (pydoc's NAME, DESCRIPTION, markdown #).
         while True:
             first, nl, rest = raw[lead:].partition("\n")
-            if nl and _HEADING.match(first):
+            if nl and (_HEADING.match(first) or _is_title(first, rest)):
                 lead += len(first) + 1
                 lead += len(rest) - len(rest.lstrip())
                 continue
@@ -88,6 +88,13 @@ def sentences(text: str, *, min_chars: int = 40, max_chars: int = 600) -> list[S
         if _is_prose(span, min_chars, max_chars):
             out.append(Sentence(span, start, start + len(span)))
     return out
+
+
+def _is_title(line: str, after: str) -> bool:
+    """A short unpunctuated line before a capitalised one: a title (an HTML <h1> after
+    extraction, a plain-text heading), not the first line of a wrapped sentence."""
+    return (0 < len(line.split()) <= 5 and not re.search(r"[.!?,;:。！？，；：]\s*$", line)
+            and after.lstrip()[:1].isupper())
 
 
 def _is_prose(span: str, min_chars: int, max_chars: int) -> bool:
