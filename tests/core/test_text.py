@@ -168,3 +168,13 @@ def test_overlap_is_jaccard_of_terms() -> None:
 ])
 def test_singular_and_plural_share_a_stem(singular: str, plural: str) -> None:
     assert stem(singular) == stem(plural)
+
+
+def test_title_line_glued_to_a_sentence_is_left_out() -> None:
+    text = ("Multiprocessing guide\nThe multiprocessing package starts separate processes, each "
+            "with its own memory.\n\nThe threading module runs\nseveral threads inside one "
+            "process, sharing its memory.")
+    assert _assert_exact(text) == [
+        "The multiprocessing package starts separate processes, each with its own memory.",
+        "The threading module runs\nseveral threads inside one process, sharing its memory.",
+    ]
