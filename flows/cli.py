@@ -45,7 +45,8 @@ def _db(db: Optional[Path]) -> Path:
 def _prefect_env() -> None:
     # Offline-friendly defaults; anything the user set wins.
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    # The progress bar is the terminal view; INFO logs still reach the Prefect API and UI.
+    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
 
 
 def _check_corpus(corpus: Optional[Path]) -> None:

@@ -91,6 +91,13 @@ def _targets(text: str) -> tuple[tuple[str, ...], str]:
     return tuple(dict.fromkeys(items)), context
 
 
+def _on_topic(focus: list[set[str]], context: set[str]) -> bool:
+    """Some focus phrase has every word in the sentence or its page title ("cancel" matches
+    "cancellation": words agree on their first five letters)."""
+    stems = {t[:5] for t in context}
+    return not focus or any(phrase and all(t[:5] in stems for t in phrase) for phrase in focus)
+
+
 def _cell(text: str, limit: int = 220) -> str:
     """A table cell: pipes escaped, long claims shortened before their citation keys."""
     body, _, keys = text.rpartition(" ")
@@ -114,7 +121,9 @@ class ExtractiveEngine:
     name = "offline-extractive"
     notice = NOTICE
 
-    def __init__(self, claims_per_finding: int = 4, notes_per_source: int = 3) -> None:
+    def __init__(self, claims_per_finding: int = 6, claims_per_section: int = 4,
+                 notes_per_source: int = 3) -> None:
+        self.claims_per_section = claims_per_section
         self.claims_per_finding = claims_per_finding
         self.notes_per_source = notes_per_source
 
@@ -144,7 +153,9 @@ class ExtractiveEngine:
             targets = ()  # one option is not a comparison: no targets, no comparison table
             subject = _TRAIL.sub("", _LEAD.sub("", text.rstrip("?.! "))) or text
             kp = " ".join(_query_words(subject)[:3]) or subject
-            focus = tuple(dict.fromkeys(terms(subject)))[:4]
+            # "garbage collection and reference counting" -> either phrase, all of its words.
+            focus = tuple(p for p in (x.strip() for x in re.split(r",|\band\b|\bor\b", subject))
+                          if terms(p))
             subqs = [SubQuestion(index=i, question=q.format(subject=subject),
                                  queries=tuple(x.format(kp=kp) for x in qs), focus=focus)
                      for i, (q, qs) in enumerate(_ASPECTS.get(intent, _ASPECTS["describe"])[:n])]
@@ -202,11 +213,13 @@ class ExtractiveEngine:
             return []
         scorer = Scorer([s.text for s, _ in pool])
         query = terms(subquestion.question + " " + " ".join(subquestion.queries))
-        focus = {t for f in subquestion.focus for t in terms(f)}
-        # A sentence that names none of what the question is about is off topic, however well
-        # it matches the aspect words ("performance", "usage").
-        scored = [(scorer.score(i, query) if not focus or focus & set(scorer.docs[i]) else 0.0,
-                   s, src) for i, (s, src) in enumerate(pool)]
+        focus = [set(terms(f)) for f in subquestion.focus]
+        # A sentence must name what the question is about (any one focus phrase, all its words),
+        # however well it matches the aspect words ("performance", "usage").
+        titles = {src.url: set(terms(src.title)) for src in sources}
+        scored = [(scorer.score(i, query)
+                   if _on_topic(focus, scorer.docs[i].keys() | titles[src.url]) else 0.0, s, src)
+                  for i, (s, src) in enumerate(pool)]
         # Stable order for equal scores: source url, then position, so runs are reproducible.
         scored.sort(key=lambda x: (-round(x[0], 9), x[2].url, x[1].start))
         return scored
@@ -223,7 +236,7 @@ class ExtractiveEngine:
         sections, leads = [], []
         for f in findings:
             # Researchers run independently, so two may quote the same sentence: say it once.
-            fresh = [c for c in f.claims if c.text not in used]
+            fresh = [c for c in f.claims if c.text not in used][: self.claims_per_section]
             used.update(c.text for c in fresh)
             leads.extend(fresh[:1])
             sections.append(SectionDraft(subquestion_index=f.subquestion_index,
