@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence, TypeVar
+from typing import Any, Sequence, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -29,15 +29,13 @@ from core.engine import prompts
 from core.engine.base import ReportDraft, SectionDraft
 from core.engine.schemas import (CompressOut, ControllerOut, DraftOut, EvidenceOut, PlanOut,
                                  json_schema)
+from core.limits import ContextLimits
 from core.llm.base import ChatModel, Completion
 from core.models import (Claim, Evidence, Finding, Message, ResearchPlan, Source, SubQuestion,
                          Topic, Transcript)
-from core.shrink import render_findings
+from core.shrink import SAFETY_MARGIN, render_findings
 from core.signals import Fatal
 from core.tokens import TokenEstimator, content_bytes, default_estimator
-
-if TYPE_CHECKING:
-    from core.limits import ContextLimits
 
 Out = TypeVar("Out", bound=BaseModel)
 
@@ -63,11 +61,7 @@ class LLMEngine:
                  spill_dir: Path | str | None = None) -> None:
         self.model = model
         self.name = f"llm:{model.provider}:{model.model}"
-        if limits is None:
-            from core.limits import ContextLimits  # the registry of known windows, built once
-
-            limits = ContextLimits()
-        self.limits = limits
+        self.limits = limits if limits is not None else ContextLimits()
         self.estimator = estimator if estimator is not None else default_estimator()
         self.max_output_tokens = max_output_tokens
         self.spill_dir = Path(spill_dir) if spill_dir is not None else None
@@ -99,7 +93,7 @@ class LLMEngine:
         system = Message(role="system", content=prompts.CONTROLLER_SYSTEM)
         frame = prompts.controller_user(sq.question, round_index, transcript.queries_run, "")
         notes = self._fit_text(_notes(transcript), [system, Message(role="user", content=frame)],
-                               self.max_output_tokens)
+                               self._out_tokens(None))
         user = prompts.controller_user(sq.question, round_index, transcript.queries_run, notes)
         out, _ = self._ask([system, Message(role="user", content=user)], ControllerOut,
                            what="decision on further searches")
@@ -117,16 +111,16 @@ class LLMEngine:
         system = Message(role="system", content=prompts.CONDENSE_SYSTEM)
         frame = prompts.condense_user(subquestion.question, source.title, source.url, "")
         page = self._fit_text(source.text, [system, Message(role="user", content=frame)],
-                              self.max_output_tokens)
+                              self._out_tokens(None))
         user = prompts.condense_user(subquestion.question, source.title, source.url, page)
         completion = self._call([system, Message(role="user", content=user)],
-                                max_tokens=self.max_output_tokens)
+                                max_tokens=self._out_tokens(None))
         text = _strip_fence(completion.text).strip()
         return "" if text.strip(" .").upper() == prompts.CONDENSE_NONE else text
 
     # -- compress -----------------------------------------------------------------------------
     def compress(self, transcript: Transcript, *, max_tokens: int | None = None) -> Finding:
-        out_tokens = max_tokens or self.max_output_tokens
+        out_tokens = self._out_tokens(max_tokens)
         sq = transcript.subquestion
         # The instruction goes first: compaction keeps the first message intact.
         head = [Message(role="system", content=prompts.compress_system(sq.question)),
@@ -146,7 +140,7 @@ class LLMEngine:
     # -- report -------------------------------------------------------------------------------
     def write_report(self, plan: ResearchPlan, findings: Sequence[Finding], *,
                      max_tokens: int | None = None) -> ReportDraft:
-        out_tokens = max_tokens or self.max_output_tokens
+        out_tokens = self._out_tokens(max_tokens)
         messages = [Message(role="system", content=prompts.REPORT_SYSTEM),
                     Message(role="user",
                             content=prompts.report_user(plan, render_findings(findings)))]
@@ -170,7 +164,7 @@ class LLMEngine:
         Without `reask`, a bad answer raises `_InvalidOutput` at once.
         """
         schema = json_schema(shape)
-        tokens = max_tokens or self.max_output_tokens
+        tokens = self._out_tokens(max_tokens)
         for attempt in range(2 if reask else 1):
             completion = self._call(messages, max_tokens=tokens, schema=schema)
             answered = [*messages, Message(role="assistant", content=completion.text)]
@@ -194,7 +188,15 @@ class LLMEngine:
         return self.estimator.estimate(content, model=self.model.model)
 
     def _input_budget(self, out_tokens: int) -> int:
-        return max(0, self.limits.request_budget(self.model.model) - out_tokens)
+        # The margin covers the gap between our estimate and the provider's tokenizer.
+        budget = int(self.limits.request_budget(self.model.model) * (1 - SAFETY_MARGIN))
+        return max(0, budget - out_tokens)
+
+    def _out_tokens(self, max_tokens: int | None) -> int:
+        """The caller's max_tokens, else the default, never above the model's known output cap."""
+        tokens = max_tokens or self.max_output_tokens
+        cap = self.limits.max_output(self.model.model)
+        return min(tokens, cap) if cap else tokens
 
     def _chars(self, tokens: int, sample: str) -> int:
         ratio = self.estimator.chars_per_token(sample[:4000], model=self.model.model)
@@ -237,7 +239,7 @@ class LLMEngine:
         messages = [Message(role="system", content=prompts.CHECKPOINT_SYSTEM),
                     Message(role="user",
                             content=prompts.checkpoint_user(render_for_summary(batch), prior))]
-        return self._call(messages, max_tokens=self.max_output_tokens).text
+        return self._call(messages, max_tokens=self._out_tokens(None)).text
 
 
 # -- parsing ------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import pytest
 from pydantic import SecretStr
 
 from core.engine.llm import LLMEngine
+from core.limits import ContextLimits
 from core.llm.openai import OpenAIChat
 from core.models import Message, Source, SubQuestion, ToolCall, Topic, Transcript
 from core.report import assemble, evidence_catalog
@@ -24,9 +25,6 @@ from core.signals import ContextOverflow
 from core.tokens import TokenEstimator
 from tests.fakes import providers as fake
 from tests.fakes.http import Reply, ScriptedServer
-
-# core.limits is written in parallel; until it lands these tests skip instead of erroring.
-ContextLimits = pytest.importorskip("core.limits").ContextLimits
 
 MODEL = "gpt-4o-mini"
 DUCK = Source(url="https://duck.example/about", title="About DuckDB",

@@ -18,15 +18,13 @@ import pytest
 
 from core.engine.base import ResearchEngine
 from core.engine.llm import LLMEngine
+from core.limits import ContextLimits, ModelLimits
 from core.llm.base import Completion, Usage
 from core.models import (Claim, Evidence, Finding, Message, ResearchPlan, Source, SubQuestion,
                          ToolCall, Topic, Transcript)
 from core.report import evidence_catalog
 from core.signals import ContextOverflow, Fatal
 from core.tokens import TokenEstimator, content_bytes
-
-# core.limits is written in parallel; until it lands these tests skip instead of erroring.
-ContextLimits = pytest.importorskip("core.limits").ContextLimits
 
 
 # A queued reply: a text, a Completion, an exception to raise, or a function of the messages
@@ -291,6 +289,15 @@ def test_compress_compacts_an_oversized_transcript_before_calling() -> None:
     assert engine.estimator.estimate(last) + 400 <= ContextLimits({}, default=6_000) \
         .request_budget("small")
     assert finding.claims[0].evidence[0].quote == "Page 7 says the fox weighs 7 kg."
+
+
+def test_output_tokens_never_exceed_the_models_known_cap() -> None:
+    model = QueueModel(compress_reply([]), compress_reply([]))
+    engine = LLMEngine(model, limits=ContextLimits(known={"fake-1": ModelLimits(32_000, 2_000)}),
+                       estimator=TokenEstimator(), max_output_tokens=8_000)
+    engine.compress(transcript_with([FOX]))
+    engine.compress(transcript_with([FOX]), max_tokens=900)
+    assert [s.max_tokens for s in model.sent] == [2_000, 900]
 
 
 def test_compress_overflow_propagates_unchanged() -> None:
