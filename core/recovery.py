@@ -93,6 +93,13 @@ def _engine_estimator(engine: Any) -> TokenEstimator:
     return est if isinstance(est, TokenEstimator) else default_estimator()
 
 
+def _learn(engine: Any, sig: ContextOverflow) -> None:
+    """The provider's numbers win over our table for the rest of the run (core.limits)."""
+    limits = getattr(engine, "limits", None)
+    if limits is not None and hasattr(limits, "learn"):
+        limits.learn(_engine_model(engine), sig)
+
+
 def _min_output(current: int) -> int:
     """Lower max_tokens only while the answer keeps half its room (and at least 1024 tokens)."""
     return min(current, max(1024, current // 2))
@@ -123,6 +130,7 @@ def compress_with_shrink(engine: ResearchEngine, transcript: Transcript, *,
         return engine.compress(shrunk, max_tokens=s.max_tokens)
 
     def shrink(s: _TranscriptCall, sig: ContextOverflow, attempt: int) -> _TranscriptCall:
+        _learn(engine, sig)
         lowered = lower_max_tokens(sig, s.max_tokens, min_output_tokens=_min_output(s.max_tokens))
         if lowered is not None:
             return replace(s, max_tokens=lowered)
@@ -147,7 +155,7 @@ class _ReportCall:
 def report_with_shrink(engine: ResearchEngine, plan: ResearchPlan, findings: Sequence[Finding],
                        *, window: int | None = None, max_output_tokens: int | None = None,
                        prompt_overhead_tokens: int | None = None,
-                       max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                       max_attempts: int = DEFAULT_MAX_ATTEMPTS, prefit: bool = True,
                        log: Callable[[str], None] = lambda _: None,
                        ) -> tuple[ReportDraft, list[Finding]]:
     """`engine.write_report(plan, findings)`, cutting findings to fit; returns (draft, kept).
@@ -156,6 +164,8 @@ def report_with_shrink(engine: ResearchEngine, plan: ResearchPlan, findings: Seq
     the model saw. With a known `window` the findings are fitted before the first call (estimate
     first, seed 003); each overflow then lowers max_tokens (output side) or cuts the findings to
     `core.shrink.findings_budget_chars`, whole findings first, least-supported first.
+    `prefit=False` skips the fit before the first call, leaving `window` only as the fallback
+    for errors without numbers (bench/overflow.py measures recovery from a real overflow).
     """
     est, model = _engine_estimator(engine), _engine_model(engine)
     out = max_output_tokens or getattr(engine, "max_output_tokens", None) or DEFAULT_OUTPUT_TOKENS
@@ -179,7 +189,7 @@ def report_with_shrink(engine: ResearchEngine, plan: ResearchPlan, findings: Seq
 
     start = tuple(findings)
     rendered = render_findings(start)
-    if window and start and len(rendered) > budget_chars(rendered, None, out):
+    if prefit and window and start and len(rendered) > budget_chars(rendered, None, out):
         try:
             start = fit(start, budget_chars(rendered, None, out))
         except CannotShrink:
@@ -193,6 +203,7 @@ def report_with_shrink(engine: ResearchEngine, plan: ResearchPlan, findings: Seq
         return engine.write_report(plan, s.findings, max_tokens=s.max_tokens), list(s.findings)
 
     def shrink(s: _ReportCall, sig: ContextOverflow, attempt: int) -> _ReportCall:
+        _learn(engine, sig)
         lowered = lower_max_tokens(sig, s.max_tokens, window=window,
                                    min_output_tokens=_min_output(s.max_tokens))
         if lowered is not None:
