@@ -120,14 +120,22 @@ def shrink_transcript(messages: Sequence[Message], signal: ContextOverflow | Non
                       min_tool_chars: int = MIN_TOOL_RESULT_CHARS) -> list[Message]:
     """One shrinking step for a researcher transcript.
 
-    Without numbers: drop the last AI turn (seed 000). With limit and requested: drop turns until
-    the size falls by the ratio that fits. When only one round is left, halve the longest tool
-    results (their full text is spilled to `spill_dir`) until it fits or they are too short.
+    Without numbers: drop the last AI turn (seed 000). With limit and requested the size must
+    fall by the ratio that fits: when that is reachable by cutting only tool results longer than
+    the median one (a page that extracted into far too much text), those are cut head + tail to
+    fit and every round stays; otherwise whole turns go, last first, as in the seed. When only
+    one round is left, its longest tool results are cut (full text spilled to `spill_dir`).
     """
     fit = input_fit(signal, max_output_tokens)
     size = content_bytes(list(messages))
     target = size * fit[1] / fit[0] if fit else None
     out = list(messages)
+    if target is not None:
+        tools = sorted(len(m.content) for m in out if m.role == "tool")
+        median = tools[(len(tools) - 1) // 2] if tools else 0
+        cap = _largest_cap(out, target, max(min_tool_chars, median + 1), spill_dir)
+        if cap is not None:
+            return truncate_tool_results(out, cap, spill_dir)
     while True:
         try:
             out = drop_last_ai_turn(out)
@@ -136,15 +144,41 @@ def shrink_transcript(messages: Sequence[Message], signal: ContextOverflow | Non
         if target is None or content_bytes(out) <= target:
             return out
     longest = max((len(m.content) for m in out if m.role == "tool"), default=0)
+    if target is not None:
+        cap = _largest_cap(out, target, min_tool_chars, spill_dir)
+        out = truncate_tool_results(out, cap if cap is not None else min_tool_chars, spill_dir)
+        if content_bytes(out) < size:
+            return out  # if not small enough, the next call tells us more
+        raise CannotShrink(f"no AI turn left to drop and no tool result above "
+                           f"{min_tool_chars} chars")
     cap = longest // 2
-    while cap >= min_tool_chars:
-        out = truncate_tool_results(out, cap, spill_dir)
-        if target is None or content_bytes(out) <= target:
-            return out
-        cap //= 2
-    if content_bytes(out) < size:
-        return out  # smaller, if not small enough: let the next call tell us more
+    if cap >= min_tool_chars:
+        return truncate_tool_results(out, cap, spill_dir)
     raise CannotShrink(f"no AI turn left to drop and no tool result above {min_tool_chars} chars")
+
+
+def _largest_cap(messages: list[Message], target: float, lowest: int,
+                 spill_dir: Path | None) -> int | None:
+    """The largest tool-result cap >= `lowest` that brings the messages within `target` bytes.
+
+    Searched without spilling (the spill note names a path, so it is a little longer: that
+    slack comes off the target), so no file is written for a cap that is not used.
+    """
+    longest = max((len(m.content) for m in messages if m.role == "tool"), default=0)
+    if longest <= lowest:
+        return None
+    slack = 256 * sum(1 for m in messages if m.role == "tool") if spill_dir is not None else 0
+
+    def fits(cap: int) -> bool:
+        return content_bytes(truncate_tool_results(messages, cap)) <= target - slack
+
+    if not fits(lowest):
+        return None
+    lo, hi = lowest, longest  # fits(lo); the whole transcript (cap = longest) does not
+    while hi - lo > 64:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
 
 
 # --- findings for the report ----------------------------------------------------------------
@@ -228,10 +262,34 @@ def fit_findings(findings: Sequence[Finding], max_chars: int,
             break
         alive.remove(findings[victim])
         if len(render(alive)) <= max_chars:
-            return alive
+            return _refill(findings, alive, findings[victim], max_chars, render)
     if not alive:
         return alive
     return [_fit_one(alive[0], max_chars, render)]
+
+
+def _refill(findings: Sequence[Finding], alive: list[Finding], last: Finding, max_chars: int,
+            render: Callable[[Sequence[Finding]], str]) -> list[Finding]:
+    """`alive` plus the quoted claims of `last` (the best finding cut) that fit the room left.
+
+    Whole findings overshoot: with five findings, dropping one can free a fifth of the window
+    more than needed. The room goes back to `last`'s best-supported claims, trimmed like a lone
+    finding; claims without quotes add nothing citable, so they are not brought back.
+    """
+    quoted = tuple(c for c in last.claims if c.evidence)
+    if not quoted:
+        return alive
+    order = {id(f): i for i, f in enumerate(findings)}
+
+    def with_part(part: Sequence[Finding]) -> list[Finding]:
+        return sorted([*alive, *part], key=lambda f: order.get(id(f), order[id(last)]))
+
+    try:
+        part = _fit_one(last.model_copy(update={"claims": quoted}), max_chars,
+                        lambda fs: render(with_part(fs)))
+    except CannotShrink:
+        return alive
+    return with_part([part])
 
 
 def _fit_one(finding: Finding, max_chars: int,

@@ -100,6 +100,33 @@ def test_last_round_falls_back_to_truncating_tool_results(tmp_path: Path, chines
     assert content_bytes(out) < content_bytes(msgs) / 4
 
 
+@pytest.mark.parametrize("big_round", [0, 3])
+@pytest.mark.parametrize("chinese", [False, True])
+def test_one_oversized_result_is_cut_and_every_round_kept(tmp_path: Path, big_round: int,
+                                                         chinese: bool) -> None:
+    rounds = [research_round(i, 1, 30_000 if i == big_round else 1_000, chinese)
+              for i in range(4)]
+    msgs = [SYSTEM, BRIEF] + [m for r in rounds for m in r] + [INSTRUCTION]
+    size = content_bytes(msgs)
+    sig = overflow(limit=10_000, requested=size // 3, kind="context_window")
+    out = shrink_transcript(msgs, sig, max_output_tokens=1_000, spill_dir=tmp_path)
+    target = size * (10_000 - 1_000) * 0.95 / (size // 3)
+    assert 0.9 * target <= content_bytes(out) <= target  # cut to fit, not far below it
+    assert [m.tool_call_id for m in out] == [m.tool_call_id for m in msgs]  # no round dropped
+    normal = [m for m, o in zip(msgs, out) if m.role == "tool" and len(m.content) < 2_000]
+    assert all(o == m for m, o in zip(msgs, out) if m in normal)  # only the outlier was cut
+    assert out[-1] == INSTRUCTION and len(list(tmp_path.iterdir())) == 1
+
+
+def test_last_round_cut_fills_the_room() -> None:
+    msgs = [SYSTEM, BRIEF] + research_round(0, 1, 40_000) + [INSTRUCTION]
+    size = content_bytes(msgs)
+    sig = overflow(limit=5_000, requested=size // 3, kind="input_window")
+    out = shrink_transcript(msgs, sig, max_output_tokens=0)
+    target = size * 5_000 * 0.95 / (size // 3)
+    assert 0.95 * target <= content_bytes(out) <= target  # not halved below what fits
+
+
 def test_nothing_left_to_shrink() -> None:
     msgs = [SYSTEM, BRIEF] + research_round(0, 1, 200) + [INSTRUCTION]
     with pytest.raises(CannotShrink):
@@ -248,6 +275,17 @@ def test_least_supported_go_first_and_order_is_kept() -> None:
     assert [f.subquestion_index for f in kept] == [0, 2, 4]
     kept = fit_findings(fs, len(render_findings([fs[0]])))
     assert [f.subquestion_index for f in kept] == [0]
+
+
+def test_room_left_by_whole_findings_is_refilled_from_the_best_one_cut() -> None:
+    fs = [finding(i, 6, claims=6) for i in range(5)]
+    budget = int(len(render_findings(fs)) * 0.7)  # whole findings alone would keep 3 of 5 (60%)
+    kept = fit_findings(fs, budget)
+    text = render_findings(kept)
+    assert 0.95 * budget <= len(text) <= budget
+    assert kept[:3] == fs[:3] and kept[3].subquestion_index == 3  # ties: the later goes first
+    assert 0 < kept[3].support < fs[3].support
+    assert keys_in(text) == list(range(1, sum(f.support for f in kept) + 1))
 
 
 def test_ties_cut_the_later_subquestion() -> None:
