@@ -100,6 +100,17 @@ def _learn(engine: Any, sig: ContextOverflow) -> None:
         limits.learn(_engine_model(engine), sig)
 
 
+def _report_frame_tokens(engine: Any, plan: ResearchPlan, est: TokenEstimator,
+                         model: str | None) -> int:
+    """The report prompt's tokens besides the findings: the engine's own count when it offers
+    `report_frame_tokens(plan)`, else the plan plus a generous frame. Overestimating it wastes
+    window (2 000 tokens are an eighth of a 16k window), so an engine that knows should say."""
+    frame = getattr(engine, "report_frame_tokens", None)
+    if callable(frame):
+        return int(frame(plan))
+    return est.estimate(plan.model_dump_json(), model=model) + REPORT_FRAME_TOKENS
+
+
 def _min_output(current: int) -> int:
     """Lower max_tokens only while the answer keeps half its room (and at least 1024 tokens)."""
     return min(current, max(1024, current // 2))
@@ -170,7 +181,7 @@ def report_with_shrink(engine: ResearchEngine, plan: ResearchPlan, findings: Seq
     est, model = _engine_estimator(engine), _engine_model(engine)
     out = max_output_tokens or getattr(engine, "max_output_tokens", None) or DEFAULT_OUTPUT_TOKENS
     overhead = (prompt_overhead_tokens if prompt_overhead_tokens is not None
-                else est.estimate(plan.model_dump_json(), model=model) + REPORT_FRAME_TOKENS)
+                else _report_frame_tokens(engine, plan, est, model))
 
     def budget_chars(rendered: str, sig: ContextOverflow | None, max_tokens: int) -> int:
         cpt = est.chars_per_token(rendered[:20_000], model=model)
