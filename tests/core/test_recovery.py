@@ -229,3 +229,22 @@ def test_report_that_cannot_fit_fails_clearly() -> None:
     engine = WindowedEngine(limit=200)
     with pytest.raises(Fatal, match="write report"):
         report_with_shrink(engine, PLAN, make_findings(3))
+
+
+def test_report_frame_comes_from_the_engine_and_prefit_can_be_off() -> None:
+    findings = make_findings(6)
+    full = int(len(render_findings(findings).encode()) / 2.5) + 300
+    frames: list[ResearchPlan] = []
+
+    class FramedEngine(WindowedEngine):
+        def report_frame_tokens(self, plan: ResearchPlan) -> int:
+            frames.append(plan)
+            return self.frame_tokens
+
+    engine = FramedEngine(limit=full // 2 + 1_000)
+    _, kept = report_with_shrink(engine, PLAN, findings, window=engine.limit, prefit=False)
+    assert frames == [PLAN]
+    assert len(engine.calls) == 2  # prefit off: the first call overflows, one cut fits
+    tokens, max_tokens = engine.calls[-1]
+    # The engine's exact frame (not plan + 2 000) leaves the findings nearly all the room.
+    assert 0.85 * (engine.limit - max_tokens) <= tokens <= engine.limit - max_tokens
