@@ -325,6 +325,8 @@ def _shorten(f: Finding, over: int) -> Finding | None:
                                                  for i, c in enumerate(claims)]
     fields += [(len(ev.quote), i, j) for i, c in enumerate(claims)
                for j, ev in enumerate(c.evidence)]
+    if not fields:  # a finding without claims has nothing left to shorten
+        return None
     length, i, j = max(fields, key=lambda field: field[0])
     if length <= 16:
         return None

@@ -147,6 +147,17 @@ class LLMEngine:
         out, _ = self._ask(messages, DraftOut, what="report", max_tokens=out_tokens)
         return _draft(plan, out)
 
+    def report_frame_tokens(self, plan: ResearchPlan) -> int:
+        """Estimated tokens of the report request around the findings: prompts, plan, schema.
+
+        The shrink loop budgets the findings against what is left of the window after this.
+        """
+        frame = [Message(role="system", content=prompts.REPORT_SYSTEM),
+                 Message(role="user", content=prompts.report_user(plan, ""))]
+        schema = json.dumps(json_schema(DraftOut))
+        return (self.estimator.estimate(frame, model=self.model.model)
+                + self.estimator.estimate(schema, model=self.model.model))
+
     # -- model calls --------------------------------------------------------------------------
     def _call(self, messages: Sequence[Message], *, max_tokens: int,
               schema: dict[str, Any] | None = None) -> Completion:

@@ -339,3 +339,13 @@ def test_impossible_budget_raises() -> None:
 ])
 def test_trim_at_sentence(text: str, limit: int, expected: str) -> None:
     assert trim_at_sentence(text, limit) == expected
+
+
+def test_fit_findings_with_an_empty_finding_cannot_shrink_it_further():
+    from core.models import Finding
+    from core.shrink import CannotShrink, fit_findings
+
+    empty = Finding(subquestion_index=0, subquestion="How do A and B differ in a very long way?",
+                    claims=())
+    with pytest.raises(CannotShrink):
+        fit_findings([empty], 10)

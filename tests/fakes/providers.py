@@ -256,11 +256,20 @@ def _texts(value: Any) -> list[str]:
 
 
 def request_texts(provider: Provider, body: dict[str, Any]) -> list[str]:
+    """What the provider counts as input: the messages, and the output schema or tools too
+    (structured output is part of the prompt a model is billed and limited for)."""
     if provider == "openai":
-        return _texts(body.get("messages"))
+        return _texts(body.get("messages")) + _schema(body.get("response_format"))
     if provider == "anthropic":
-        return _texts(body.get("system")) + _texts(body.get("messages"))
-    return _texts(body.get("systemInstruction")) + _texts(body.get("contents"))
+        return (_texts(body.get("system")) + _texts(body.get("messages"))
+                + _schema(body.get("tools")))
+    config = body.get("generationConfig") or {}
+    return (_texts(body.get("systemInstruction")) + _texts(body.get("contents"))
+            + _schema(config.get("responseJsonSchema") or config.get("responseSchema")))
+
+
+def _schema(value: Any) -> list[str]:
+    return [json.dumps(value)] if value else []
 
 
 def requested_max_tokens(provider: Provider, body: dict[str, Any]) -> int:

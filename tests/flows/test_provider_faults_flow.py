@@ -1,0 +1,182 @@
+"""Provider faults inside a real flow run: the real openai SDK against a loopback server.
+
+The fake model answers each engine role from what it was sent; a fault can be injected once for
+a role. An overflow in compress or in the report is recovered inside the task (one task run, no
+Prefect retry); a 429 is retried by Prefect with backoff; a 401 fails the task at once with a
+clear message. The API key used here must never reach DuckDB, Prefect results or the logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.store import ResultStore
+from flows.research import research_topic
+from tests.fakes import providers as fake
+from tests.fakes.http import Recorded, Reply, ScriptedServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
+
+SECRET = "sk-test-SENTINEL-9f8e7d6c5b4a"
+ROLES = {"planner of a research team": "plan", "direct a web researcher": "controller",
+         "extract evidence from one web page": "condense",
+         "compressing a researcher's working notes": "compress",
+         "keep a researcher's memory short": "checkpoint", "write a research report": "report"}
+
+
+class FakeModel:
+    """Chat Completions that answer by role, with one injected fault per role when asked."""
+
+    def __init__(self) -> None:
+        self.faults: dict[str, Reply] = {}
+        self.calls: dict[str, int] = {}
+
+    def __call__(self, rec: Recorded) -> Reply:
+        body = rec.json()
+        role = next((r for k, r in ROLES.items() if k in body["messages"][0]["content"]), "?")
+        self.calls[role] = self.calls.get(role, 0) + 1
+        if role in self.faults:
+            fault = self.faults.pop(role)
+            return fault(body) if callable(fault) else fault
+        try:
+            text = self.answer(role, body)
+        except Exception as exc:  # noqa: BLE001 - a broken fake must say so, not hang up
+            import traceback
+            traceback.print_exc()
+            return Reply(599, {"error": {"message": f"fake model broke: {exc!r}"}})
+        # Usage as the provider would count it: the engine calibrates its estimator from it.
+        return fake.success_reply("openai", text,
+                                  input_tokens=fake.estimate_tokens("openai", body))
+
+    def answer(self, role: str, body: dict[str, Any]) -> str:
+        last = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+        if role == "plan":
+            return json.dumps({"brief": "Threads vs coroutines.", "intent": "compare",
+                               "targets": ["threading", "asyncio"], "subquestions": [
+                {"question": f"How do threading and asyncio differ in {d}?",
+                 "queries": [f"threading asyncio {d}"]} for d in ("memory", "blocking")]})
+        if role == "controller":
+            return json.dumps({"enough": True, "queries": []})
+        if role == "condense":  # the page's sentences, verbatim
+            page = last.split("\n\n", 1)[-1]
+            return "\n".join(re.findall(r"[A-Z][^.\n]{20,}\.", page)[:3]) or "NONE"
+        if role == "compress":
+            notes = [m["content"] for m in body["messages"] if m["role"] == "tool"
+                     and m["content"].startswith("Source:")]
+            if not notes:  # the shrink dropped the reading round: nothing to quote
+                return json.dumps({"claims": []})
+            claims = []
+            for note in notes:
+                url = re.search(r"<([^>]+)>", note).group(1)
+                claims += [{"text": f"The source says: {line.lstrip('- ')}",
+                            "confidence": "medium",
+                            "evidence": [{"url": url, "quote": line.lstrip("- ")}]}
+                           for line in note.splitlines()[1:] if line.strip()]
+            return json.dumps({"claims": claims})
+        if role == "report":
+            keys = re.findall(r"\[(E\d+)\]", last)
+            return json.dumps({"title": "Threads and coroutines", "summary": "In short.",
+                               "sections": [{"subquestion_index": i + 1, "heading": f"Part {i}",
+                                             "body": f"What the sources say [{k}]."}
+                                            for i, k in enumerate(keys[:2])],
+                               "comparison_table": None})
+        return "Summary of earlier research."
+
+
+def overflow_by(share: float):
+    """The provider's real overflow for this very request: over the window by `share` of the
+    part that can shrink (the findings of a report, the tool results of a transcript), so a
+    correct cut fits and a blind one may not."""
+    def reply(body: dict[str, Any]) -> Reply:
+        tokens = fake.estimate_tokens("openai", body)
+        out = fake.requested_max_tokens("openai", body)
+        messages = body["messages"]
+        shrinkable = (messages[-1]["content"].split("Findings:", 1)[-1]
+                      if "Findings:" in messages[-1]["content"]
+                      else "".join(m["content"] for m in messages if m["role"] == "tool"))
+        over = int(len(shrinkable.encode()) / 3 * share)
+        return fake.overflow_reply("openai", window=tokens + out - over, input_tokens=tokens,
+                                   max_tokens=out)
+    return reply
+
+
+@pytest.fixture()
+def model(monkeypatch):
+    fm = FakeModel()
+    with ScriptedServer(default=fm) as srv:
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.url + "/v1")
+        monkeypatch.setenv("RESEARCHFLOW_MAX_OUTPUT_TOKENS", "300")  # windows here are small
+        yield fm
+
+
+def _run(corpus: Path, db_path: Path, topic: str):
+    return research_topic(topic=topic, batch_id="faults", max_subquestions=2, max_rounds=1,
+                          model="openai:gpt-4o-mini", search="corpus", corpus_dir=str(corpus),
+                          db_path=str(db_path), return_state=True)
+
+
+def _task_runs(flow_run_id) -> dict[str, Any]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    async def read():
+        async with get_client() as client:
+            return await client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+
+    return {r.name: r for r in asyncio.run(read())}
+
+
+def test_overflow_in_compress_and_report_is_recovered_without_a_prefect_retry(
+        model, corpus, db_path):
+    model.faults["compress"] = overflow_by(0.3)
+    model.faults["report"] = overflow_by(0.3)
+    state = _run(corpus, db_path, "Compare threading and asyncio (overflow)")
+    assert state.is_completed(), state.message
+    runs = _task_runs(state.state_details.flow_run_id)
+    for name in ("compress #0", "compress #1"):
+        assert runs[name].run_count == 1 and runs[name].state.is_completed()
+    report_run = next(r for n, r in runs.items() if n.startswith("report:"))
+    assert report_run.run_count == 1 and report_run.state.is_completed()
+    assert model.calls["compress"] == 3 and model.calls["report"] == 2  # one failed call each
+    report = ResultStore(db_path).get_report(state.result())
+    assert report["citations"] and "[1]" in report["markdown"]
+    assert ResultStore(db_path).unverified_citations(state.result()) == []
+
+
+def test_rate_limit_is_retried_by_prefect_with_backoff(model, corpus, db_path):
+    model.faults["plan"] = fake.rate_limit_error("openai", retry_after=1)
+    state = _run(corpus, db_path, "Compare threading and asyncio (rate limited)")
+    assert state.is_completed(), state.message
+    plan_run = next(r for n, r in _task_runs(state.state_details.flow_run_id).items()
+                    if n.startswith("plan:"))
+    assert plan_run.run_count == 2 and model.calls["plan"] == 2
+
+
+def test_bad_key_fails_at_once_with_a_clear_message(model, corpus, db_path):
+    model.faults["plan"] = fake.auth_error("openai", api_key=SECRET)
+    state = _run(corpus, db_path, "Compare threading and asyncio (bad key)")
+    assert state.is_failed()
+    plan_run = next(r for n, r in _task_runs(state.state_details.flow_run_id).items()
+                    if n.startswith("plan:"))
+    assert plan_run.run_count == 1 and model.calls["plan"] == 1  # no retry
+    assert "OPENAI_API_KEY" in state.message
+    assert SECRET not in state.message
+
+
+def test_the_key_never_reaches_duckdb_results_or_logs(model, corpus, db_path, session_dir,
+                                                       caplog):
+    state = _run(corpus, db_path, "Compare threading and asyncio (secrets)")
+    assert state.is_completed(), state.message
+    assert SECRET.encode() not in db_path.read_bytes()
+    for path in (session_dir / "prefect-results").rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+    assert SECRET not in caplog.text
