@@ -1,7 +1,8 @@
 """One researcher: rounds of query → search → read → condense for a single sub-question.
 
-The transcript it builds is the researcher's working memory: an AI turn that calls tools, then
-one tool result per call, so shrinking can always drop whole tool rounds. Pages that cannot be
+The transcript it builds is the researcher's working memory: an AI turn that calls the searches
+of a round with one result per call, then one AI turn per page read with its notes, so shrinking
+can drop whole tool turns, a page at a time. Pages that cannot be
 read are noted in the transcript and skipped; provider and search-service signals propagate so
 the task around this can retry or fail.
 """
@@ -58,12 +59,11 @@ def _search_round(transcript: Transcript, search: SearchBackend, queries: list[s
 
 def _read_round(transcript: Transcript, engine: ResearchEngine, search: SearchBackend,
                 hits: list[SearchResult], round_index: int) -> None:
-    if not hits:
-        return
-    calls = tuple(ToolCall(id=f"r{round_index}f{i}", name="read", arguments={"url": h.url})
-                  for i, h in enumerate(hits))
-    transcript.messages.append(Message(role="assistant", content="", tool_calls=calls))
-    for call, hit in zip(calls, hits):
+    # One AI turn per page: dropping the last AI turn (the overflow rule) then gives up one
+    # page's notes, not every page of the round.
+    for i, hit in enumerate(hits):
+        call = ToolCall(id=f"r{round_index}f{i}", name="read", arguments={"url": hit.url})
+        transcript.messages.append(Message(role="assistant", content="", tool_calls=(call,)))
         try:
             source = search.read(hit)
         except Signal:

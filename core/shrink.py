@@ -157,6 +157,15 @@ def shrink_transcript(messages: Sequence[Message], signal: ContextOverflow | Non
     raise CannotShrink(f"no AI turn left to drop and no tool result above {min_tool_chars} chars")
 
 
+def fit_tool_results(messages: Sequence[Message], target_bytes: float, *,
+                     lowest: int = MIN_TOOL_RESULT_CHARS // 3,
+                     spill_dir: Path | None = None) -> list[Message] | None:
+    """The messages with every tool result cut head + tail to the largest cap that fits
+    `target_bytes`, or None when even `lowest` characters each would not fit."""
+    cap = _largest_cap(list(messages), target_bytes, lowest, spill_dir)
+    return None if cap is None else truncate_tool_results(messages, cap, spill_dir)
+
+
 def _largest_cap(messages: list[Message], target: float, lowest: int,
                  spill_dir: Path | None) -> int | None:
     """The largest tool-result cap >= `lowest` that brings the messages within `target` bytes.

@@ -33,7 +33,7 @@ from core.limits import ContextLimits
 from core.llm.base import ChatModel, Completion
 from core.models import (Claim, Evidence, Finding, Message, ResearchPlan, Source, SubQuestion,
                          Topic, Transcript)
-from core.shrink import SAFETY_MARGIN, render_findings
+from core.shrink import SAFETY_MARGIN, fit_tool_results, render_findings
 from core.signals import Fatal
 from core.tokens import TokenEstimator, content_bytes, default_estimator
 
@@ -227,12 +227,15 @@ class LLMEngine:
         call from its result. If even the smallest form is over budget it is sent anyway: the
         provider's ContextOverflow then reaches the caller, which shrinks harder.
         """
-        sample = "".join(m.content for m in messages[1:])
-        capped = truncate_tool_results(messages, max(2_000, self._chars(budget // 8, sample)),
-                                       self.spill_dir)
-        if self._tokens(capped) <= budget:
+        # The notes are the evidence, so cut every page's notes head + tail to the largest cap
+        # that fits before summarizing anything: a summary cannot be quoted verbatim.
+        target = self.estimator.tokens_to_bytes(budget, model=self.model.model)
+        capped = fit_tool_results(messages, target, spill_dir=self.spill_dir)
+        if capped is not None and self._tokens(capped) <= budget:
             return capped
-        best = capped
+        sample = "".join(m.content for m in messages[1:])
+        best = truncate_tool_results(messages, max(2_000, self._chars(budget // 8, sample)),
+                                     self.spill_dir)
         for keep_recent in (8, 4, 0):
             try:
                 best = compact_transcript(best, keep_recent=keep_recent,

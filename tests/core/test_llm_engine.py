@@ -261,7 +261,7 @@ def test_compress_sends_the_instruction_first_and_the_request_last() -> None:
 def test_compress_compacts_an_oversized_transcript_before_calling() -> None:
     pages = [Source(url=f"https://p{i}.example", title=f"P{i}",
                     text=f"Page {i} says the fox weighs {i} kg. " + "padding words here. " * 400)
-             for i in range(8)]
+             for i in range(40)]  # so many pages that cutting each one's notes is not enough
     transcript = transcript_with(pages)
     for m in list(transcript.messages):  # long notes, as a researcher with big pages makes
         if m.role == "tool" and m.name == "read":
@@ -289,6 +289,24 @@ def test_compress_compacts_an_oversized_transcript_before_calling() -> None:
     assert engine.estimator.estimate(last) + 400 <= ContextLimits({}, default=6_000) \
         .request_budget("small")
     assert finding.claims[0].evidence[0].quote == "Page 7 says the fox weighs 7 kg."
+
+
+def test_compress_first_cuts_each_pages_notes_when_that_fits() -> None:
+    pages = [Source(url=f"https://p{i}.example", title=f"P{i}",
+                    text=f"Page {i} says the fox weighs {i} kg. " + "padding words here. " * 400)
+             for i in range(4)]
+    transcript = transcript_with(pages)
+    for i, m in enumerate(transcript.messages):
+        if m.role == "tool" and m.name == "read":
+            transcript.messages[i] = m.model_copy(update={"content": m.content + " x" * 3_000})
+    model = QueueModel(compress_reply([]))
+    engine = engine_for(model, window=6_000, max_output_tokens=400)
+    engine.compress(transcript)
+    sent = model.sent[-1].messages
+    assert len(model.sent) == 1  # no summarizer call: the notes were cut head + tail instead
+    reads = [m for m in sent if m.role == "tool" and m.name == "read"]
+    assert len(reads) == 4 and all("chars omitted" in m.content for m in reads)
+    assert all(m.content.startswith("Source: P") for m in reads)  # heads kept: quotes survive
 
 
 def test_output_tokens_never_exceed_the_models_known_cap() -> None:

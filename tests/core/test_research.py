@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.engine.extractive import ExtractiveEngine
-from core.models import Message, SearchResult, Source, SubQuestion, Topic, Transcript
+from core.models import ToolCall, Message, SearchResult, Source, SubQuestion, Topic, Transcript
 from core.report import assemble
 from core.research import research_subquestion
 from core.search.base import SearchBackend
@@ -83,6 +83,16 @@ def _check_tool_rounds(messages: list[Message]) -> list[tuple[Message, list[Mess
     return rounds
 
 
+def _reads(rounds: list[tuple[Message, list[Message]]]) -> list[tuple[ToolCall, Message]]:
+    """The page reads: one AI turn per page, each a single read call and its result."""
+    out = []
+    for turn, results in rounds:
+        if turn.tool_calls[0].name == "read":
+            assert len(turn.tool_calls) == 1, "one page per AI turn, so shrinking drops one page"
+            out.append((turn.tool_calls[0], results[0]))
+    return out
+
+
 def test_dict_search_implements_the_protocol() -> None:
     assert isinstance(DictSearch(PAGES), SearchBackend)
 
@@ -91,15 +101,16 @@ def test_transcript_pairs_every_tool_call_with_its_result() -> None:
     search = DictSearch(PAGES)
     t = research_subquestion(ExtractiveEngine(), search, SQ, max_rounds=1)
     rounds = _check_tool_rounds(t.messages)
-    (search_turn, search_results), (read_turn, read_results) = rounds
+    (search_turn, search_results) = rounds[0]
+    reads = _reads(rounds[1:])
+    assert len(reads) == len(rounds) - 1
     assert [c.name for c in search_turn.tool_calls] == ["search"] * 3
     assert [c.arguments["query"] for c in search_turn.tool_calls] == list(SQ.queries)
     assert "<https://a.example/loop>" in search_results[0].content
-    assert {c.arguments["url"] for c in read_turn.tool_calls} == {p.url for p in PAGES}
-    assert all(c.name == "read" for c in read_turn.tool_calls)
-    assert all(r.content.startswith("Source: ") for r in read_results)
+    assert {c.arguments["url"] for c, _ in reads} == {p.url for p in PAGES}
+    assert all(r.content.startswith("Source: ") for _, r in reads)
     assert t.queries_run == list(SQ.queries)
-    assert [s.url for s in t.sources] == [c.arguments["url"] for c in read_turn.tool_calls]
+    assert [s.url for s in t.sources] == [c.arguments["url"] for c, _ in reads]
 
 
 def test_subquestion_without_queries_searches_its_question() -> None:
@@ -124,8 +135,7 @@ def test_pages_that_fail_to_read_are_noted_and_skipped() -> None:
     search = DictSearch(PAGES, broken=broken, unreadable={"https://a.example/loop"})
     t = research_subquestion(ExtractiveEngine(), search, SQ, max_rounds=1)
     rounds = _check_tool_rounds(t.messages)
-    notes = {m.tool_call_id: m.content for m in rounds[1][1]}
-    by_url = {c.arguments["url"]: notes[c.id] for c in rounds[1][0].tool_calls}
+    by_url = {c.arguments["url"]: r.content for c, r in _reads(rounds)}
     assert by_url["https://b.example/threads"] == (
         "[not read: https://b.example/threads: HTML parser choked on page]")
     assert by_url["https://c.example/gil"] == "[not read: https://c.example/gil: OSError]"
@@ -185,7 +195,8 @@ def test_rounds_stop_when_the_engine_has_no_new_queries() -> None:
     search = DictSearch(PAGES)
     t = research_subquestion(RepeatingEngine(), search, SQ, max_rounds=5)
     assert search.searches == list(SQ.queries)
-    assert len(_check_tool_rounds(t.messages)) == 2
+    rounds = _check_tool_rounds(t.messages)
+    assert [turn.tool_calls[0].name for turn, _ in rounds] == ["search"] + ["read"] * 3
 
 
 def test_duplicate_urls_are_read_once_within_and_across_rounds() -> None:
@@ -194,7 +205,8 @@ def test_duplicate_urls_are_read_once_within_and_across_rounds() -> None:
     assert sorted(search.reads) == sorted(p.url for p in PAGES)  # each page read exactly once
     assert len(t.sources) == 3
     rounds = _check_tool_rounds(t.messages)
-    assert [turn.tool_calls[0].name for turn, _ in rounds] == ["search", "read", "search", "search"]
+    names = [turn.tool_calls[0].name for turn, _ in rounds]
+    assert names == ["search", "read", "read", "read", "search", "search"]
 
 
 def test_engine_research_with_extractive_follow_up_queries() -> None:
