@@ -16,12 +16,10 @@ Two choices worth knowing:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Sequence
 
-from pydantic import SecretStr
-
-from core.llm.base import Completion, Usage
+from core.llm.base import Completion, SDKBackend, Usage
 from core.models import Message
 from core.signals import translate_errors
 
@@ -75,22 +73,12 @@ def _tool_schema(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
 
 
 @dataclass
-class AnthropicChat:
+class AnthropicChat(SDKBackend):
     """Claude through the Messages API. The client is built on first use."""
 
     provider: ClassVar[str] = "anthropic"
     key_env_var: ClassVar[str | None] = "ANTHROPIC_API_KEY"
-    needs_key: ClassVar[bool] = True
-    needs_base_url: ClassVar[bool] = False
     settings_prefix: ClassVar[str] = "anthropic"
-    supports_schema: ClassVar[bool] = True
-    can_stream: ClassVar[bool] = False
-
-    model: str
-    api_key: SecretStr | None = field(default=None, repr=False)
-    base_url: str | None = None
-    timeout: float = 60.0
-    _client: Any = field(default=None, init=False, repr=False, compare=False)
 
     def _sdk(self) -> Any:
         if self._client is None:

@@ -8,8 +8,10 @@ every SDK call in `core.signals.translate_errors`, and reports token usage when 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, Sequence, runtime_checkable
+
+from pydantic import SecretStr
 
 from core.models import Message
 
@@ -43,3 +45,26 @@ class ChatModel(Protocol):
         provider supports it, else an instruction); the text of the completion is that JSON.
         """
         ...
+
+
+@dataclass
+class SDKBackend:
+    """What every SDK-backed model shares: its settings and a lazily built client.
+
+    A provider subclasses this, declares its capabilities as class attributes (as in
+    simonw/llm's plugins), builds its client in `_sdk()` and implements `complete`.
+    """
+
+    provider: ClassVar[str]
+    key_env_var: ClassVar[str | None] = None
+    needs_key: ClassVar[bool] = True
+    needs_base_url: ClassVar[bool] = False
+    settings_prefix: ClassVar[str] = ""  # reads <prefix>_api_key / <prefix>_base_url
+    supports_schema: ClassVar[bool] = True
+    can_stream: ClassVar[bool] = False
+
+    model: str
+    api_key: SecretStr | None = field(default=None, repr=False)
+    base_url: str | None = None
+    timeout: float = 60.0  # seconds
+    _client: Any = field(default=None, init=False, repr=False, compare=False)

@@ -10,13 +10,11 @@ subset). Errors are classified by `core.signals`, not here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
-from pydantic import SecretStr
-
 from core.llm.anthropic import text_turns
-from core.llm.base import Completion, Usage
+from core.llm.base import Completion, SDKBackend, Usage
 from core.models import Message
 from core.signals import translate_errors
 
@@ -42,22 +40,12 @@ def _text(response: Any) -> str:
 
 
 @dataclass
-class GeminiChat:
+class GeminiChat(SDKBackend):
     """Gemini through `generate_content`. The client is built on first use."""
 
     provider: ClassVar[str] = "gemini"
     key_env_var: ClassVar[str | None] = "GEMINI_API_KEY"
-    needs_key: ClassVar[bool] = True
-    needs_base_url: ClassVar[bool] = False
     settings_prefix: ClassVar[str] = "gemini"
-    supports_schema: ClassVar[bool] = True
-    can_stream: ClassVar[bool] = False
-
-    model: str
-    api_key: SecretStr | None = field(default=None, repr=False)
-    base_url: str | None = None
-    timeout: float = 60.0  # seconds, like the other backends; converted to ms for the SDK
-    _client: Any = field(default=None, init=False, repr=False, compare=False)
 
     def _sdk(self) -> Any:
         if self._client is None:

@@ -13,12 +13,10 @@ Structured output is one of three `json_mode`s, because many compatible servers 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Sequence
 
-from pydantic import SecretStr
-
-from core.llm.base import Completion, Usage
+from core.llm.base import Completion, SDKBackend, Usage
 from core.models import Message
 from core.signals import translate_errors
 
@@ -100,25 +98,17 @@ def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
 
 @dataclass
-class OpenAIChat:
+class OpenAIChat(SDKBackend):
     """Chat Completions through the official SDK. The client is built on first use."""
 
     provider: ClassVar[str] = "openai"
     key_env_var: ClassVar[str | None] = "OPENAI_API_KEY"
-    needs_key: ClassVar[bool] = True
-    needs_base_url: ClassVar[bool] = False
     settings_prefix: ClassVar[str] = "openai"  # reads openai_api_key / openai_base_url
-    supports_schema: ClassVar[bool] = True
     can_stream: ClassVar[bool] = True
 
-    model: str
-    api_key: SecretStr | None = field(default=None, repr=False)
-    base_url: str | None = None
-    timeout: float = 60.0
     json_mode: JsonMode = "json_schema"
     # Some servers report an overflow inside a 200 SSE stream; streaming lets us see it.
     stream: bool = False
-    _client: Any = field(default=None, init=False, repr=False, compare=False)
 
     def _sdk(self) -> Any:
         if self._client is None:
