@@ -1,0 +1,61 @@
+"""The retry predicate on real Prefect states, and the house rule that core never imports Prefect."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from prefect.states import Failed
+
+from core.signals import ContextOverflow, Fatal, RateLimited, Transient
+from tasks import retry
+from tasks.retry import retry_on_signal
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _check(exc: BaseException, *, delays=(2.0, 4.0, 8.0), run_count: int = 1) -> bool:
+    task = SimpleNamespace(retry_delay_seconds=list(delays))
+    return retry_on_signal(task, SimpleNamespace(run_count=run_count), Failed(data=exc))
+
+
+@pytest.mark.parametrize("exc, expected", [
+    (Transient("connection reset"), True),
+    (RateLimited("slow down"), True),
+    (ContextOverflow("too long", limit=8192, requested=9000), False),  # shrink, never wait
+    (Fatal("bad key", reason="auth"), False),
+    (ValueError("a bug"), False),
+])
+def test_only_rate_limits_and_transient_faults_are_retried(exc, expected):
+    assert _check(exc) is expected
+
+
+def test_a_wait_longer_than_a_run_should_sleep_is_not_retried():
+    assert _check(RateLimited("daily quota", retry_after=86_400)) is False
+
+
+def test_retry_after_is_honoured_on_top_of_the_backoff(monkeypatch):
+    slept: list[float] = []
+    monkeypatch.setattr(retry.time, "sleep", slept.append)
+    assert _check(RateLimited("wait", retry_after=9.0), delays=(2.0, 4.0), run_count=1)
+    assert slept == [7.0]  # Prefect waits the 2 s backoff; we add what the provider asked for
+    slept.clear()
+    assert _check(RateLimited("wait", retry_after=1.0), delays=(2.0, 4.0), run_count=1)
+    assert slept == []  # the backoff already covers it
+
+
+def test_core_never_imports_prefect():
+    for path in (ROOT / "core").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "import prefect" not in text and "from prefect" not in text, path
+    code = ("import sys, pkgutil, importlib, core\n"
+            "for m in pkgutil.walk_packages(core.__path__, 'core.'):\n"
+            "    importlib.import_module(m.name)\n"
+            "print('prefect' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
