@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from core.store import ResultStore
