@@ -121,7 +121,7 @@ def _print_batch(batch_id: str, db: Path) -> None:
     out.print(table)
     out.print(f"reports are in {db}; try:\n  researchflow query \"SELECT report_id, title FROM "
               f"reports WHERE batch_id = '{batch_id}'\"" + (f" --db {db}" if db else "") +
-              "\n  researchflow show REPORT_ID")
+              "\n  researchflow show REPORT_ID", soft_wrap=True)  # commands to copy: never wrap
 
 
 def _state_error(state) -> str:
