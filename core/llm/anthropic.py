@@ -21,7 +21,6 @@ from typing import Any, ClassVar, Literal, Sequence
 
 from core.llm.base import Completion, SDKBackend, Usage
 from core.models import Message
-from core.signals import translate_errors
 
 TurnRole = Literal["user", "assistant"]
 EMIT_TOOL = "emit"
@@ -108,13 +107,10 @@ class AnthropicChat(SDKBackend):
             params["tool_choice"] = {"type": "tool", "name": EMIT_TOOL}
         return params
 
-    def complete(self, messages: Sequence[Message], *, max_tokens: int,
-                 json_schema: dict[str, Any] | None = None,
-                 temperature: float = 0.0) -> Completion:
-        params = self.request(messages, max_tokens=max_tokens, json_schema=json_schema,
-                              temperature=temperature)
-        with translate_errors(model=self.model):
-            response = self._sdk().messages.create(**params)
+    def _send(self, params: dict[str, Any]) -> Any:
+        return self._sdk().messages.create(**params)
+
+    def _parse(self, response: Any, json_schema: dict[str, Any] | None) -> Completion:
         text = "".join(b.text for b in response.content if b.type == "text")
         if json_schema is not None:
             emitted = [b.input for b in response.content

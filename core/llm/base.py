@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Protocol, Sequence, runtime_checkable
 from pydantic import SecretStr
 
 from core.models import Message
+from core.signals import translate_errors
 
 
 @dataclass(frozen=True)
@@ -68,3 +69,24 @@ class SDKBackend:
     base_url: str | None = None
     timeout: float = 60.0  # seconds
     _client: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def complete(self, messages: Sequence[Message], *, max_tokens: int,
+                 json_schema: dict[str, Any] | None = None,
+                 temperature: float = 0.0) -> Completion:
+        params = self.request(messages, max_tokens=max_tokens, json_schema=json_schema,
+                              temperature=temperature)
+        with translate_errors(model=self.model):  # the one place SDK errors become signals
+            response = self._send(params)
+        return self._parse(response, json_schema)
+
+    def request(self, messages: Sequence[Message], *, max_tokens: int,
+                json_schema: dict[str, Any] | None, temperature: float) -> dict[str, Any]:
+        """The SDK call's keyword arguments (no I/O, so tests can read them)."""
+        raise NotImplementedError
+
+    def _send(self, params: dict[str, Any]) -> Any:
+        """Make the SDK call; a streamed reply is read to its end here, so its errors count."""
+        raise NotImplementedError
+
+    def _parse(self, response: Any, json_schema: dict[str, Any] | None) -> Completion:
+        raise NotImplementedError

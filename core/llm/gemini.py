@@ -16,7 +16,6 @@ from typing import Any, ClassVar, Sequence
 from core.llm.anthropic import text_turns
 from core.llm.base import Completion, SDKBackend, Usage
 from core.models import Message
-from core.signals import translate_errors
 
 
 def _finish_reason(response: Any) -> str | None:
@@ -75,13 +74,10 @@ class GeminiChat(SDKBackend):
                     for role, text in turns]
         return {"model": self.model, "contents": contents, "config": config}
 
-    def complete(self, messages: Sequence[Message], *, max_tokens: int,
-                 json_schema: dict[str, Any] | None = None,
-                 temperature: float = 0.0) -> Completion:
-        params = self.request(messages, max_tokens=max_tokens, json_schema=json_schema,
-                              temperature=temperature)
-        with translate_errors(model=self.model):
-            response = self._sdk().models.generate_content(**params)
+    def _send(self, params: dict[str, Any]) -> Any:
+        return self._sdk().models.generate_content(**params)
+
+    def _parse(self, response: Any, json_schema: dict[str, Any] | None) -> Completion:
         meta = response.usage_metadata
         usage = (Usage(meta.prompt_token_count, meta.candidates_token_count) if meta else Usage())
         return Completion(text=_text(response), model=response.model_version or self.model,

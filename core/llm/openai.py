@@ -18,7 +18,6 @@ from typing import Any, ClassVar, Literal, Sequence
 
 from core.llm.base import Completion, SDKBackend, Usage
 from core.models import Message
-from core.signals import translate_errors
 
 JsonMode = Literal["json_schema", "json_object", "instruction"]
 
@@ -144,15 +143,13 @@ class OpenAIChat(SDKBackend):
         params["messages"] = wire
         return params
 
-    def complete(self, messages: Sequence[Message], *, max_tokens: int,
-                 json_schema: dict[str, Any] | None = None,
-                 temperature: float = 0.0) -> Completion:
-        params = self.request(messages, max_tokens=max_tokens, json_schema=json_schema,
-                              temperature=temperature)
-        with translate_errors(model=self.model):
-            response = self._sdk().chat.completions.create(**params)
-            if self.stream:
-                return self._collect(response)  # errors inside the stream surface here
+    def _send(self, params: dict[str, Any]) -> Any:
+        response = self._sdk().chat.completions.create(**params)
+        return self._collect(response) if self.stream else response
+
+    def _parse(self, response: Any, json_schema: dict[str, Any] | None) -> Completion:
+        if isinstance(response, Completion):  # a stream, already collected
+            return response
         choice = response.choices[0] if response.choices else None
         usage = response.usage
         return Completion(
