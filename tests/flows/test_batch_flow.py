@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 import pytest
 
 from core.engine.extractive import ExtractiveEngine
@@ -49,6 +52,28 @@ def test_batch_reports_bad_rows_and_failed_topics_and_finishes_the_rest(
     # An error never becomes a report.
     _, texts = query_readonly(db_path, "SELECT markdown FROM reports")
     assert not any("planner refused" in t for (t,) in texts)
+
+    # The UI shows the closing table and the batch's progress.
+    artifacts = _artifacts(state.state_details.flow_run_id)
+    table = next(a for a in artifacts if a.type == "table")
+    assert table.key == "batch-b1"
+    rows = json.loads(table.data) if isinstance(table.data, str) else table.data
+    assert sorted(r["status"] for r in rows) == ["failed", "invalid", "invalid", "succeeded",
+                                                 "succeeded"]
+    progress = next(a for a in artifacts if a.type == "progress")
+    assert float(progress.data) == 100.0
+
+
+def _artifacts(flow_run_id):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    async def read():
+        async with get_client() as client:
+            return await client.read_artifacts(artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])))
+
+    return asyncio.run(read())
 
 
 def _exc(state):
