@@ -78,6 +78,10 @@ def _read_round(transcript: Transcript, engine: ResearchEngine, search: SearchBa
             transcript.messages.append(Message(role="tool", tool_call_id=call.id, name="read",
                                                content=f"[not read: {hit.url}: {reason}]"))
             continue
+        if any(s.url == source.url for s in transcript.sources):  # another hit, same document
+            transcript.messages.append(Message(role="tool", tool_call_id=call.id, name="read",
+                                               content=f"[already read: {source.url}]"))
+            continue
         transcript.sources.append(source)
         notes = engine.condense(transcript.subquestion, source)
         transcript.messages.append(Message(

@@ -91,6 +91,11 @@ def _targets(text: str) -> tuple[tuple[str, ...], str]:
     return tuple(dict.fromkeys(items)), context
 
 
+def _page(url: str) -> str:
+    """Passages of one document (url#p3, url#p7) are one page, not two witnesses."""
+    return url.split("#", 1)[0]
+
+
 def _on_topic(focus: list[set[str]], context: set[str]) -> bool:
     """Some focus phrase has every word in the sentence or its page title ("cancel" matches
     "cancellation": words agree on their first five letters)."""
@@ -191,7 +196,7 @@ class ExtractiveEngine:
                 break
         claims = []
         for _, sent, src in chosen:
-            corroborated = sum(1 for _, o, s in ranked if s.url != src.url
+            corroborated = sum(1 for _, o, s in ranked if _page(s.url) != _page(src.url)
                                and overlap(o.text, sent.text) > 0.3)
             claims.append(Claim(text=sent.clean,
                                 evidence=(Evidence(url=src.url, title=src.title, quote=sent.text),),
@@ -207,7 +212,7 @@ class ExtractiveEngine:
         # A sentence that recurs across several pages is boilerplate (headers, disclaimers).
         spread: dict[str, set[str]] = {}
         for sent, src in pool:
-            spread.setdefault(sent.clean, set()).add(src.url)
+            spread.setdefault(sent.clean, set()).add(_page(src.url))
         pool = [(s, src) for s, src in pool if len(spread[s.clean]) < 3]
         if not pool:
             return []

@@ -112,7 +112,9 @@ class CorpusSearch:
         title, text = docs[0]
         spans = self._query("SELECT start, stop FROM passages WHERE path = ? ORDER BY ord", [path])
         start, stop = _window(text, [tuple(s) for s in spans], ord_, self.read_chars)
-        return Source(url=result.url, title=title or result.title, text=text[start:stop])
+        # The whole document is one source whichever passage found it; a window keeps its #pN.
+        url = result.url.split("#", 1)[0] if (start, stop) == (0, len(text)) else result.url
+        return Source(url=url, title=title or result.title, text=text[start:stop])
 
     def index(self) -> IndexStats:
         """Bring the index up to date with the folder; cheap when nothing changed."""

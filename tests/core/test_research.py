@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.engine.extractive import ExtractiveEngine
-from core.models import ToolCall, Message, SearchResult, Source, SubQuestion, Topic, Transcript
+from core.models import Message, SearchResult, Source, SubQuestion, ToolCall, Topic, Transcript
 from core.report import assemble
 from core.research import research_subquestion
 from core.search.base import SearchBackend
@@ -292,3 +292,21 @@ def test_offline_pipeline_over_corpus_quotes_sources_verbatim(tmp_path: Path) ->
     for sq in plan.subquestions:
         assert f"## {sq.question}" in report.markdown
     assert "| Dimension | threading | multiprocessing | asyncio |" in report.markdown
+
+
+def test_two_hits_on_one_document_are_read_as_one_source() -> None:
+    class PassageSearch(DictSearch):
+        """Like a corpus: hits are passages (#p0, #p1) of documents read whole."""
+
+        def search(self, query: str, k: int = 5) -> list[SearchResult]:
+            self.searches.append(query)
+            return [SearchResult(url=f"{PAGES[0].url}#p{i}", title=PAGES[0].title, rank=i + 1)
+                    for i in range(2)]
+
+        def read(self, result: SearchResult) -> Source | None:
+            self.reads.append(result.url)
+            return PAGES[0]
+
+    t = research_subquestion(ExtractiveEngine(), PassageSearch(PAGES), SQ, max_rounds=1)
+    assert [s.url for s in t.sources] == [PAGES[0].url]
+    assert any(m.content == f"[already read: {PAGES[0].url}]" for m in t.messages)
