@@ -256,11 +256,17 @@ class ExtractiveEngine:
         targets = plan.targets
         rows = ["| Dimension | " + " | ".join(targets) + " |",
                 "|---" * (len(targets) + 1) + "|"]
+        target_terms = [set(terms(t)) for t in targets]
         for f in findings:
-            cells = []
-            for t in targets:
-                t_terms = set(terms(t))
-                hit = next((c for c in f.claims if t_terms & set(terms(c.text))), None)
+            cells, used = [], set()
+            for mine in target_terms:
+                others = set().union(*(t for t in target_terms if t is not mine))
+                naming = [c for c in f.claims if mine & set(terms(c.text)) and c.text not in used]
+                # Prefer a claim about this option alone, so one sentence does not fill every cell.
+                hit = next((c for c in naming if not others & set(terms(c.text))),
+                           naming[0] if naming else None)
+                if hit is not None:
+                    used.add(hit.text)
                 cells.append(_cell(cite(hit)) if hit else "—")
             dim = f.subquestion.split(" differ in ")[-1].rstrip("?")
             rows.append(f"| {dim} | " + " | ".join(cells) + " |")

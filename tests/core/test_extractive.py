@@ -294,3 +294,20 @@ def test_subquestion_without_evidence_gets_its_heading_and_insufficient_evidence
     for sq in plan.subquestions:
         assert f"## {sq.question}\n\n[insufficient evidence]" in report.markdown
     assert ExtractiveEngine.notice in report.markdown
+
+
+def test_comparison_cells_prefer_a_claim_about_that_option_alone() -> None:
+    from core.models import Claim, Evidence, Finding
+
+    def claim(text: str) -> Claim:
+        return Claim(text=text, evidence=(Evidence(url="u", title="t", quote=text),))
+
+    engine = ExtractiveEngine()
+    plan = engine.plan(Topic(text="Compare threading and asyncio"))
+    both = claim("Threading and asyncio both help programs that wait on sockets.")
+    finding = Finding(subquestion_index=0, subquestion=plan.subquestions[0].question, claims=(
+        both, claim("Threading shares memory between threads."),
+        claim("Asyncio runs coroutines on one event loop.")))
+    table = engine.write_report(plan, [finding]).comparison_table
+    row = table.splitlines()[2]
+    assert "shares memory" in row and "event loop" in row and "both help" not in row
