@@ -250,15 +250,16 @@ class ExtractiveEngine:
         summary = " ".join(cite(c) for c in leads)
         table = self._comparison_table(plan, findings, cite) if plan.intent == "compare" else None
         return ReportDraft(title=f"Research report: {plan.topic}", summary=summary,
-                           sections=sections, comparison_table=table)
+                           sections=tuple(sections), comparison_table=table)
 
     def _comparison_table(self, plan: ResearchPlan, findings: Sequence[Finding], cite) -> str:
         targets = plan.targets
         rows = ["| Dimension | " + " | ".join(targets) + " |",
                 "|---" * (len(targets) + 1) + "|"]
         target_terms = [set(terms(t)) for t in targets]
+        used: set[str] = set()  # a sentence fills one cell of the whole table, not one per row
         for f in findings:
-            cells, used = [], set()
+            cells = []
             for mine in target_terms:
                 others = set().union(*(t for t in target_terms if t is not mine))
                 naming = [c for c in f.claims if mine & set(terms(c.text)) and c.text not in used]
