@@ -20,7 +20,7 @@ from core.batch import RowError, TopicRow, read_topics_csv
 from core.settings import Settings, run_config
 from core.store import ResultStore
 from flows.progress import emit
-from flows.research import research_topic
+from flows.research import topic_flow
 from tasks.store import record_failure
 
 
@@ -40,9 +40,9 @@ class BatchIncomplete(RuntimeError):
 @task(name="run-topic", task_run_name="row {row.row}: {row.topic.text:.50}")
 def run_topic_row(row: TopicRow, overrides: dict, db_path: str, run_id: str) -> TopicOutcome:
     topic = row.topic
-    state = research_topic(topic=topic.text, batch_id=topic.batch_id,
-                           max_subquestions=topic.max_subquestions, max_rounds=topic.max_rounds,
-                           return_state=True, **overrides)
+    state = topic_flow()(topic=topic.text, batch_id=topic.batch_id,
+                         max_subquestions=topic.max_subquestions, max_rounds=topic.max_rounds,
+                         return_state=True, **overrides)
     if state.is_completed():
         return TopicOutcome(row.row, topic.text, "succeeded", report_id=state.result())
     error = _failure_message(state)

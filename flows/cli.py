@@ -64,11 +64,11 @@ def run(topic: str = typer.Argument(..., help="What to research."),
     _check_corpus(corpus)
     _prefect_env()
     from flows.live import LiveProgress
-    from flows.research import research_topic
+    from flows.research import topic_flow
 
     with LiveProgress(out) as live:
         live.add_topics(1)
-        state = research_topic(topic=topic, max_subquestions=max_subquestions,
+        state = topic_flow()(topic=topic, max_subquestions=max_subquestions,
                                max_rounds=max_rounds, model=model, search=search,
                                corpus_dir=str(corpus) if corpus else None,
                                db_path=str(db) if db else None, return_state=True)

@@ -66,3 +66,10 @@ def research_topic(topic: str, batch_id: str = "adhoc", max_subquestions: int = 
     item = Topic(text=topic, batch_id=batch_id, max_subquestions=max_subquestions,
                  max_rounds=max_rounds)
     return run_topic(item, run_config(settings))
+
+
+def topic_flow(workers: int | None = None):
+    """research_topic with its sub-question pool sized from settings
+    (RESEARCHFLOW_MAX_SUBQUESTION_WORKERS) unless `workers` is given."""
+    size = workers or Settings.load().max_subquestion_workers
+    return research_topic.with_options(task_runner=ThreadPoolTaskRunner(max_workers=size))
