@@ -307,11 +307,3 @@ def compact_transcript(messages: Sequence[Message], *, keep_recent: int, summari
     log(f"compaction: {len(aged)} messages {'merged into the' if prior else 'summarized into a'} "
         f"checkpoint, {len(kept)} kept verbatim")
     return list(messages[:head]) + [checkpoint_message(summary)] + kept + list(messages[tail:])
-
-
-def needs_compaction(messages: Sequence[Message], *, window: int, max_output_tokens: int,
-                     threshold: float = 0.8, estimator: TokenEstimator | None = None,
-                     model: str | None = None) -> bool:
-    """Whether the estimated input plus the output reserve passes `threshold` of the window."""
-    est = estimator or default_estimator()
-    return est.estimate(messages, model=model) + max_output_tokens > threshold * window

@@ -19,12 +19,9 @@ import logging
 import re
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from core.signals import ContextOverflow, Signal
-
-if TYPE_CHECKING:
-    from core.settings import Settings
 
 log = logging.getLogger("researchflow.limits")
 
@@ -137,10 +134,6 @@ class ContextLimits:
         self._learned_output: dict[str, int] = {}
         self._warned: set[str] = set()
         self._lock = threading.Lock()
-
-    @classmethod
-    def from_settings(cls, settings: "Settings") -> "ContextLimits":
-        return cls(settings.context_windows, settings.default_context_window)
 
     def window(self, model: str) -> int:
         """The model's context window in tokens: learned > override > table > default."""

@@ -12,13 +12,14 @@ from pathlib import Path
 
 from core.engine.base import ResearchEngine
 from core.engine.extractive import ExtractiveEngine
+from core.limits import ContextLimits
 from core.search.base import SearchBackend
 from core.settings import RunConfig, Settings
 
 _lock = threading.Lock()
 _engines: dict[RunConfig, ResearchEngine] = {}
 _searches: dict[RunConfig, SearchBackend] = {}
-_limits: dict[tuple, object] = {}
+_limits: dict[tuple, ContextLimits] = {}
 
 
 def _settings(config: RunConfig) -> Settings:
@@ -31,10 +32,8 @@ def _settings(config: RunConfig) -> Settings:
                          context_windows=dict(config.context_windows))
 
 
-def context_limits(config: RunConfig):
+def context_limits(config: RunConfig) -> ContextLimits:
     """One limits registry per process and configuration, so learned windows persist."""
-    from core.limits import ContextLimits
-
     key = (config.context_windows, config.default_context_window)
     with _lock:
         if key not in _limits:

@@ -65,7 +65,6 @@ class Settings(BaseSettings):
     max_subquestion_workers: int = Field(default=4, ge=1, le=32)
     max_page_bytes: int = 3_000_000  # larger pages are refused, not parsed
     max_source_chars: int = 60_000  # extracted text beyond this is trimmed
-    cache_expiration_hours: float = 24.0
 
     @classmethod
     def load(cls, **overrides: Any) -> "Settings":

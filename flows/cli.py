@@ -112,7 +112,7 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
 def _print_batch(batch_id: str, db: Path) -> None:
     from core.store import query_readonly
 
-    cols, rows = query_readonly(db, "SELECT status, report_id, topic, error FROM topics "
+    _, rows = query_readonly(db, "SELECT status, report_id, topic, error FROM topics "
                                 f"WHERE batch_id = '{batch_id.replace(chr(39), '')}' ORDER BY topic")
     table = Table("status", "report", "topic", "error", title=f"batch {batch_id}")
     for status, report_id, topic, error in rows:

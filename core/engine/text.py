@@ -115,16 +115,6 @@ def _is_prose(span: str, min_chars: int, max_chars: int) -> bool:
     return len(span.split()) + cjk >= 6 and not first_line.rstrip().endswith((":", "："))
 
 
-def key_phrases(text: str, limit: int = 6) -> list[str]:
-    """Content words and adjacent pairs of the text, most salient first (order of appearance)."""
-    words = terms(text)
-    pairs = [f"{a} {b}" for a, b in zip(words, words[1:])]
-    seen: dict[str, None] = {}
-    for w in pairs[:2] + words:
-        seen.setdefault(w, None)
-    return list(seen)[:limit]
-
-
 class Scorer:
     """BM25-style relevance of sentences to a query, over one pool of sentences."""
 

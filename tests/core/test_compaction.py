@@ -12,7 +12,7 @@ import pytest
 
 from core.compaction import (CHECKPOINT_OPEN, CompactionFailed, checkpoint_message,
                              checkpoint_text, compact_transcript, head_length, is_checkpoint,
-                             needs_compaction, pairing_is_valid, render_for_summary, safe_cut,
+                             pairing_is_valid, render_for_summary, safe_cut,
                              summarizer_input, tail_start, truncate_tool_result,
                              truncate_tool_results)
 from core.models import Message, ToolCall
@@ -251,11 +251,3 @@ def test_render_for_summary_is_plain_text() -> None:
     text = render_for_summary(research_round(0, 1, 60) + [checkpoint_message("old")])
     assert "tool call r0c0 search" in text and "[tool result r0c0]" in text
     assert "old" in text
-
-
-def test_needs_compaction() -> None:
-    msgs = transcript(10, seed=6)
-    est = TokenEstimator()
-    size = est.estimate(msgs)
-    assert needs_compaction(msgs, window=size, max_output_tokens=0, estimator=est)
-    assert not needs_compaction(msgs, window=size * 2, max_output_tokens=100, estimator=est)

@@ -100,7 +100,11 @@ def test_unknown_model_gets_the_default_and_one_log_line(caplog: pytest.LogCaptu
 def test_settings_feed_overrides_and_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RESEARCHFLOW_CONTEXT_WINDOWS", '{"acme-": 50000}')
     monkeypatch.setenv("RESEARCHFLOW_DEFAULT_CONTEXT_WINDOW", "16000")
-    limits = ContextLimits.from_settings(Settings.load())
+    from core import runtime
+    from core.settings import run_config
+
+    runtime.reset()
+    limits = runtime.context_limits(run_config(Settings.load()))  # the path tasks take
     assert limits.window("acme-brain-7") == 50_000
     assert limits.window("other-model") == 16_000
 

@@ -6,7 +6,7 @@ import pydoc
 
 import pytest
 
-from core.engine.text import Scorer, key_phrases, overlap, sentences, stem, terms
+from core.engine.text import Scorer, overlap, sentences, stem, terms
 
 PROSE = (
     "The asyncio module provides infrastructure for single-threaded concurrent code. "
@@ -136,12 +136,6 @@ def test_terms_keep_technical_tokens_and_chinese_characters() -> None:
     assert "c++" in terms("C++ and C# interop")
     assert "i/o" not in terms("concurrent I/O")  # '/' splits: both halves are single letters
     assert terms("异步") == ["异", "步"]
-
-
-def test_key_phrases_are_deduplicated_and_bounded() -> None:
-    kp = key_phrases("garbage collector cycles garbage collector generations", limit=4)
-    assert kp[0] == f"{stem('garbage')} collector"
-    assert len(kp) == 4 and len(set(kp)) == 4
 
 
 def test_scorer_prefers_the_sentence_about_the_query() -> None:
