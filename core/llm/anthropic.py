@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Sequence
 
-from core.llm.base import Completion, SDKBackend, Usage
+from core.llm.base import Completion, SDKBackend, Usage, add_counts, count, read
 from core.models import Message
 
 TurnRole = Literal["user", "assistant"]
@@ -62,6 +62,22 @@ def text_turns(messages: Sequence[Message]) -> tuple[str, list[tuple[TurnRole, s
         # A final assistant turn is a prefill; the API rejects one ending in whitespace.
         turns[-1] = ("assistant", turns[-1][1].rstrip() or _EMPTY)
     return system, turns
+
+
+def anthropic_usage(usage: Any) -> Usage:
+    """Messages API `usage` as a `Usage`.
+
+    Anthropic's `input_tokens` is only the uncached part: the cache reads and cache writes are
+    reported beside it, and all three are billed input. `output_tokens` already includes any
+    thinking; `output_tokens_details.thinking_tokens` splits it out where the API sends it.
+    """
+    cache_read = count(read(usage, "cache_read_input_tokens"))
+    return Usage(
+        input_tokens=add_counts(count(read(usage, "input_tokens")), cache_read,
+                                count(read(usage, "cache_creation_input_tokens"))),
+        output_tokens=count(read(usage, "output_tokens")),
+        cached_input_tokens=cache_read,
+        reasoning_tokens=count(read(read(usage, "output_tokens_details"), "thinking_tokens")))
 
 
 def _tool_schema(schema: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -119,8 +135,7 @@ class AnthropicChat(SDKBackend):
                 wrapped = _tool_schema(json_schema)[1]
                 value = emitted[0].get("value") if wrapped else emitted[0]
                 text = json.dumps(value, ensure_ascii=False)
-        usage = response.usage
         return Completion(
             text=text, model=response.model or self.model,
-            usage=Usage(usage.input_tokens, usage.output_tokens) if usage else Usage(),
+            usage=anthropic_usage(getattr(response, "usage", None)),
             finish_reason=response.stop_reason)

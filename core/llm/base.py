@@ -19,8 +19,47 @@ from core.signals import translate_errors
 
 @dataclass(frozen=True)
 class Usage:
-    input_tokens: int | None = None
-    output_tokens: int | None = None
+    """The tokens a provider billed for one call, from its own usage fields (None: not said).
+
+    Normalised across providers: `input_tokens` and `output_tokens` are totals, and the cached
+    and reasoning counts are parts of them (not extra), whatever the provider's own layout.
+    """
+
+    input_tokens: int | None = None  # all input tokens, cached ones included
+    output_tokens: int | None = None  # all billed output tokens, reasoning/thinking included
+    cached_input_tokens: int | None = None  # part of input served from the prompt cache
+    reasoning_tokens: int | None = None  # part of output spent on reasoning/thinking
+
+    @property
+    def reported(self) -> bool:
+        """Whether the provider gave input or output counts (else estimate them)."""
+        return self.input_tokens is not None or self.output_tokens is not None
+
+
+def read(obj: Any, name: str) -> Any:
+    """A usage field by name, from an SDK object or a plain dict; None when absent."""
+    if obj is None:
+        return None
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def count(value: Any) -> int | None:
+    """A token count from a usage field: an int, or None when missing, null or not a number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def add_counts(*values: int | None) -> int | None:
+    """The sum of the counts given, or None when none was."""
+    given = [v for v in values if v is not None]
+    return sum(given) if given else None
 
 
 @dataclass(frozen=True)

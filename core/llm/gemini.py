@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
 from core.llm.anthropic import text_turns
-from core.llm.base import Completion, SDKBackend, Usage
+from core.llm.base import Completion, SDKBackend, Usage, add_counts, count, read
 from core.models import Message
 
 
@@ -27,6 +27,21 @@ def _finish_reason(response: Any) -> str | None:
     if feedback is not None and feedback.block_reason is not None:
         return f"BLOCKED_{getattr(feedback.block_reason, 'value', feedback.block_reason)}"
     return None
+
+
+def gemini_usage(meta: Any) -> Usage:
+    """generateContent `usageMetadata` as a `Usage`.
+
+    `promptTokenCount` includes the cached content; tool-use prompt tokens are input too. Thought
+    tokens are billed as output but reported beside `candidatesTokenCount`, so they are added.
+    """
+    thoughts = count(read(meta, "thoughts_token_count"))
+    return Usage(
+        input_tokens=add_counts(count(read(meta, "prompt_token_count")),
+                                count(read(meta, "tool_use_prompt_token_count"))),
+        output_tokens=add_counts(count(read(meta, "candidates_token_count")), thoughts),
+        cached_input_tokens=count(read(meta, "cached_content_token_count")),
+        reasoning_tokens=thoughts)
 
 
 def _text(response: Any) -> str:
@@ -78,7 +93,6 @@ class GeminiChat(SDKBackend):
         return self._sdk().models.generate_content(**params)
 
     def _parse(self, response: Any, json_schema: dict[str, Any] | None) -> Completion:
-        meta = response.usage_metadata
-        usage = (Usage(meta.prompt_token_count, meta.candidates_token_count) if meta else Usage())
         return Completion(text=_text(response), model=response.model_version or self.model,
-                          usage=usage, finish_reason=_finish_reason(response))
+                          usage=gemini_usage(response.usage_metadata),
+                          finish_reason=_finish_reason(response))

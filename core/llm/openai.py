@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Sequence
 
-from core.llm.base import Completion, SDKBackend, Usage
+from core.llm.base import Completion, SDKBackend, Usage, count, read
 from core.models import Message
 
 JsonMode = Literal["json_schema", "json_object", "instruction"]
@@ -41,6 +41,19 @@ def _schema_name(schema: dict[str, Any]) -> str:
     title = str(schema.get("title") or "response")
     name = "".join(c if c.isalnum() or c in "_-" else "_" for c in title)[:64]
     return name or "response"
+
+
+def openai_usage(usage: Any) -> Usage:
+    """Chat Completions `usage` as a `Usage`; OpenAI-compatible servers may omit or null any of it.
+
+    `prompt_tokens` already includes the cached part and `completion_tokens` the reasoning part.
+    """
+    return Usage(
+        input_tokens=count(read(usage, "prompt_tokens")),
+        output_tokens=count(read(usage, "completion_tokens")),
+        cached_input_tokens=count(read(read(usage, "prompt_tokens_details"), "cached_tokens")),
+        reasoning_tokens=count(read(read(usage, "completion_tokens_details"),
+                                    "reasoning_tokens")))
 
 
 def _answered_ids(messages: Sequence[Message], start: int) -> set[str]:
@@ -151,11 +164,10 @@ class OpenAIChat(SDKBackend):
         if isinstance(response, Completion):  # a stream, already collected
             return response
         choice = response.choices[0] if response.choices else None
-        usage = response.usage
         return Completion(
             text=(choice.message.content if choice else None) or "",
             model=response.model or self.model,
-            usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
+            usage=openai_usage(getattr(response, "usage", None)),
             finish_reason=choice.finish_reason if choice else None)
 
     def _collect(self, stream: Any) -> Completion:
@@ -165,8 +177,10 @@ class OpenAIChat(SDKBackend):
         usage = Usage()
         for chunk in stream:
             model = chunk.model or model
-            if chunk.usage:
-                usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+            if getattr(chunk, "usage", None):  # the final chunk (stream_options.include_usage)
+                latest = openai_usage(chunk.usage)
+                if latest.reported or not usage.reported:  # an empty one must not erase counts
+                    usage = latest
             for choice in chunk.choices or ():
                 if choice.delta and choice.delta.content:
                     parts.append(choice.delta.content)

@@ -38,18 +38,39 @@ def _sse(data: Any, event: str | None = None) -> str:
 
 # --- success bodies ---------------------------------------------------------------------------
 
+def openai_usage(prompt_tokens: int = 10, completion_tokens: int = 5, *,
+                 cached_tokens: int | None = None,
+                 reasoning_tokens: int | None = None) -> dict[str, Any]:
+    """A Chat Completions `usage` object. `prompt_tokens` includes `cached_tokens` and
+    `completion_tokens` includes `reasoning_tokens`, as at OpenAI. A detail given (even 0) adds
+    its `*_tokens_details` object, laid out as OpenAI sends it; None leaves it out."""
+    usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                             "total_tokens": prompt_tokens + completion_tokens}
+    if cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens, "audio_tokens": 0}
+    if reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {
+            "reasoning_tokens": reasoning_tokens, "audio_tokens": 0,
+            "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+    return usage
+
+
 def openai_completion(text: str, *, model: str = "gpt-4o-mini", prompt_tokens: int = 10,
-                      completion_tokens: int = 5, finish_reason: str = "stop") -> dict[str, Any]:
+                      completion_tokens: int = 5, finish_reason: str = "stop",
+                      cached_tokens: int | None = None,
+                      reasoning_tokens: int | None = None) -> dict[str, Any]:
     return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 1_700_000_000,
             "model": model,
             "choices": [{"index": 0, "finish_reason": finish_reason, "logprobs": None,
                          "message": {"role": "assistant", "content": text, "refusal": None}}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens}}
+            "usage": openai_usage(prompt_tokens, completion_tokens, cached_tokens=cached_tokens,
+                                  reasoning_tokens=reasoning_tokens)}
 
 
 def openai_sse(text: str, *, model: str = "gpt-4o-mini", prompt_tokens: int = 10,
-               completion_tokens: int = 5, finish_reason: str = "stop") -> list[str]:
+               completion_tokens: int = 5, finish_reason: str = "stop",
+               cached_tokens: int | None = None,
+               reasoning_tokens: int | None = None) -> list[str]:
     """Chunks as sent with `stream_options.include_usage`: deltas, finish, usage, [DONE]."""
     base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1_700_000_000,
             "model": model}
@@ -59,9 +80,9 @@ def openai_sse(text: str, *, model: str = "gpt-4o-mini", prompt_tokens: int = 10
                 "usage": None} for p in _pieces(text)]
     chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason}],
                    "usage": None})
-    chunks.append({**base, "choices": [], "usage": {
-        "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens}})
+    chunks.append({**base, "choices": [], "usage": openai_usage(
+        prompt_tokens, completion_tokens, cached_tokens=cached_tokens,
+        reasoning_tokens=reasoning_tokens)})
     return [_sse(c) for c in chunks] + [_sse("[DONE]")]
 
 
@@ -71,11 +92,29 @@ def openai_sse_error(body: dict[str, Any], *, after: str = "") -> list[str]:
     return head + [_sse(body)]
 
 
+def anthropic_usage(input_tokens: int = 10, output_tokens: int = 5, *,
+                    cache_read: int | None = None, cache_creation: int | None = None,
+                    thinking_tokens: int | None = None) -> dict[str, Any]:
+    """A Messages API `usage` object. As at Anthropic, `input_tokens` is only the UNCACHED input:
+    cache reads and writes are reported beside it; `output_tokens` includes any thinking, which
+    `output_tokens_details.thinking_tokens` splits out. None leaves a field out."""
+    usage: dict[str, Any] = {"input_tokens": input_tokens, "output_tokens": output_tokens}
+    if cache_creation is not None:
+        usage["cache_creation_input_tokens"] = cache_creation
+    if cache_read is not None:
+        usage["cache_read_input_tokens"] = cache_read
+    if thinking_tokens is not None:
+        usage["output_tokens_details"] = {"thinking_tokens": thinking_tokens}
+    return usage
+
+
 def anthropic_message(text: str = "", *, model: str = "claude-sonnet-4-5",
                       input_tokens: int = 10, output_tokens: int = 5,
                       stop_reason: str = "end_turn",
                       tool_input: dict[str, Any] | None = None,
-                      tool_name: str = "emit") -> dict[str, Any]:
+                      tool_name: str = "emit", cache_read: int | None = None,
+                      cache_creation: int | None = None,
+                      thinking_tokens: int | None = None) -> dict[str, Any]:
     """A Messages API reply; with `tool_input`, a tool_use block (forced structured output)."""
     content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
     if tool_input is not None:
@@ -84,12 +123,19 @@ def anthropic_message(text: str = "", *, model: str = "claude-sonnet-4-5",
         stop_reason = "tool_use"
     return {"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
             "content": content, "stop_reason": stop_reason, "stop_sequence": None,
-            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}}
+            "usage": anthropic_usage(input_tokens, output_tokens, cache_read=cache_read,
+                                     cache_creation=cache_creation,
+                                     thinking_tokens=thinking_tokens)}
 
 
 def anthropic_sse(text: str, *, model: str = "claude-sonnet-4-5", input_tokens: int = 10,
-                  output_tokens: int = 5, stop_reason: str = "end_turn") -> list[str]:
-    message = anthropic_message("", model=model, input_tokens=input_tokens, output_tokens=1)
+                  output_tokens: int = 5, stop_reason: str = "end_turn",
+                  cache_read: int | None = None, cache_creation: int | None = None,
+                  thinking_tokens: int | None = None) -> list[str]:
+    """Events as Anthropic streams them: the input and cache counts come in `message_start`,
+    the cumulative output count in the closing `message_delta`."""
+    message = anthropic_message("", model=model, input_tokens=input_tokens, output_tokens=1,
+                                cache_read=cache_read, cache_creation=cache_creation)
     message["stop_reason"] = None
     events = [("message_start", {"type": "message_start", "message": message}),
               ("content_block_start", {"type": "content_block_start", "index": 0,
@@ -100,40 +146,81 @@ def anthropic_sse(text: str, *, model: str = "claude-sonnet-4-5", input_tokens: 
     events += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
                ("message_delta", {"type": "message_delta",
                                   "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                                  "usage": {"output_tokens": output_tokens}}),
+                                  "usage": anthropic_delta_usage(output_tokens,
+                                                                 thinking_tokens)}),
                ("message_stop", {"type": "message_stop"})]
     return [_sse(data, event) for event, data in events]
 
 
+def anthropic_delta_usage(output_tokens: int, thinking_tokens: int | None = None
+                          ) -> dict[str, Any]:
+    usage: dict[str, Any] = {"output_tokens": output_tokens}
+    if thinking_tokens is not None:
+        usage["output_tokens_details"] = {"thinking_tokens": thinking_tokens}
+    return usage
+
+
+def gemini_usage(prompt_tokens: int = 10, output_tokens: int = 5, *,
+                 cached: int | None = None, thoughts: int | None = None,
+                 tool_use_prompt: int | None = None) -> dict[str, Any]:
+    """A generateContent `usageMetadata`. As at Google, `promptTokenCount` includes the `cached`
+    content, and `output_tokens` (candidatesTokenCount) excludes the `thoughts`, which are
+    reported beside it; tool-use prompt tokens are reported beside the prompt. None: left out."""
+    meta: dict[str, Any] = {"promptTokenCount": prompt_tokens,
+                            "candidatesTokenCount": output_tokens}
+    if cached is not None:
+        meta["cachedContentTokenCount"] = cached
+    if tool_use_prompt is not None:
+        meta["toolUsePromptTokenCount"] = tool_use_prompt
+    if thoughts is not None:
+        meta["thoughtsTokenCount"] = thoughts
+    meta["totalTokenCount"] = prompt_tokens + output_tokens + (thoughts or 0) \
+        + (tool_use_prompt or 0)
+    return meta
+
+
 def gemini_response(text: str, *, model: str = "gemini-2.5-flash", prompt_tokens: int = 10,
-                    output_tokens: int = 5, finish_reason: str = "STOP") -> dict[str, Any]:
+                    output_tokens: int = 5, finish_reason: str = "STOP",
+                    cached: int | None = None, thoughts: int | None = None,
+                    tool_use_prompt: int | None = None) -> dict[str, Any]:
     return {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
                             "finishReason": finish_reason, "index": 0}],
-            "usageMetadata": {"promptTokenCount": prompt_tokens,
-                              "candidatesTokenCount": output_tokens,
-                              "totalTokenCount": prompt_tokens + output_tokens},
+            "usageMetadata": gemini_usage(prompt_tokens, output_tokens, cached=cached,
+                                          thoughts=thoughts, tool_use_prompt=tool_use_prompt),
             "modelVersion": model, "responseId": "fake-response"}
 
 
 def success_reply(provider: Provider, text: str, *, stream: bool = False,
                   json_tool: bool = False, input_tokens: int = 10,
-                  output_tokens: int = 5) -> Reply:
-    """A 200 in the provider's format. `json_tool`: Anthropic answers through the emit tool."""
-    usage = (input_tokens, output_tokens)
+                  output_tokens: int = 5, cached_input_tokens: int | None = None,
+                  reasoning_tokens: int | None = None) -> Reply:
+    """A 200 in the provider's format. `json_tool`: Anthropic answers through the emit tool.
+
+    The counts are the normalised totals a backend should report (`core.llm.base.Usage`):
+    `input_tokens` includes `cached_input_tokens` and `output_tokens` includes
+    `reasoning_tokens`; each is laid out on the wire the way that provider reports it.
+    """
     if provider == "openai":
-        return Reply(sse=openai_sse(text, prompt_tokens=usage[0], completion_tokens=usage[1])) \
-            if stream else Reply(body=openai_completion(text, prompt_tokens=usage[0],
-                                                        completion_tokens=usage[1]))
+        counts = dict(prompt_tokens=input_tokens, completion_tokens=output_tokens,
+                      cached_tokens=cached_input_tokens, reasoning_tokens=reasoning_tokens)
+        return Reply(sse=openai_sse(text, **counts)) if stream \
+            else Reply(body=openai_completion(text, **counts))
     if provider == "anthropic":
+        # Anthropic's input_tokens is the uncached part; cache reads are reported beside it.
+        a_counts: dict[str, Any] = dict(
+            input_tokens=input_tokens - (cached_input_tokens or 0), output_tokens=output_tokens,
+            cache_read=cached_input_tokens, thinking_tokens=reasoning_tokens)
         if stream:
-            return Reply(sse=anthropic_sse(text, input_tokens=usage[0], output_tokens=usage[1]))
+            return Reply(sse=anthropic_sse(text, **a_counts))
         if json_tool:
             value = json.loads(text)  # tool inputs are objects: other values come wrapped
             value = value if isinstance(value, dict) else {"value": value}
-            return Reply(body=anthropic_message(tool_input=value,
-                                                input_tokens=usage[0], output_tokens=usage[1]))
-        return Reply(body=anthropic_message(text, input_tokens=usage[0], output_tokens=usage[1]))
-    return Reply(body=gemini_response(text, prompt_tokens=usage[0], output_tokens=usage[1]))
+            return Reply(body=anthropic_message(tool_input=value, **a_counts))
+        return Reply(body=anthropic_message(text, **a_counts))
+    # Gemini's candidatesTokenCount excludes the thoughts, which are reported beside it.
+    return Reply(body=gemini_response(text, prompt_tokens=input_tokens,
+                                      output_tokens=output_tokens - (reasoning_tokens or 0),
+                                      cached=cached_input_tokens, thoughts=reasoning_tokens))
 
 
 # --- error bodies (real shapes; see ../shared/fixtures/provider_errors.jsonl) -----------------
