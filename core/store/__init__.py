@@ -1,0 +1,25 @@
+"""The DuckDB store: research results, the usage ledger, and read-only queries over them.
+
+A map of the package (imports run top to bottom; nothing here imports prefect):
+
+    connection  open the file per call, in-process locks, the store's exceptions
+    schema      tables, views, SCHEMA_VERSION and the migrations from older files
+    redaction   public_settings: what a run's settings snapshot may contain
+    ledger      llm_calls rows in, UsageTotals out (functions over a connection)
+    results     ResultStore: runs, topics, results, the ledger's methods, readers
+    query       query_readonly: a user's SQL on a read-only connection
+
+Exceptions: `StoreError` > `StoreLockedError` (another process holds the file) and
+`ReadOnlyQueryError` (a write attempted through `query_readonly`).
+
+Import from here; the modules are the implementation.
+"""
+
+from core.store.connection import ReadOnlyQueryError, StoreError, StoreLockedError
+from core.store.query import query_readonly
+from core.store.redaction import public_settings
+from core.store.results import ResultStore
+from core.store.schema import SCHEMA_VERSION, TABLES
+
+__all__ = ["SCHEMA_VERSION", "TABLES", "ReadOnlyQueryError", "ResultStore", "StoreError",
+           "StoreLockedError", "public_settings", "query_readonly"]

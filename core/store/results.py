@@ -1,0 +1,257 @@
+"""ResultStore: runs, topics and everything one topic produced, plus the usage ledger's door.
+
+What it does: saves one topic's `ResearchResult` in one transaction (idempotent per (batch,
+topic): a rerun replaces that topic's rows), records failed and skipped topics (the reason stays
+in `topics`, never in a report), records provider calls, and answers a few read questions.
+
+What it does not do: hold a connection between calls. DuckDB lets only one process open a file
+for writing, so every call opens a fresh connection and closes it (`connection.writable`), which
+lets `researchflow query` read the file from another terminal between writes. Inside one process,
+writes are serialised by a lock per file (topic flows save from several threads at once).
+The SQL of the ledger lives in `ledger`, the schema in `schema`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+import duckdb
+
+from core.models import ResearchResult, Topic
+from core.store import ledger
+from core.store.connection import StoreError, dicts, one_dict, writable
+from core.store.redaction import public_settings
+from core.store.schema import TABLES, ensure_schema, read_version
+from core.usage import CallRecord, UsageTotals
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class ResultStore:
+    """A DuckDB file of research results. Safe to share between threads of one process."""
+
+    def __init__(self, path: Path, *, lock_timeout: float = 3.0) -> None:
+        self.path = Path(path).expanduser().resolve()
+        self.lock_timeout = lock_timeout
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connection(transaction=True) as con:
+            ensure_schema(con, self.path)
+
+    @contextmanager
+    def _connection(self, *, transaction: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        with writable(self.path, lock_timeout=self.lock_timeout, transaction=transaction) as con:
+            yield con
+
+    def schema_version(self) -> int:
+        with self._connection() as con:
+            version = read_version(con)
+        if version is None:
+            raise StoreError(f"{self.path} has no schema version")
+        return version
+
+    # -- runs -----------------------------------------------------------------------------
+
+    def start_run(self, run_id: str, batch_id: str, engine: str, search_backend: str,
+                  settings_public: dict[str, Any]) -> None:
+        """Record a run as running. Calling it again for the same run_id (a retry) is harmless."""
+        settings_json = json.dumps(public_settings(settings_public), default=str, sort_keys=True)
+        with self._connection() as con:
+            con.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, NULL, 'running', ?, ?, ?) "
+                "ON CONFLICT (run_id) DO UPDATE SET status = 'running', finished_at = NULL, "
+                "engine = excluded.engine, search_backend = excluded.search_backend, "
+                "settings_json = excluded.settings_json",
+                [run_id, batch_id, _now(), engine, search_backend, settings_json])
+
+    def finish_run(self, run_id: str, status: str) -> None:
+        with self._connection() as con:
+            found = con.execute("UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ? "
+                                "RETURNING run_id", [status, _now(), run_id]).fetchall()
+        if not found:
+            raise StoreError(f"finish_run: no run {run_id!r} in {self.path} (start_run first)")
+
+    # -- topics ---------------------------------------------------------------------------
+
+    def save_result(self, result: ResearchResult, *, run_id: str, engine: str) -> str:
+        """Store everything one topic produced, replacing an earlier save of the same topic.
+
+        One transaction: a crash leaves either the old rows or the new ones. Sources are shared
+        between topics and upserted (latest text wins, first_seen kept). The topic's ledger rows
+        are never touched. Returns the report_id.
+        """
+        topic, report = result.topic, result.report
+        topic_id, batch_id, now = topic.topic_id, topic.batch_id, _now()
+        sources = {s.source_id: s for s in result.sources}  # one upsert per id in a statement
+        with self._connection(transaction=True) as con:
+            self._delete_topic_rows(con, topic_id, report.report_id)
+            con.execute("INSERT INTO topics VALUES (?, ?, ?, 'succeeded', NULL, ?, ?, ?)",
+                        [topic_id, batch_id, topic.text, run_id, report.report_id, now])
+            if result.plan.subquestions:
+                con.executemany("INSERT INTO subquestions VALUES (?, ?, ?, ?)", [
+                    [topic_id, sq.index, sq.question, list(sq.queries)]
+                    for sq in result.plan.subquestions])
+            if sources:
+                con.executemany(
+                    "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (source_id) DO "
+                    "UPDATE SET url = excluded.url, title = excluded.title, "
+                    "text = excluded.text, last_seen = excluded.last_seen",
+                    [[sid, s.url, s.title, s.text, now, now] for sid, s in sources.items()])
+                con.executemany("INSERT INTO topic_sources VALUES (?, ?)",
+                                [[topic_id, sid] for sid in sources])
+            finding_rows = list(self._finding_rows(result, topic_id))
+            if finding_rows:
+                con.executemany("INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                finding_rows)
+            if report.citations:
+                con.executemany("INSERT INTO citations VALUES (?, ?, ?, ?, ?)", [
+                    [report.report_id, c.number, c.url, c.title, c.quote]
+                    for c in report.citations])
+            con.execute("INSERT INTO reports VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+                report.report_id, batch_id, topic_id, report.topic, report.title,
+                report.markdown, engine, list(report.flags), now])
+        return report.report_id
+
+    @staticmethod
+    def _finding_rows(result: ResearchResult, topic_id: str) -> Iterator[list[Any]]:
+        for f in result.findings:
+            if not f.claims:
+                yield [topic_id, f.subquestion_index, f.subquestion, -1, None, None, "[]",
+                       f.raw_notes]
+            for i, claim in enumerate(f.claims):
+                evidence = json.dumps([e.model_dump() for e in claim.evidence])
+                yield [topic_id, f.subquestion_index, f.subquestion, i, claim.text,
+                       claim.confidence, evidence, f.raw_notes]
+
+    @staticmethod
+    def _delete_topic_rows(con: duckdb.DuckDBPyConnection, topic_id: str, report_id: str
+                           ) -> None:
+        """Remove one topic's own rows (never shared sources, never the ledger), inside the
+        caller's transaction."""
+        report_ids = [r[0] for r in con.execute(
+            "SELECT report_id FROM reports WHERE topic_id = ?", [topic_id]).fetchall()]
+        for rid in {*report_ids, report_id}:
+            con.execute("DELETE FROM citations WHERE report_id = ?", [rid])
+            con.execute("DELETE FROM reports WHERE report_id = ?", [rid])
+        for table in ("topics", "subquestions", "topic_sources", "findings"):
+            con.execute(f"DELETE FROM {table} WHERE topic_id = ?", [topic_id])
+
+    def record_failure(self, batch_id: str, topic: Topic, error: str, run_id: str) -> None:
+        """Mark a topic failed with its error; never writes a report.
+
+        A failure does not destroy an earlier success: that topic's report and findings stay and
+        topics.report_id keeps pointing at them, while status/error describe the latest attempt.
+        A later success overwrites the failure.
+        """
+        self._record_attempt(batch_id, topic, "failed", error, run_id)
+
+    def record_skipped(self, batch_id: str, topic: Topic, reason: str, run_id: str) -> None:
+        """Mark a topic skipped (e.g. over budget) with the reason in `error`; no report.
+
+        Like `record_failure`, an earlier report stays and topics.report_id keeps pointing at it.
+        """
+        self._record_attempt(batch_id, topic, "skipped", reason, run_id)
+
+    def _record_attempt(self, batch_id: str, topic: Topic,
+                        status: Literal["failed", "skipped"], error: str, run_id: str) -> None:
+        if topic.batch_id != batch_id:
+            raise ValueError(f"topic belongs to batch {topic.batch_id!r}, not {batch_id!r}")
+        with self._connection(transaction=True) as con:
+            con.execute(
+                "INSERT INTO topics VALUES (?, ?, ?, ?, ?, ?, NULL, ?) "
+                "ON CONFLICT (topic_id) DO UPDATE SET status = excluded.status, "
+                "error = excluded.error, run_id = excluded.run_id, "
+                "updated_at = excluded.updated_at",
+                [topic.topic_id, batch_id, topic.text, status, error, run_id, _now()])
+
+    # -- usage ledger ---------------------------------------------------------------------
+
+    def record_calls(self, records: Sequence[CallRecord]) -> None:
+        """Append provider calls to the ledger in one transaction; a call_id already stored is
+        kept as it was, so writing the same records twice changes nothing."""
+        if not records:
+            return
+        with self._connection(transaction=True) as con:
+            ledger.insert_calls(con, records)
+
+    def usage(self, *, run_id: str | None = None, batch_id: str | None = None,
+              topic_id: str | None = None, report_id: str | None = None) -> UsageTotals:
+        """Totals over the ledger rows matching every filter given; no filter: everything.
+
+        report_id means the calls of that report's topic in that report's batch, by any run.
+        """
+        with self._connection() as con:
+            return ledger.usage_totals(con, run_id=run_id, batch_id=batch_id,
+                                       topic_id=topic_id, report_id=report_id)
+
+    def spent_usd(self, *, run_id: str, topic_id: str | None = None) -> float:
+        """Known dollars spent by one run (or one topic in it); unpriced calls count as 0."""
+        with self._connection() as con:
+            return ledger.spent_usd(con, run_id=run_id, topic_id=topic_id)
+
+    # -- readers --------------------------------------------------------------------------
+
+    def topic_status(self, topic_id: str) -> dict[str, Any] | None:
+        with self._connection() as con:
+            return one_dict(con.execute(
+                "SELECT topic_id, batch_id, topic, status, error, run_id, report_id, updated_at "
+                "FROM topics WHERE topic_id = ?", [topic_id]))
+
+    def get_report(self, report_id: str) -> dict[str, Any] | None:
+        """A report with its citations (list of dicts ordered by number) and "usage" (a
+        UsageTotals over the calls of its topic in its batch), or None."""
+        with self._connection() as con:
+            report = one_dict(con.execute(
+                "SELECT report_id, batch_id, topic_id, topic, title, markdown, engine, flags, "
+                "created_at FROM reports WHERE report_id = ?", [report_id]))
+            if report is None:
+                return None
+            report["citations"] = dicts(con.execute(
+                "SELECT number, url, title, quote FROM citations WHERE report_id = ? "
+                "ORDER BY number", [report_id]))
+            report["usage"] = ledger.usage_totals(con, batch_id=report["batch_id"],
+                                                  topic_id=report["topic_id"])
+        return report
+
+    def list_reports(self, batch_id: str | None = None) -> list[dict[str, Any]]:
+        """Report summaries (no markdown), newest first, optionally for one batch."""
+        sql = ("SELECT r.report_id, r.batch_id, r.topic_id, r.topic, r.title, r.engine, "
+               "r.flags, r.created_at, (SELECT count(*) FROM citations c "
+               "WHERE c.report_id = r.report_id) AS n_citations FROM reports r")
+        params: list[Any] = []
+        if batch_id is not None:
+            sql += " WHERE r.batch_id = ?"
+            params.append(batch_id)
+        with self._connection() as con:
+            return dicts(con.execute(sql + " ORDER BY r.created_at DESC, r.report_id", params))
+
+    def counts(self) -> dict[str, int]:
+        with self._connection() as con:
+            return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
+
+    def unverified_citations(self, report_id: str) -> list[dict[str, Any]]:
+        """Citations whose quote is not verbatim in the stored text of its source.
+
+        Whitespace runs are collapsed on both sides (extraction reflows lines); anything else
+        must match exactly. A citation whose url was never stored, or with an empty quote, is
+        unverified too; `reason` says which.
+        """
+        sql = r"""
+            SELECT c.number, c.url, c.title, c.quote,
+                   CASE WHEN s.source_id IS NULL THEN 'source not stored'
+                        WHEN trim(coalesce(c.quote, '')) = '' THEN 'empty quote'
+                        ELSE 'quote not in source text' END AS reason
+            FROM citations c LEFT JOIN sources s ON s.url = c.url
+            WHERE c.report_id = ?
+              AND (s.source_id IS NULL OR trim(coalesce(c.quote, '')) = ''
+                   OR NOT contains(regexp_replace(coalesce(s.text, ''), '\s+', ' ', 'g'),
+                                   trim(regexp_replace(c.quote, '\s+', ' ', 'g'))))
+            ORDER BY c.number"""
+        with self._connection() as con:
+            return dicts(con.execute(sql, [report_id]))

@@ -1,0 +1,163 @@
+"""The store's tables and views, their version, and the migrations from older versions.
+
+What it does: `ensure_schema` creates the current schema in an empty file, brings an older file
+up to `SCHEMA_VERSION` step by step (every step inside the caller's transaction, so a failed
+migration leaves the file as it was), and refuses a file newer than this code.
+
+What it does not do: write or read research data (see `results` and `ledger`).
+
+A migration is frozen once released: it spells out the shape of its own version rather than
+reusing `_TABLES`, so a later change to the current schema cannot change what an old step does.
+A test checks that a migrated file ends up with exactly the schema a fresh file gets.
+
+Version history:
+  1  runs, topics (status succeeded|failed), subquestions, sources, topic_sources, findings,
+     citations, reports
+  2  topics.status also 'skipped'; the usage ledger `llm_calls` (one row per `CallRecord`);
+     views `usage_by_topic` and `usage_by_batch`
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+
+from core.store.connection import StoreError
+
+SCHEMA_VERSION = 2
+
+# Order matters for counts() and nothing else; meta is bookkeeping, not data.
+TABLES = ("runs", "topics", "subquestions", "sources", "topic_sources", "findings",
+          "citations", "reports", "llm_calls")
+
+_META = "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);"
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id VARCHAR PRIMARY KEY, batch_id VARCHAR NOT NULL, started_at TIMESTAMPTZ NOT NULL,
+    finished_at TIMESTAMPTZ, status VARCHAR NOT NULL, engine VARCHAR, search_backend VARCHAR,
+    settings_json JSON);
+-- status/error describe the latest attempt; report_id keeps pointing at the last success.
+CREATE TABLE IF NOT EXISTS topics (
+    topic_id VARCHAR PRIMARY KEY, batch_id VARCHAR NOT NULL, topic VARCHAR NOT NULL,
+    status VARCHAR NOT NULL CHECK (status IN ('succeeded', 'failed', 'skipped')), error VARCHAR,
+    run_id VARCHAR, report_id VARCHAR, updated_at TIMESTAMPTZ NOT NULL);
+CREATE TABLE IF NOT EXISTS subquestions (
+    topic_id VARCHAR, idx INTEGER, question VARCHAR NOT NULL, queries VARCHAR[],
+    PRIMARY KEY (topic_id, idx));
+CREATE TABLE IF NOT EXISTS sources (
+    source_id VARCHAR PRIMARY KEY, url VARCHAR NOT NULL, title VARCHAR, text VARCHAR,
+    first_seen TIMESTAMPTZ NOT NULL, last_seen TIMESTAMPTZ NOT NULL);
+CREATE TABLE IF NOT EXISTS topic_sources (
+    topic_id VARCHAR, source_id VARCHAR, PRIMARY KEY (topic_id, source_id));
+-- A finding with no claims keeps its raw notes in one row with claim_index -1 and claim NULL.
+CREATE TABLE IF NOT EXISTS findings (
+    topic_id VARCHAR, subquestion_index INTEGER, subquestion VARCHAR, claim_index INTEGER,
+    claim VARCHAR, confidence VARCHAR, evidence JSON, raw_notes VARCHAR,
+    PRIMARY KEY (topic_id, subquestion_index, claim_index));
+CREATE TABLE IF NOT EXISTS citations (
+    report_id VARCHAR, number INTEGER, url VARCHAR NOT NULL, title VARCHAR, quote VARCHAR,
+    PRIMARY KEY (report_id, number));
+CREATE TABLE IF NOT EXISTS reports (
+    report_id VARCHAR PRIMARY KEY, batch_id VARCHAR NOT NULL, topic_id VARCHAR NOT NULL,
+    topic VARCHAR NOT NULL, title VARCHAR, markdown VARCHAR NOT NULL, engine VARCHAR,
+    flags VARCHAR[], created_at TIMESTAMPTZ NOT NULL);
+-- The usage ledger: one row per core.usage.CallRecord, columns named like its fields. Never
+-- deleted by a rerun: a call that was paid for stays paid for.
+CREATE TABLE IF NOT EXISTS llm_calls (
+    call_id VARCHAR PRIMARY KEY, run_id VARCHAR NOT NULL, batch_id VARCHAR NOT NULL,
+    topic_id VARCHAR, subquestion_index INTEGER, role VARCHAR NOT NULL,
+    provider VARCHAR NOT NULL, model VARCHAR NOT NULL, outcome VARCHAR NOT NULL,
+    input_tokens BIGINT, cached_input_tokens BIGINT, output_tokens BIGINT,
+    reasoning_tokens BIGINT, tokens_estimated BOOLEAN NOT NULL, latency_ms DOUBLE NOT NULL,
+    cost_usd DOUBLE, error VARCHAR, created_at TIMESTAMPTZ NOT NULL);
+"""
+
+# The sums behind core.usage.UsageTotals, over `llm_calls l`; the aliases are its field names.
+# Shared by the views and by ledger.usage_totals so both always count the same way.
+USAGE_COLUMNS = """
+    count(*) AS calls,
+    count(*) FILTER (WHERE l.outcome <> 'ok') AS failed_calls,
+    count(*) FILTER (WHERE l.role = 'search') AS searches,
+    coalesce(sum(l.input_tokens), 0)::BIGINT AS input_tokens,
+    coalesce(sum(l.cached_input_tokens), 0)::BIGINT AS cached_input_tokens,
+    coalesce(sum(l.output_tokens), 0)::BIGINT AS output_tokens,
+    coalesce(sum(l.reasoning_tokens), 0)::BIGINT AS reasoning_tokens,
+    coalesce(sum(l.cost_usd), 0)::DOUBLE AS cost_usd,
+    count(*) FILTER (WHERE l.outcome = 'ok' AND l.cost_usd IS NULL) AS unpriced_calls"""
+
+# Views are recreated by every migration (CREATE OR REPLACE), so a later version may redefine them.
+_VIEWS = f"""
+CREATE OR REPLACE VIEW usage_by_topic AS
+SELECT l.batch_id, l.topic_id, t.topic, {USAGE_COLUMNS},
+       min(l.created_at) AS first_call_at, max(l.created_at) AS last_call_at
+FROM llm_calls l LEFT JOIN topics t ON t.topic_id = l.topic_id
+GROUP BY l.batch_id, l.topic_id, t.topic;
+
+CREATE OR REPLACE VIEW usage_by_batch AS
+SELECT l.batch_id, count(DISTINCT l.topic_id) AS topics, {USAGE_COLUMNS},
+       min(l.created_at) AS first_call_at, max(l.created_at) AS last_call_at
+FROM llm_calls l
+GROUP BY l.batch_id;
+"""
+
+
+def _v1_to_v2(con: duckdb.DuckDBPyConnection) -> None:
+    """topics.status gains 'skipped'; the usage ledger appears. Frozen: the v2 shapes."""
+    # DuckDB cannot drop a CHECK constraint, so the table is rebuilt and its rows copied.
+    con.execute("CREATE TEMP TABLE topics_v1 AS SELECT * FROM topics")
+    con.execute("DROP TABLE topics")
+    con.execute("""
+        CREATE TABLE topics (
+            topic_id VARCHAR PRIMARY KEY, batch_id VARCHAR NOT NULL, topic VARCHAR NOT NULL,
+            status VARCHAR NOT NULL CHECK (status IN ('succeeded', 'failed', 'skipped')),
+            error VARCHAR, run_id VARCHAR, report_id VARCHAR, updated_at TIMESTAMPTZ NOT NULL)""")
+    con.execute("INSERT INTO topics BY NAME SELECT * FROM topics_v1")
+    con.execute("DROP TABLE topics_v1")
+    con.execute("""
+        CREATE TABLE llm_calls (
+            call_id VARCHAR PRIMARY KEY, run_id VARCHAR NOT NULL, batch_id VARCHAR NOT NULL,
+            topic_id VARCHAR, subquestion_index INTEGER, role VARCHAR NOT NULL,
+            provider VARCHAR NOT NULL, model VARCHAR NOT NULL, outcome VARCHAR NOT NULL,
+            input_tokens BIGINT, cached_input_tokens BIGINT, output_tokens BIGINT,
+            reasoning_tokens BIGINT, tokens_estimated BOOLEAN NOT NULL,
+            latency_ms DOUBLE NOT NULL, cost_usd DOUBLE, error VARCHAR,
+            created_at TIMESTAMPTZ NOT NULL)""")
+
+
+# MIGRATIONS[n] takes a file from version n to n + 1.
+MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {1: _v1_to_v2}
+
+
+def read_version(con: duckdb.DuckDBPyConnection) -> int | None:
+    """The file's schema version, or None for a file researchflow never initialised."""
+    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return None if row is None else int(row[0])
+
+
+def ensure_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Create or upgrade the schema; run it inside the caller's transaction.
+
+    A file at the current version is left alone (nothing is written).
+    """
+    con.execute(_META)
+    version = read_version(con)
+    if version == SCHEMA_VERSION:
+        return
+    if version is None:
+        con.execute(_TABLES)
+        con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+    elif version > SCHEMA_VERSION:
+        raise StoreError(f"{path} has schema version {version}, newer than this "
+                         f"researchflow understands ({SCHEMA_VERSION}); upgrade it")
+    else:
+        for step in range(version, SCHEMA_VERSION):
+            if step not in MIGRATIONS:
+                raise StoreError(f"{path} has schema version {version}, which this "
+                                 f"researchflow cannot migrate (no step from {step})")
+            MIGRATIONS[step](con)
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                    [str(SCHEMA_VERSION)])
+    con.execute(_VIEWS)
