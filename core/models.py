@@ -91,6 +91,18 @@ class Message(_Frozen):
     name: str | None = None
 
 
+class PageNotes(_Frozen):
+    """One search hit read and condensed: the unit of retry and caching of research.
+
+    `source` is None when the page could not be read; `reason` then says why.
+    """
+
+    url: str
+    source: Source | None = None
+    notes: str = ""
+    reason: str = ""
+
+
 class Transcript(BaseModel):
     """A researcher's working memory for one sub-question."""
 

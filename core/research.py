@@ -2,53 +2,113 @@
 
 The transcript it builds is the researcher's working memory: an AI turn that calls the searches
 of a round with one result per call, then one AI turn per page read with its notes, so shrinking
-can drop whole tool turns, a page at a time. Pages that cannot be
-read are noted in the transcript and skipped; provider and search-service signals propagate so
-the task around this can retry or fail.
+can drop whole tool turns, a page at a time. Pages that cannot be read are noted in the
+transcript and skipped; provider and search-service signals propagate so the caller can retry or
+fail.
+
+The loop never calls a provider itself: it asks `ResearchSteps` to search one query, read one
+page (fetch + condense) or choose the next queries. `DirectSteps` does that in-line; the Prefect
+layer (tasks.research) runs each step as its own task run, so a fault in one provider call is
+retried alone and a finished step is never paid for twice. For that the steps must be pure
+functions of their inputs, which is why the loop, not a step, keeps track of what was read.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Protocol
+from urllib.parse import urldefrag
 
 from core.engine.base import ResearchEngine
-from core.models import Message, SearchResult, SubQuestion, ToolCall, Transcript
+from core.ledger import acting_as
+from core.models import Message, PageNotes, SearchResult, SubQuestion, ToolCall, Transcript
 from core.search.base import SearchBackend
 from core.signals import Signal
 
 log = logging.getLogger("researchflow.research")
 
 
-def research_subquestion(engine: ResearchEngine, search: SearchBackend, subquestion: SubQuestion,
-                         *, max_rounds: int = 2, results_per_query: int = 4,
+class ResearchSteps(Protocol):
+    def search(self, query: str, k: int) -> list[SearchResult]: ...
+
+    def read(self, subquestion: SubQuestion, hit: SearchResult) -> PageNotes: ...
+
+    def next_queries(self, transcript: Transcript, round_index: int) -> list[str]: ...
+
+
+def read_page(engine: ResearchEngine, search: SearchBackend, subquestion: SubQuestion,
+              hit: SearchResult) -> PageNotes:
+    """Fetch one hit and condense it for the sub-question. A page that cannot be read is a
+    `PageNotes` with a reason; provider and search signals propagate."""
+    try:
+        source = search.read(hit)
+    except Signal:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a bad page must not sink the researcher
+        log.warning("skipping %s: %s", hit.url, exc)
+        return PageNotes(url=hit.url, reason=str(exc) or type(exc).__name__)
+    if source is None:
+        return PageNotes(url=hit.url, reason="no readable text")
+    with acting_as("condense"):
+        notes = engine.condense(subquestion, source)
+    return PageNotes(url=hit.url, source=source, notes=notes)
+
+
+@dataclass(frozen=True)
+class DirectSteps:
+    """Every step called in-line (tests, benchmarks, and anything outside Prefect)."""
+
+    engine: ResearchEngine
+    backend: SearchBackend
+
+    def search(self, query: str, k: int) -> list[SearchResult]:
+        with acting_as("search"):
+            return self.backend.search(query, k=k)
+
+    def read(self, subquestion: SubQuestion, hit: SearchResult) -> PageNotes:
+        return read_page(self.engine, self.backend, subquestion, hit)
+
+    def next_queries(self, transcript: Transcript, round_index: int) -> list[str]:
+        with acting_as("queries"):
+            return self.engine.next_queries(transcript, round_index)
+
+
+def research_subquestion(steps: ResearchSteps, subquestion: SubQuestion, *, max_rounds: int = 2,
+                         results_per_query: int = 4,
                          progress: Callable[[str], None] | None = None) -> Transcript:
     transcript = Transcript(subquestion=subquestion)
-    seen_urls: set[str] = set()
+    seen: set[str] = set()
     queries = list(subquestion.queries) or [subquestion.question]
     for round_index in range(max_rounds):
         if round_index > 0:
-            queries = [q for q in engine.next_queries(transcript, round_index)
+            queries = [q for q in steps.next_queries(transcript, round_index)
                        if q not in transcript.queries_run]
         if not queries:
             break
-        hits = _search_round(transcript, search, queries, round_index, results_per_query)
-        fresh = [h for h in hits if h.url not in seen_urls]
-        seen_urls.update(h.url for h in fresh)
-        _read_round(transcript, engine, search, fresh, round_index)
+        hits = _search_round(transcript, steps, queries, round_index, results_per_query)
+        # Passages of one document (#p1, #p2) are one page to read.
+        fresh = [h for h in hits if _document(h.url) not in seen]
+        fresh = list({_document(h.url): h for h in reversed(fresh)}.values())[::-1]
+        seen.update(_document(h.url) for h in fresh)
+        _read_round(transcript, steps, fresh, round_index)
         if progress:
             progress(f"round {round_index + 1}: {len(queries)} queries, {len(fresh)} new pages")
     return transcript
 
 
-def _search_round(transcript: Transcript, search: SearchBackend, queries: list[str],
+def _document(url: str) -> str:
+    return urldefrag(url)[0]
+
+
+def _search_round(transcript: Transcript, steps: ResearchSteps, queries: list[str],
                   round_index: int, k: int) -> list[SearchResult]:
     calls = tuple(ToolCall(id=f"r{round_index}s{i}", name="search", arguments={"query": q})
                   for i, q in enumerate(queries))
     transcript.messages.append(Message(role="assistant", content="", tool_calls=calls))
     hits: list[SearchResult] = []
     for call, query in zip(calls, queries):
-        results = search.search(query, k=k)
+        results = steps.search(query, k)
         transcript.queries_run.append(query)
         hits.extend(results)
         listing = "\n".join(f"{r.rank}. {r.title} <{r.url}> {r.snippet}" for r in results)
@@ -57,33 +117,21 @@ def _search_round(transcript: Transcript, search: SearchBackend, queries: list[s
     return list({h.url: h for h in hits}.values())
 
 
-def _read_round(transcript: Transcript, engine: ResearchEngine, search: SearchBackend,
-                hits: list[SearchResult], round_index: int) -> None:
+def _read_round(transcript: Transcript, steps: ResearchSteps, hits: list[SearchResult],
+                round_index: int) -> None:
     # One AI turn per page: dropping the last AI turn (the overflow rule) then gives up one
     # page's notes, not every page of the round.
     for i, hit in enumerate(hits):
         call = ToolCall(id=f"r{round_index}f{i}", name="read", arguments={"url": hit.url})
         transcript.messages.append(Message(role="assistant", content="", tool_calls=(call,)))
-        try:
-            source = search.read(hit)
-        except Signal:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a bad page must not sink the researcher
-            log.warning("skipping %s: %s", hit.url, exc)
-            source = None
-            reason = str(exc) or type(exc).__name__
-        else:
-            reason = "no readable text"
+        page = steps.read(transcript.subquestion, hit)
+        source = page.source
         if source is None:
-            transcript.messages.append(Message(role="tool", tool_call_id=call.id, name="read",
-                                               content=f"[not read: {hit.url}: {reason}]"))
-            continue
-        if any(s.url == source.url for s in transcript.sources):  # another hit, same document
-            transcript.messages.append(Message(role="tool", tool_call_id=call.id, name="read",
-                                               content=f"[already read: {source.url}]"))
-            continue
-        transcript.sources.append(source)
-        notes = engine.condense(transcript.subquestion, source)
-        transcript.messages.append(Message(
-            role="tool", tool_call_id=call.id, name="read",
-            content=f"Source: {source.title} <{source.url}>\n{notes}"))
+            content = f"[not read: {hit.url}: {page.reason}]"
+        elif any(s.url == source.url for s in transcript.sources):  # another hit, same document
+            content = f"[already read: {source.url}]"
+        else:
+            transcript.sources.append(source)
+            content = f"Source: {source.title} <{source.url}>\n{page.notes}"
+        transcript.messages.append(Message(role="tool", tool_call_id=call.id, name="read",
+                                           content=content))

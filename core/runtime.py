@@ -1,8 +1,9 @@
-"""Build (once per process) the engine, search backend and limits a RunConfig names.
+"""Build (once per process) the engine, search backend, limits and ledger a RunConfig names.
 
 Tasks call these factories instead of receiving live clients: clients are not hashable or
 picklable, and keys must stay out of task inputs. API keys are read from the environment here,
-at call time, never from the RunConfig.
+at call time, never from the RunConfig. Every billed service is wrapped in `core.metering`, so
+each call is paced, budgeted and recorded in the usage ledger of the run's DuckDB file.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from pathlib import Path
 
 from core.engine.base import ResearchEngine
 from core.engine.extractive import ExtractiveEngine
+from core.ledger import Ledger
 from core.limits import ContextLimits
+from core.pacing import gate_for, reset_gates
+from core.prices import PriceTable
 from core.search.base import SearchBackend
 from core.settings import RunConfig, Settings
 
@@ -20,6 +24,8 @@ _lock = threading.Lock()
 _engines: dict[RunConfig, ResearchEngine] = {}
 _searches: dict[RunConfig, SearchBackend] = {}
 _limits: dict[tuple, ContextLimits] = {}
+_ledgers: dict[str, Ledger] = {}
+_prices: dict[str | None, PriceTable] = {}
 
 
 def _settings(config: RunConfig) -> Settings:
@@ -42,6 +48,27 @@ def context_limits(config: RunConfig) -> ContextLimits:
         return _limits[key]
 
 
+def ledger_for(db_path: str | Path) -> Ledger:
+    """The process's ledger for one DuckDB file (running spend is kept per file)."""
+    from core.store import ResultStore
+
+    key = str(Path(db_path).expanduser().resolve())
+    with _lock:
+        ledger = _ledgers.get(key)
+    if ledger is None:
+        ledger = Ledger(ResultStore(Path(key)))
+        with _lock:
+            ledger = _ledgers.setdefault(key, ledger)
+    return ledger
+
+
+def price_table(settings: Settings) -> PriceTable:
+    with _lock:
+        if settings.prices not in _prices:
+            _prices[settings.prices] = PriceTable(settings.prices)
+        return _prices[settings.prices]
+
+
 def build_engine(config: RunConfig) -> ResearchEngine:
     with _lock:
         engine = _engines.get(config)
@@ -52,9 +79,13 @@ def build_engine(config: RunConfig) -> ResearchEngine:
     else:
         from core.engine.llm import LLMEngine
         from core.llm.registry import make_model
+        from core.metering import MeteredModel
 
         settings = _settings(config)
-        engine = LLMEngine(make_model(config.model, settings), limits=context_limits(config),
+        model = make_model(config.model, settings)
+        metered = MeteredModel(model, ledger_for(config.db_path), price_table(settings),
+                               gate_for(model.provider, settings.max_calls_per_minute))
+        engine = LLMEngine(metered, limits=context_limits(config),
                            max_output_tokens=config.max_output_tokens,
                            spill_dir=Path(config.cache_dir) / "spill")
     with _lock:
@@ -68,10 +99,24 @@ def build_search(config: RunConfig) -> SearchBackend:
     with _lock:
         backend = _searches.get(search_key)
     if backend is None:
-        backend = make_search(_settings(config))
+        settings = _settings(config)
+        backend = make_search(settings)
+        if settings.resolved_search() == "serpapi":  # billed per search
+            from core.metering import MeteredSearch
+
+            backend = MeteredSearch(backend, ledger_for(config.db_path), price_table(settings),
+                                    gate_for("serpapi", settings.max_calls_per_minute))
         with _lock:
             backend = _searches.setdefault(search_key, backend)
     return backend
+
+
+def flush_ledgers() -> None:
+    """Write any usage records still waiting (a store that was locked at the time)."""
+    with _lock:
+        ledgers = list(_ledgers.values())
+    for ledger in ledgers:
+        ledger.flush()
 
 
 def reset() -> None:
@@ -80,3 +125,6 @@ def reset() -> None:
         _engines.clear()
         _searches.clear()
         _limits.clear()
+        _ledgers.clear()
+        _prices.clear()
+    reset_gates()

@@ -63,6 +63,13 @@ class Settings(BaseSettings):
     results_per_query: int = Field(default=4, ge=1, le=20)
     max_topic_concurrency: int = Field(default=2, ge=1, le=16)
     max_subquestion_workers: int = Field(default=4, ge=1, le=32)
+    # Spending: caps in USD (None: no cap), pacing per provider, and price overrides
+    # (JSON text or a JSON file's path; see core.prices).
+    max_cost_usd: float | None = Field(default=None, gt=0)  # per topic
+    max_batch_cost_usd: float | None = Field(default=None, gt=0)
+    max_calls_per_minute: int | None = Field(default=None, ge=1)  # per provider
+    prices: str | None = None
+
     max_page_bytes: int = 3_000_000  # larger pages are refused, not parsed
     max_source_chars: int = 60_000  # extracted text beyond this is trimmed
 

@@ -5,7 +5,9 @@
     │                     shrink the context and call again, never sleep
     ├── RateLimited       wait (retry_after when the provider said it) and retry
     ├── Transient         a passing fault: retry with backoff
-    └── Fatal             configuration, auth, billing, bad request: fail now, say what to fix
+    ├── Fatal             configuration, auth, billing, bad request: fail now, say what to fix
+    └── BudgetExceeded    our own spending cap, raised before a call that would cross it:
+                          never retried, the topic stops (core.ledger raises it)
 
 `classify(exc)` maps an exception from the openai, anthropic or google-genai SDKs (or their
 transport) to one of these; `translate_errors()` is the context manager each provider wraps its
@@ -34,7 +36,8 @@ from core.error_bodies import (AUTH_TEXT, BILLING_TEXT, BodyFacts, OVERFLOW_TEXT
                                read_body, retry_after, retry_after_from_headers,
                                string_length_numbers, tokens_per_minute)
 
-__all__ = ["Signal", "ContextOverflow", "RateLimited", "Transient", "Fatal", "classify",
+__all__ = ["Signal", "ContextOverflow", "RateLimited", "Transient", "Fatal", "BudgetExceeded",
+           "classify",
            "classify_payload", "translate_errors",
            # the body readers, public for tests and for callers that hold a raw reply
            "BodyFacts", "read_body", "OverflowNumbers", "overflow_numbers", "output_cap",
@@ -102,6 +105,19 @@ class Fatal(Signal):
         self.reason = reason
         self.limit_kind = limit_kind
         self.max_output = max_output
+
+
+class BudgetExceeded(Signal):
+    """`scope` is "topic" or "batch"; amounts in USD: spent so far, the cap, the next call's
+    projection (input estimate + output cap)."""
+
+    def __init__(self, message: str, *, scope: str, spent: float, limit: float,
+                 projected: float, **kw) -> None:
+        super().__init__(message, **kw)
+        self.scope = scope
+        self.spent = spent
+        self.limit = limit
+        self.projected = projected
 
 
 _KEY_VARS = {"openai": "OPENAI_API_KEY (and OPENAI_BASE_URL for compatible servers)",

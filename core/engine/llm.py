@@ -29,6 +29,7 @@ from core.engine import prompts
 from core.engine.base import ReportDraft, SectionDraft
 from core.engine.schemas import (CompressOut, ControllerOut, DraftOut, EvidenceOut, PlanOut,
                                  json_schema)
+from core.ledger import acting_as
 from core.limits import ContextLimits
 from core.llm.base import ChatModel, Completion
 from core.models import (Claim, Evidence, Finding, Message, ResearchPlan, Source, SubQuestion,
@@ -250,6 +251,10 @@ class LLMEngine:
 
     def _summarize(self, batch: list[Message], prior: str | None) -> str:
         """Compaction's summarizer: the engine's own model writes the checkpoint."""
+        with acting_as("checkpoint"):
+            return self._summarize_turns(batch, prior)
+
+    def _summarize_turns(self, batch: list[Message], prior: str | None) -> str:
         messages = [Message(role="system", content=prompts.CHECKPOINT_SYSTEM),
                     Message(role="user",
                             content=prompts.checkpoint_user(render_for_summary(batch), prior))]

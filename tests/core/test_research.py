@@ -15,7 +15,7 @@ import pytest
 from core.engine.extractive import ExtractiveEngine
 from core.models import Message, SearchResult, Source, SubQuestion, ToolCall, Topic, Transcript
 from core.report import assemble
-from core.research import research_subquestion
+from core.research import DirectSteps, research_subquestion
 from core.search.base import SearchBackend
 from core.search.corpus import CorpusSearch
 from core.signals import Fatal, Transient
@@ -99,7 +99,7 @@ def test_dict_search_implements_the_protocol() -> None:
 
 def test_transcript_pairs_every_tool_call_with_its_result() -> None:
     search = DictSearch(PAGES)
-    t = research_subquestion(ExtractiveEngine(), search, SQ, max_rounds=1)
+    t = research_subquestion(DirectSteps(ExtractiveEngine(), search), SQ, max_rounds=1)
     rounds = _check_tool_rounds(t.messages)
     (search_turn, search_results) = rounds[0]
     reads = _reads(rounds[1:])
@@ -116,14 +116,14 @@ def test_transcript_pairs_every_tool_call_with_its_result() -> None:
 def test_subquestion_without_queries_searches_its_question() -> None:
     sq = SubQuestion(index=3, question="What does the global interpreter lock do?")
     search = DictSearch(PAGES)
-    t = research_subquestion(ExtractiveEngine(), search, sq, max_rounds=1)
+    t = research_subquestion(DirectSteps(ExtractiveEngine(), search), sq, max_rounds=1)
     assert search.searches == [sq.question] and t.subquestion == sq
 
 
 def test_no_results_are_recorded_and_nothing_is_read() -> None:
     search = DictSearch(PAGES)
     sq = SubQuestion(index=0, question="volcano magma", queries=("volcano magma",))
-    t = research_subquestion(ExtractiveEngine(), search, sq, max_rounds=1)
+    t = research_subquestion(DirectSteps(ExtractiveEngine(), search), sq, max_rounds=1)
     assert [m.role for m in t.messages] == ["assistant", "tool"]
     assert t.messages[1].content == "no results"
     assert t.sources == [] and search.reads == []
@@ -133,7 +133,7 @@ def test_pages_that_fail_to_read_are_noted_and_skipped() -> None:
     broken = {"https://b.example/threads": ValueError("HTML parser choked on page"),
               "https://c.example/gil": OSError()}
     search = DictSearch(PAGES, broken=broken, unreadable={"https://a.example/loop"})
-    t = research_subquestion(ExtractiveEngine(), search, SQ, max_rounds=1)
+    t = research_subquestion(DirectSteps(ExtractiveEngine(), search), SQ, max_rounds=1)
     rounds = _check_tool_rounds(t.messages)
     by_url = {c.arguments["url"]: r.content for c, r in _reads(rounds)}
     assert by_url["https://b.example/threads"] == (
@@ -146,7 +146,7 @@ def test_pages_that_fail_to_read_are_noted_and_skipped() -> None:
 
 def test_one_bad_page_does_not_stop_the_others() -> None:
     search = DictSearch(PAGES, broken={"https://b.example/threads": RuntimeError("boom")})
-    t = research_subquestion(ExtractiveEngine(), search, SQ, max_rounds=1)
+    t = research_subquestion(DirectSteps(ExtractiveEngine(), search), SQ, max_rounds=1)
     assert {s.url for s in t.sources} == {"https://a.example/loop", "https://c.example/gil"}
 
 
@@ -155,7 +155,7 @@ def test_one_bad_page_does_not_stop_the_others() -> None:
 def test_signals_from_search_propagate(signal: Exception) -> None:
     search = DictSearch(PAGES, fail_search=signal)
     with pytest.raises(type(signal)) as info:
-        research_subquestion(ExtractiveEngine(), search, SQ, max_rounds=2)
+        research_subquestion(DirectSteps(ExtractiveEngine(), search), SQ, max_rounds=2)
     assert info.value is signal
 
 
@@ -163,7 +163,7 @@ def test_signals_from_read_propagate_rather_than_being_skipped() -> None:
     fatal = Fatal("fetcher misconfigured", reason="config")
     search = DictSearch(PAGES, broken={"https://a.example/loop": fatal})
     with pytest.raises(Fatal):
-        research_subquestion(ExtractiveEngine(), search, SQ, max_rounds=1)
+        research_subquestion(DirectSteps(ExtractiveEngine(), search), SQ, max_rounds=1)
 
 
 class EndlessEngine(ExtractiveEngine):
@@ -177,7 +177,7 @@ class EndlessEngine(ExtractiveEngine):
 def test_max_rounds_bounds_the_rounds(max_rounds: int) -> None:
     search = DictSearch(PAGES)
     progress: list[str] = []
-    t = research_subquestion(EndlessEngine(), search, SQ, max_rounds=max_rounds,
+    t = research_subquestion(DirectSteps(EndlessEngine(), search), SQ, max_rounds=max_rounds,
                              progress=progress.append)
     search_turns = [m for m in t.messages
                     if m.role == "assistant" and m.tool_calls[0].name == "search"]
@@ -193,7 +193,7 @@ def test_rounds_stop_when_the_engine_has_no_new_queries() -> None:
             return list(SQ.queries)  # already run: nothing new to ask
 
     search = DictSearch(PAGES)
-    t = research_subquestion(RepeatingEngine(), search, SQ, max_rounds=5)
+    t = research_subquestion(DirectSteps(RepeatingEngine(), search), SQ, max_rounds=5)
     assert search.searches == list(SQ.queries)
     rounds = _check_tool_rounds(t.messages)
     assert [turn.tool_calls[0].name for turn, _ in rounds] == ["search"] + ["read"] * 3
@@ -201,7 +201,7 @@ def test_rounds_stop_when_the_engine_has_no_new_queries() -> None:
 
 def test_duplicate_urls_are_read_once_within_and_across_rounds() -> None:
     search = DictSearch(PAGES)
-    t = research_subquestion(EndlessEngine(), search, SQ, max_rounds=3)
+    t = research_subquestion(DirectSteps(EndlessEngine(), search), SQ, max_rounds=3)
     assert sorted(search.reads) == sorted(p.url for p in PAGES)  # each page read exactly once
     assert len(t.sources) == 3
     rounds = _check_tool_rounds(t.messages)
@@ -214,7 +214,7 @@ def test_engine_research_with_extractive_follow_up_queries() -> None:
     sq = SubQuestion(index=1, question="How does the event loop interact with bytecode?",
                      queries=("event loop",))
     search = DictSearch(PAGES)
-    t = research_subquestion(engine, search, sq, max_rounds=3)
+    t = research_subquestion(DirectSteps(engine, search), sq, max_rounds=3)
     # Round 1 found the loop page; "bytecode" was uncovered, so round 2 asked for it.
     assert t.queries_run[0] == "event loop"
     assert any("bytecode" in q for q in t.queries_run[1:])
@@ -266,7 +266,7 @@ def test_offline_pipeline_over_corpus_quotes_sources_verbatim(tmp_path: Path) ->
     try:
         plan = engine.plan(Topic(text="Compare threading, multiprocessing and asyncio for "
                                       "concurrent I/O in Python", max_subquestions=3, max_rounds=2))
-        transcripts = [research_subquestion(engine, search, sq, max_rounds=2)
+        transcripts = [research_subquestion(DirectSteps(engine, search), sq, max_rounds=2)
                        for sq in plan.subquestions]
         findings = [engine.compress(t) for t in transcripts]
         draft = engine.write_report(plan, findings)
@@ -307,6 +307,7 @@ def test_two_hits_on_one_document_are_read_as_one_source() -> None:
             self.reads.append(result.url)
             return PAGES[0]
 
-    t = research_subquestion(ExtractiveEngine(), PassageSearch(PAGES), SQ, max_rounds=1)
+    search = PassageSearch(PAGES)
+    t = research_subquestion(DirectSteps(ExtractiveEngine(), search), SQ, max_rounds=1)
     assert [s.url for s in t.sources] == [PAGES[0].url]
-    assert any(m.content == f"[already read: {PAGES[0].url}]" for m in t.messages)
+    assert search.reads == [f"{PAGES[0].url}#p0"]  # the second passage is not fetched again

@@ -1,0 +1,157 @@
+"""The usage ledger: who is calling (scope), for what (role), what it cost, and the budgets.
+
+The scope (run, batch, topic, sub-question, budgets) and the role (plan, condense, ...) travel in
+context variables: a flow sets the run and topic, a task adds its sub-question, the engine names
+the role of each call. Prefect copies context variables into its worker threads, so a call deep
+inside a task knows whose money it spends without any of it becoming a task input (which would
+change cache keys).
+
+`Ledger` keeps the running spend per (run, topic) and per run in memory, seeded from the store the
+first time a key is seen (so a retried run counts what it already spent), checks budgets before a
+call, and writes every `CallRecord` to the store. A store that is briefly locked by another
+process never fails a call: the records wait and are written with the next one, or at `flush()`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+from typing import Iterator, Protocol, Sequence
+
+from core.signals import BudgetExceeded
+from core.usage import CallRecord, CallRole
+
+log = logging.getLogger("researchflow.ledger")
+
+
+@dataclass(frozen=True)
+class CallScope:
+    run_id: str = "local"  # the top-level run: a batch's run, or an ad-hoc topic's run
+    batch_id: str = "adhoc"
+    topic_id: str | None = None
+    subquestion_index: int | None = None
+    max_topic_cost_usd: float | None = None
+    max_batch_cost_usd: float | None = None
+
+
+_scope: ContextVar[CallScope] = ContextVar("researchflow_call_scope", default=CallScope())
+_role: ContextVar[CallRole] = ContextVar("researchflow_call_role", default="other")
+
+
+def current_scope() -> CallScope:
+    return _scope.get()
+
+
+def current_role() -> CallRole:
+    return _role.get()
+
+
+@contextmanager
+def scoped(**changes: object) -> Iterator[CallScope]:
+    """The current scope with `changes` applied, for the duration of the block."""
+    scope = replace(_scope.get(), **changes)
+    token = _scope.set(scope)
+    try:
+        yield scope
+    finally:
+        _scope.reset(token)
+
+
+@contextmanager
+def acting_as(role: CallRole) -> Iterator[None]:
+    """Name the role of the provider calls made inside the block."""
+    token = _role.set(role)
+    try:
+        yield
+    finally:
+        _role.reset(token)
+
+
+class LedgerSink(Protocol):
+    """Where records go (core.store.ResultStore implements it)."""
+
+    def record_calls(self, records: Sequence[CallRecord]) -> None: ...
+
+    def spent_usd(self, *, run_id: str, topic_id: str | None = None) -> float: ...
+
+
+class Ledger:
+    """Running spend, budget checks and durable records. Safe to share between threads."""
+
+    def __init__(self, sink: LedgerSink | None = None) -> None:
+        self.sink = sink
+        self._spent: dict[tuple[str, str | None], float] = {}
+        self._pending: list[CallRecord] = []
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._warned = False
+
+    def spent(self, run_id: str, topic_id: str | None = None) -> float:
+        with self._lock:
+            return self._seeded((run_id, topic_id))
+
+    def _seeded(self, key: tuple[str, str | None]) -> float:
+        if key not in self._spent:
+            self._spent[key] = self._stored_spend(*key)
+        return self._spent[key]
+
+    def _stored_spend(self, run_id: str, topic_id: str | None) -> float:
+        if self.sink is None:
+            return 0.0
+        try:
+            return float(self.sink.spent_usd(run_id=run_id, topic_id=topic_id))
+        except Exception as exc:  # noqa: BLE001 - a locked store must not stop research
+            log.warning("could not read earlier spend from the store (%s); counting from 0", exc)
+            return 0.0
+
+    def check(self, scope: CallScope, projected: float | None, what: str) -> None:
+        """Raise BudgetExceeded when spent + projected would cross the topic or batch budget.
+
+        `projected` is None when the call has no known price: it cannot be counted (a warning
+        about the missing price has been logged) and is let through.
+        """
+        if projected is None:
+            return
+        caps = [("topic", scope.max_topic_cost_usd, scope.topic_id),
+                ("batch", scope.max_batch_cost_usd, None)]
+        for kind, cap, topic_id in caps:
+            if cap is None or (kind == "topic" and topic_id is None):
+                continue
+            spent = self.spent(scope.run_id, topic_id)
+            if spent + projected > cap:
+                flag = "--max-cost-usd (RESEARCHFLOW_MAX_COST_USD)" if kind == "topic" else \
+                    "--max-batch-cost-usd (RESEARCHFLOW_MAX_BATCH_COST_USD)"
+                raise BudgetExceeded(
+                    f"{kind} budget reached: spent ${spent:.6f} of ${cap:.6f}; the next call "
+                    f"({what}, up to ${projected:.6f} with its output cap) would cross it",
+                    scope=kind, spent=spent, limit=cap, projected=projected,
+                    hint=f"raise {flag} to let it finish")
+
+    def record(self, record: CallRecord) -> None:
+        with self._lock:
+            for key in ((record.run_id, record.topic_id), (record.run_id, None)):
+                self._spent[key] = self._seeded(key) + (record.cost_usd or 0.0)
+            self._pending.append(record)
+        self.flush()
+
+    def flush(self) -> None:
+        """Write waiting records; on a store error keep them for the next try."""
+        if self.sink is None:
+            return
+        with self._write_lock:
+            with self._lock:
+                batch, self._pending = self._pending, []
+            if not batch:
+                return
+            try:
+                self.sink.record_calls(batch)
+            except Exception as exc:  # noqa: BLE001 - the call happened; keep its record
+                with self._lock:
+                    self._pending[:0] = batch
+                if not self._warned:
+                    self._warned = True
+                    log.warning("usage ledger: %d record(s) wait to be written (%s)",
+                                len(batch), exc)

@@ -1,0 +1,151 @@
+"""Billed services behind the ledger: every call waits its turn, fits the budget, is recorded.
+
+`MeteredModel` wraps any `ChatModel`, `MeteredSearch` any billed `SearchBackend` (SerpAPI). Before
+a call: the budget check (spent + projected cost of input estimate and output cap, see
+`core.ledger`), then the provider's gate (`core.pacing`). After it: one `CallRecord`, whether the
+call succeeded or raised a signal, with the provider's own token counts (estimated, and marked
+so, only when the provider reported none). A rate limit pauses the whole provider's gate.
+
+What it does not do: retry (Prefect does), shrink (core.recovery does), or swallow anything:
+every signal is re-raised untouched after it is recorded.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from core.ledger import Ledger, current_role, current_scope
+from core.llm.base import ChatModel, Completion
+from core.models import Message, SearchResult, Source
+from core.pacing import ProviderGate
+from core.prices import PriceTable
+from core.search.base import SearchBackend
+from core.signals import RateLimited, Signal, mask_secrets
+from core.tokens import TokenEstimator, default_estimator
+from core.usage import CallRecord, CallRole
+
+_ERROR_CHARS = 300
+
+
+@dataclass
+class _Meter:
+    """What both wrappers share: ledger, prices, gate, and how a record is made."""
+
+    ledger: Ledger
+    prices: PriceTable
+    gate: ProviderGate
+
+    def before(self, model: str, what: str, *, input_tokens: int = 0,
+               output_cap: int = 0) -> None:
+        projected = self.prices.cost(model, input_tokens=input_tokens, output_tokens=output_cap)
+        self.ledger.check(current_scope(), projected, what)
+        self.gate.wait()
+
+    def after_failure(self, exc: Signal, *, provider: str, model: str, role: CallRole,
+                      started: float) -> None:
+        if isinstance(exc, RateLimited):
+            self.gate.rate_limited(exc.retry_after)
+        self._record(provider, model, role, started, outcome=type(exc).__name__,
+                     cost_usd=0.0, error=mask_secrets(str(exc))[:_ERROR_CHARS])
+
+    def after_success(self, *, provider: str, model: str, role: CallRole, started: float,
+                      **usage: Any) -> None:
+        self.gate.succeeded()
+        cost = self.prices.cost(model, input_tokens=usage.get("input_tokens"),
+                                cached_input_tokens=usage.get("cached_input_tokens"),
+                                output_tokens=usage.get("output_tokens"))
+        self._record(provider, model, role, started, outcome="ok", cost_usd=cost, **usage)
+
+    def _record(self, provider: str, model: str, role: CallRole, started: float,
+                **fields: Any) -> None:
+        scope = current_scope()
+        self.ledger.record(CallRecord(
+            call_id=uuid.uuid4().hex, run_id=scope.run_id, batch_id=scope.batch_id,
+            topic_id=scope.topic_id, subquestion_index=scope.subquestion_index, role=role,
+            provider=provider, model=model,
+            latency_ms=round((time.monotonic() - started) * 1000, 1), **fields))
+
+
+class MeteredModel:
+    """A `ChatModel` that paces, budgets and records each call of the model it wraps."""
+
+    def __init__(self, inner: ChatModel, ledger: Ledger, prices: PriceTable, gate: ProviderGate,
+                 estimator: TokenEstimator | None = None) -> None:
+        self.inner = inner
+        self.meter = _Meter(ledger, prices, gate)
+        self.estimator = estimator if estimator is not None else default_estimator()
+
+    # The wrapped model's identity, so callers see the real provider and model.
+    @property
+    def provider(self) -> str:
+        return self.inner.provider
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    @property
+    def key_env_var(self) -> str | None:
+        return self.inner.key_env_var
+
+    def __getattr__(self, name: str) -> Any:  # capabilities (supports_schema, ...) pass through
+        return getattr(self.inner, name)
+
+    def complete(self, messages: Sequence[Message], *, max_tokens: int,
+                 json_schema: dict[str, Any] | None = None,
+                 temperature: float = 0.0) -> Completion:
+        role = current_role()
+        estimate = self.estimator.estimate(messages, model=self.model)
+        if json_schema:
+            estimate += self.estimator.estimate(str(json_schema), model=self.model)
+        self.meter.before(self.model, role, input_tokens=estimate, output_cap=max_tokens)
+        started = time.monotonic()
+        try:
+            completion = self.inner.complete(messages, max_tokens=max_tokens,
+                                             json_schema=json_schema, temperature=temperature)
+        except Signal as exc:
+            self.meter.after_failure(exc, provider=self.provider, model=self.model, role=role,
+                                     started=started)
+            raise
+        usage = completion.usage
+        self.meter.after_success(
+            provider=self.provider, model=self.model, role=role, started=started,
+            input_tokens=usage.input_tokens if usage.reported else estimate,
+            cached_input_tokens=usage.cached_input_tokens,
+            output_tokens=(usage.output_tokens if usage.reported
+                           else self.estimator.estimate(completion.text, model=self.model)),
+            reasoning_tokens=usage.reasoning_tokens, tokens_estimated=not usage.reported)
+        return completion
+
+
+class MeteredSearch:
+    """A billed `SearchBackend`: each search is a ledger row priced per call; reads are free."""
+
+    def __init__(self, inner: SearchBackend, ledger: Ledger, prices: PriceTable,
+                 gate: ProviderGate, *, provider: str = "serpapi") -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.provider = provider
+        self.meter = _Meter(ledger, prices, gate)
+
+    def search(self, query: str, k: int = 5) -> list[SearchResult]:
+        self.meter.before(self.provider, "search")
+        started = time.monotonic()
+        try:
+            results = self.inner.search(query, k=k)
+        except Signal as exc:
+            self.meter.after_failure(exc, provider=self.provider, model=self.provider,
+                                     role="search", started=started)
+            raise
+        self.meter.after_success(provider=self.provider, model=self.provider, role="search",
+                                 started=started)
+        return results
+
+    def read(self, result: SearchResult) -> Source | None:
+        return self.inner.read(result)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
