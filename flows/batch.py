@@ -1,35 +1,51 @@
 """A CSV of topics: one research-topic subflow per good row, a few at a time.
 
 Bad rows and failed topics are recorded, never fatal to the others. The batch ends with a table
-artifact of what succeeded and what failed, and the flow itself fails (loudly, after every topic
-has had its turn) when anything did not succeed, so the Prefect UI shows it and a retry of the
-batch reruns only what is missing: finished work is served from the task cache.
+artifact of what succeeded, failed or was skipped (with each topic's calls, tokens and cost), and
+the flow itself fails (loudly, after every topic has had its turn) when anything did not succeed,
+so the Prefect UI shows it and a retry of the batch reruns only what is missing: finished work is
+served from the task cache. `max_batch_cost_usd` caps the whole batch: once it is reached, the
+topics not yet started are recorded as skipped (reason: budget) and the batch still ends with its
+table.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.artifacts import (create_markdown_artifact, create_progress_artifact,
+                               create_table_artifact, update_progress_artifact)
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from core.batch import RowError, TopicRow, read_topics_csv
+from core.failures import TopicFailed
+from core.ledger import scoped
+from core.runtime import flush_ledgers, ledger_for
 from core.settings import Settings, run_config
-from core.store import ResultStore
+from core.store import ResultStore, StoreError
+from core.usage import UsageTotals
 from flows.progress import emit
 from flows.research import topic_flow
-from tasks.store import record_failure
+
+log = logging.getLogger("researchflow.flows")
 
 
 @dataclass(frozen=True)
 class TopicOutcome:
     row: int
     topic: str
-    status: str  # "succeeded" | "failed" | "invalid"
+    status: str  # "succeeded" | "failed" | "skipped" | "invalid"
     report_id: str = ""
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
     error: str = ""
 
 
@@ -37,36 +53,77 @@ class BatchIncomplete(RuntimeError):
     """Raised at the end of a batch in which some topics did not produce a report."""
 
 
-@task(name="run-topic", task_run_name="row {row.row}: {row.topic.text:.50}")
-def run_topic_row(row: TopicRow, overrides: dict, db_path: str, run_id: str) -> TopicOutcome:
+@dataclass
+class BatchBudget:
+    """The batch's cap, and whether a topic has already run into it (shared by the workers)."""
+
+    limit: float | None
+    db_path: str
+    run_id: str
+    reached: threading.Event
+
+    def exhausted(self) -> bool:
+        if self.limit is None:
+            return False
+        return self.reached.is_set() or ledger_for(self.db_path).spent(self.run_id) >= self.limit
+
+
+@task(name="run-topic", task_run_name="row {row.row}: {row.topic.text:.50}", cache_policy=NO_CACHE)
+def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicOutcome:
     topic = row.topic
+    store = ResultStore(Path(budget.db_path))
+    if budget.exhausted():
+        reason = f"budget: the batch budget of ${budget.limit:.4f} was reached before it started"
+        _record(store.record_skipped, topic.batch_id, topic, reason, budget.run_id)
+        emit("topic_failed", topic.text, detail=reason)
+        return TopicOutcome(row.row, topic.text, "skipped", error=reason)
     state = topic_flow()(topic=topic.text, batch_id=topic.batch_id,
                          max_subquestions=topic.max_subquestions, max_rounds=topic.max_rounds,
                          return_state=True, **overrides)
+    usage = _usage(store, budget.run_id, topic.topic_id)
+    spent = dict(calls=usage.calls, input_tokens=usage.input_tokens,
+                 output_tokens=usage.output_tokens, cost_usd=round(usage.cost_usd, 6))
     if state.is_completed():
-        return TopicOutcome(row.row, topic.text, "succeeded", report_id=state.result())
-    error = _failure_message(state)
-    record_failure(db_path, topic, error, run_id)
-    emit("topic_failed", topic.text, detail=error)
-    return TopicOutcome(row.row, topic.text, "failed", error=error)
+        return TopicOutcome(row.row, topic.text, "succeeded", report_id=state.result(), **spent)
+    failure = state.result(raise_on_failure=False)
+    if isinstance(failure, TopicFailed) and failure.budget_scope == "batch":
+        budget.reached.set()
+    error = str(failure) if isinstance(failure, BaseException) else (state.message or "failed")
+    # The topic flow records its own failure; this covers a flow that crashed before it could.
+    if not isinstance(failure, TopicFailed):
+        _record(store.record_failure, topic.batch_id, topic, error[:2000], budget.run_id)
+        emit("topic_failed", topic.text, detail=error)
+    return TopicOutcome(row.row, topic.text, "failed", error=error[:2000], **spent)
 
 
-def _failure_message(state) -> str:
+def _usage(store: ResultStore, run_id: str, topic_id: str | None = None) -> UsageTotals:
+    flush_ledgers()
     try:
-        state.result()
-    except Exception as exc:  # noqa: BLE001 - we want the topic's own error text
-        return f"{type(exc).__name__}: {exc}"[:2000]
-    return state.message or "failed"
+        return store.usage(run_id=run_id, topic_id=topic_id)
+    except StoreError as exc:
+        log.error("usage unavailable: %s", exc)
+        return UsageTotals()
+
+
+def _record(write, *args) -> None:
+    """Never raises: a locked store must not cost the batch its closing table."""
+    try:
+        write(*args)
+    except StoreError as exc:
+        log.error("could not record a topic's outcome: %s", exc)
 
 
 @flow(name="research-batch", flow_run_name="batch: {csv_path}")
 def research_batch(csv_path: str, batch_id: str | None = None, model: str | None = None,
                    search: str | None = None, corpus_dir: str | None = None,
-                   db_path: str | None = None, max_concurrency: int | None = None) -> list[dict]:
+                   db_path: str | None = None, max_concurrency: int | None = None,
+                   max_cost_usd: float | None = None,
+                   max_batch_cost_usd: float | None = None) -> list[dict]:
     """Research every topic in a CSV (column `topic`; optional max_subquestions, max_rounds)."""
     logger = get_run_logger()
     settings = Settings.load(model=model, search=search, db_path=Path(db_path) if db_path else None,
-                             corpus_dir=Path(corpus_dir) if corpus_dir else None)
+                             corpus_dir=Path(corpus_dir) if corpus_dir else None,
+                             max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd)
     config = run_config(settings)
     batch = batch_id or Path(csv_path).stem
     rows, errors = read_topics_csv(Path(csv_path), batch_id=batch)
@@ -78,14 +135,15 @@ def research_batch(csv_path: str, batch_id: str | None = None, model: str | None
         logger.error("row %d skipped: %s", err.row, err.message)
 
     overrides = {"model": config.model, "search": config.search, "corpus_dir": config.corpus_dir,
-                 "db_path": config.db_path}
+                 "db_path": config.db_path, "max_cost_usd": settings.max_cost_usd}
+    budget = BatchBudget(settings.max_batch_cost_usd, config.db_path, run_id, threading.Event())
     workers = max_concurrency or settings.max_topic_concurrency
     progress = create_progress_artifact(0.0, description=f"Batch {batch}: {len(rows)} topics")
     outcomes = [_invalid(e) for e in errors]
-    with ThreadPoolTaskRunner(max_workers=workers) as runner:
+    with scoped(run_id=run_id, batch_id=batch, max_batch_cost_usd=settings.max_batch_cost_usd), \
+            ThreadPoolTaskRunner(max_workers=workers) as runner:
         futures = [runner.submit(run_topic_row, parameters={
-            "row": r, "overrides": overrides, "db_path": config.db_path, "run_id": run_id})
-            for r in rows]
+            "row": r, "overrides": overrides, "budget": budget}) for r in rows]
         for done, future in enumerate(futures, start=1):
             outcomes.append(future.result())
             update_progress_artifact(progress, 100.0 * done / max(len(rows), 1),
@@ -93,9 +151,14 @@ def research_batch(csv_path: str, batch_id: str | None = None, model: str | None
 
     outcomes.sort(key=lambda o: o.row)
     table = [asdict(o) for o in outcomes]
-    create_table_artifact(table, key=f"batch-{_slug(batch)}", description=f"Batch {batch}")
+    total = _usage(store, run_id)
+    create_table_artifact(table, key=f"batch-{_slug(batch)}",
+                          description=f"Batch {batch}: {total.line()}")
+    create_markdown_artifact(f"**Batch {batch}**\n\n{total.line()}",
+                             key=f"batch-usage-{_slug(batch)}",
+                             description=f"Usage of batch {batch}")
     bad = [o for o in outcomes if o.status != "succeeded"]
-    store.finish_run(run_id, "failed" if bad else "succeeded")
+    _record(store.finish_run, run_id, "failed" if bad else "succeeded")
     if bad:
         raise BatchIncomplete(f"{len(bad)} of {len(outcomes)} rows did not produce a report: " +
                               "; ".join(f"row {o.row}: {o.error}" for o in bad)[:4000])

@@ -29,6 +29,8 @@ ModelOpt = typer.Option(None, "--model", help="offline | openai:MODEL | anthropi
 SearchOpt = typer.Option(None, "--search", help="corpus | serpapi (default: auto from keys).")
 CorpusOpt = typer.Option(None, "--corpus", help="Folder of .html/.md/.txt files to search "
                          "instead of the bundled CPython documentation.")
+CostOpt = typer.Option(None, "--max-cost-usd", min=0.0, help="Stop a topic before a provider "
+                       "call would take its spend past this many USD (RESEARCHFLOW_MAX_COST_USD).")
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -59,7 +61,8 @@ def run(topic: str = typer.Argument(..., help="What to research."),
         max_subquestions: int = typer.Option(4, min=1, max=6),
         max_rounds: int = typer.Option(2, min=1, max=6),
         model: Optional[str] = ModelOpt, search: Optional[str] = SearchOpt,
-        corpus: Optional[Path] = CorpusOpt, db: Optional[Path] = DbOpt) -> None:
+        corpus: Optional[Path] = CorpusOpt, db: Optional[Path] = DbOpt,
+        max_cost_usd: Optional[float] = CostOpt) -> None:
     """Research one topic and store its report."""
     _check_corpus(corpus)
     _prefect_env()
@@ -71,10 +74,14 @@ def run(topic: str = typer.Argument(..., help="What to research."),
         state = topic_flow()(topic=topic, max_subquestions=max_subquestions,
                                max_rounds=max_rounds, model=model, search=search,
                                corpus_dir=str(corpus) if corpus else None,
-                               db_path=str(db) if db else None, return_state=True)
+                               db_path=str(db) if db else None, max_cost_usd=max_cost_usd,
+                               return_state=True)
+    usage = _run_usage(_db(db), state)
     if not state.is_completed():
+        out.print(usage)
         _fail(f"the topic failed: {_state_error(state)}", code=1)
     report_id = state.result()
+    out.print(usage)
     out.print(f"report [bold]{report_id}[/] stored in {_db(db)}")
     out.print(f"read it: researchflow show {report_id}" + (f" --db {db}" if db else ""))
 
@@ -85,7 +92,11 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
           concurrency: Optional[int] = typer.Option(None, min=1, max=16,
                                                     help="Topics researched at once."),
           model: Optional[str] = ModelOpt, search: Optional[str] = SearchOpt,
-          corpus: Optional[Path] = CorpusOpt, db: Optional[Path] = DbOpt) -> None:
+          corpus: Optional[Path] = CorpusOpt, db: Optional[Path] = DbOpt,
+          max_cost_usd: Optional[float] = CostOpt,
+          max_batch_cost_usd: Optional[float] = typer.Option(
+              None, "--max-batch-cost-usd", min=0.0, help="Cap for the whole batch: topics not "
+              "started when it is reached are skipped (RESEARCHFLOW_MAX_BATCH_COST_USD).")) -> None:
     """Research every topic of a CSV; bad rows are reported and the rest still run."""
     from core.batch import BatchFileError, read_topics_csv
 
@@ -103,8 +114,10 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
         state = research_batch(csv_path=str(csv_path), batch_id=batch_id, model=model,
                                search=search, corpus_dir=str(corpus) if corpus else None,
                                db_path=str(db) if db else None, max_concurrency=concurrency,
+                               max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd,
                                return_state=True)
     _print_batch(batch_id or csv_path.stem, _db(db))
+    out.print(_run_usage(_db(db), state))
     if not state.is_completed():
         _fail(_state_error(state), code=1)
 
@@ -112,12 +125,15 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
 def _print_batch(batch_id: str, db: Path) -> None:
     from core.store import query_readonly
 
-    _, rows = query_readonly(db, "SELECT status, report_id, topic, error FROM topics "
-                                f"WHERE batch_id = '{batch_id.replace(chr(39), '')}' ORDER BY topic")
-    table = Table("status", "report", "topic", "error", title=f"batch {batch_id}")
-    for status, report_id, topic, error in rows:
-        style = "green" if status == "succeeded" else "red"
-        table.add_row(f"[{style}]{status}[/]", report_id or "", topic, (error or "")[:120])
+    _, rows = query_readonly(db, (
+        "SELECT t.status, t.report_id, t.topic, u.calls, u.cost_usd, t.error FROM topics t "
+        "LEFT JOIN usage_by_topic u USING (batch_id, topic_id) "
+        f"WHERE t.batch_id = '{batch_id.replace(chr(39), '')}' ORDER BY t.topic"))
+    table = Table("status", "report", "topic", "calls", "cost", "error", title=f"batch {batch_id}")
+    for status, report_id, topic, calls, cost, error in rows:
+        style = {"succeeded": "green", "skipped": "yellow"}.get(status, "red")
+        table.add_row(f"[{style}]{status}[/]", report_id or "", topic, str(calls or 0),
+                      f"${cost or 0:.4f}", (error or "")[:160])
     out.print(table)
     out.print(f"reports are in {db}; try:\n  researchflow query \"SELECT report_id, title FROM "
               f"reports WHERE batch_id = '{batch_id}'\"" + (f" --db {db}" if db else "") +
@@ -125,11 +141,28 @@ def _print_batch(batch_id: str, db: Path) -> None:
 
 
 def _state_error(state) -> str:
+    from core.failures import TopicFailed
+
     try:
         state.result()
+    except TopicFailed as exc:  # already names the step, the signal and what to do
+        return str(exc)
     except Exception as exc:  # noqa: BLE001 - shown to the user as one line
         return f"{type(exc).__name__}: {exc}"
     return state.message or "failed"
+
+
+def _run_usage(db: Path, state) -> str:
+    """The usage line of the run behind `state` (every topic of a batch, or one topic)."""
+    from core.store import ResultStore, StoreError
+
+    run_id = state.state_details.flow_run_id
+    if run_id is None or not db.exists():
+        return "usage: unknown (no run id or no store)"
+    try:
+        return ResultStore(db).usage(run_id=str(run_id)).line()
+    except StoreError as exc:
+        return f"usage: unavailable ({exc})"
 
 
 @app.command()
@@ -152,12 +185,14 @@ def show(report_id: str, db: Optional[Path] = DbOpt,
         sys.stdout.write(report["markdown"])
     else:
         out.print(Markdown(report["markdown"]))
+    (err if raw else out).print(report["usage"].line().replace("usage:", "cost of this report:", 1))
 
 
 @app.command()
 def query(sql: str, db: Optional[Path] = DbOpt) -> None:
     """Run read-only SQL against the store (tables: runs, topics, subquestions, sources,
-    topic_sources, findings, citations, reports)."""
+    topic_sources, findings, citations, reports, llm_calls; views: usage_by_topic,
+    usage_by_batch)."""
     from core.store import StoreError, query_readonly
 
     path = _db(db)

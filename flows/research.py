@@ -1,11 +1,17 @@
 """One topic: plan → research each sub-question → compress → write report → store.
 
 Parameters are plain values so the flow can be run (or rerun) from the Prefect UI with
-overrides; keys come from the environment of the worker, never from parameters.
+overrides; keys come from the environment of the worker, never from parameters. Every provider
+call made for the topic is recorded in the usage ledger under the run, batch and topic set here
+(core.ledger scope); `max_cost_usd` caps what the topic may spend in this run.
+
+A failed topic is recorded in DuckDB (status, error, run) whether it ran alone or in a batch,
+and the flow fails with `TopicFailed`: one line naming the step, the signal and what to do.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from prefect import flow, unmapped
@@ -14,58 +20,151 @@ from prefect.futures import as_completed
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from core.models import ResearchResult, Topic
+from core.failures import StepFailure, TopicFailed
+from core.ledger import scoped
+from core.models import Finding, ResearchResult, Topic, Transcript
 from core.report import report_id_for
+from core.runtime import flush_ledgers
 from core.settings import RunConfig, Settings, run_config
+from core.store import ResultStore, StoreError
 from flows.progress import emit
 from tasks.research import plan_topic, research
 from tasks.store import store_result
 from tasks.write import compress, write_report
 
+log = logging.getLogger("researchflow.flows")
 
-def run_topic(topic: Topic, config: RunConfig) -> str:
+
+def _step(step: str, call, *args):
+    """Run a task call; any failure becomes TopicFailed naming the step."""
+    try:
+        return call(*args)
+    except Exception as exc:  # noqa: BLE001 - the topic's error must name its root cause
+        raise TopicFailed([StepFailure(step, exc)]) from exc
+
+
+def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
     """The pipeline for one topic, inside a running flow. Returns the stored report id."""
     emit("topic_started", topic.text)
     progress = create_progress_artifact(0.0, description=f"Researching: {topic.text[:80]}")
-    plan = plan_topic(topic, config)
+    plan = _step("plan", plan_topic, topic, config)
     emit("topic_planned", topic.text, total=len(plan.subquestions))
 
     researched = research.map(plan.subquestions, config=unmapped(config),
                               max_rounds=unmapped(topic.max_rounds))
-    compressed = []
+    index = {f.task_run_id: sq.index for f, sq in zip(researched, plan.subquestions)}
+    failures: list[StepFailure] = []
+    transcripts: list[Transcript] = []
+    compressing = []
+    # Every researcher runs to its end even when one fails: what finished is cached for the rerun.
     for done, future in enumerate(as_completed(researched), start=1):
-        compressed.append(compress.submit(future, config))
+        i = index[future.task_run_id]
+        try:
+            transcript = future.result()
+        except Exception as exc:  # noqa: BLE001 - collected, reported below
+            failures.append(StepFailure(f"research #{i}", exc))
+        else:
+            transcripts.append(transcript)
+            compressing.append((i, compress.submit(transcript, config)))
         update_progress_artifact(progress, 80.0 * done / len(plan.subquestions),
                                  description=f"{done}/{len(plan.subquestions)} sub-questions read")
         emit("subquestion_done", topic.text)
-    # Raises if any researcher failed: a topic never "completes" on partial evidence silently.
-    findings = sorted((f.result() for f in compressed), key=lambda f: f.subquestion_index)
-    transcripts = [f.result() for f in researched]
+    findings: list[Finding] = []
+    for i, future in compressing:
+        try:
+            findings.append(future.result())
+        except Exception as exc:  # noqa: BLE001 - collected, reported below
+            failures.append(StepFailure(f"compress #{i}", exc))
+    if failures:  # a topic never "completes" on partial evidence silently
+        raise TopicFailed(sorted(failures, key=lambda f: _order(f.step)))
+    findings.sort(key=lambda f: f.subquestion_index)
 
-    report = write_report(plan, findings, config, report_id_for(topic.batch_id, topic.topic_id))
+    report = _step("report", write_report, plan, findings, config,
+                   report_id_for(topic.batch_id, topic.topic_id))
     sources = {s.url: s for t in transcripts for s in t.sources}
     result = ResearchResult(topic=topic, plan=plan, sources=tuple(sources.values()),
                             findings=tuple(findings), report=report)
-    report_id = store_result(result, config.db_path, str(flow_run.id or "local"), report.engine)
+    report_id = _step("store", store_result, result, config.db_path, run_id, report.engine)
+    usage = _usage(config, run_id, topic)
     update_progress_artifact(progress, 100.0, description=f"Report {report_id} stored")
-    create_markdown_artifact(report.markdown, key=f"report-{report_id.replace('_', '-')}",
-                             description=f"Report for: {topic.text[:200]}")
+    create_markdown_artifact(f"{report.markdown}\n\n---\n{usage}",
+                             key=f"report-{report_id.replace('_', '-')}",
+                             description=f"Report for: {topic.text[:200]} ({usage})")
     emit("topic_done", topic.text, detail=report_id)
     return report_id
+
+
+def _order(step: str) -> tuple[int, int]:
+    kind, _, n = step.partition(" #")
+    return ({"research": 0, "compress": 1}.get(kind, 2), int(n or 0))
+
+
+def _usage(config: RunConfig, run_id: str, topic: Topic) -> str:
+    flush_ledgers()
+    try:
+        return ResultStore(Path(config.db_path)).usage(run_id=run_id,
+                                                       topic_id=topic.topic_id).line()
+    except StoreError as exc:
+        return f"usage unavailable ({exc})"
+
+
+def _record_failure(config: RunConfig, topic: Topic, failure: TopicFailed, run_id: str) -> None:
+    """Never raises: a locked store must not hide the topic's own error."""
+    try:
+        ResultStore(Path(config.db_path)).record_failure(topic.batch_id, topic, str(failure),
+                                                         run_id)
+    except StoreError as exc:
+        log.error("could not record the failure of %r in %s: %s", topic.text, config.db_path,
+                  exc)
 
 
 @flow(name="research-topic", flow_run_name="topic: {topic:.60}",
       task_runner=ThreadPoolTaskRunner(max_workers=4))
 def research_topic(topic: str, batch_id: str = "adhoc", max_subquestions: int = 4,
                    max_rounds: int = 2, model: str | None = None, search: str | None = None,
-                   corpus_dir: str | None = None, db_path: str | None = None) -> str:
+                   corpus_dir: str | None = None, db_path: str | None = None,
+                   max_cost_usd: float | None = None) -> str:
     """Research one topic and store its report in DuckDB; returns the report id."""
-    settings = Settings.load(model=model, search=search,
+    settings = Settings.load(model=model, search=search, max_cost_usd=max_cost_usd,
                              corpus_dir=Path(corpus_dir) if corpus_dir else None,
                              db_path=Path(db_path) if db_path else None)
+    config = run_config(settings)
     item = Topic(text=topic, batch_id=batch_id, max_subquestions=max_subquestions,
                  max_rounds=max_rounds)
-    return run_topic(item, run_config(settings))
+    own_id = str(flow_run.id or "local")
+    run_id = str(flow_run.root_flow_run_id or own_id)  # a batch's run when inside a batch
+    alone = run_id == own_id
+    store = ResultStore(Path(config.db_path))
+    if alone:
+        store.start_run(run_id, batch_id, engine=config.model, search_backend=config.search,
+                        settings_public=settings.public_dict())
+    scope = dict(run_id=run_id, batch_id=batch_id, topic_id=item.topic_id,
+                 max_topic_cost_usd=settings.max_cost_usd)
+    if alone:
+        scope["max_batch_cost_usd"] = None
+    try:
+        with scoped(**scope):
+            report_id = run_topic(item, config, run_id)
+    except TopicFailed as failure:
+        flush_ledgers()
+        _record_failure(config, item, failure, run_id)
+        usage = _usage(config, run_id, item)
+        create_markdown_artifact(f"**Failed**: {failure}\n\n{usage}",
+                                 description=f"Failed: {item.text[:200]}")
+        emit("topic_failed", item.text, detail=str(failure))
+        if alone:
+            _finish(store, run_id, "failed")
+        raise
+    if alone:
+        _finish(store, run_id, "succeeded")
+    return report_id
+
+
+def _finish(store: ResultStore, run_id: str, status: str) -> None:
+    try:
+        store.finish_run(run_id, status)
+    except StoreError as exc:
+        log.error("could not mark run %s %s: %s", run_id, status, exc)
 
 
 def topic_flow(workers: int | None = None):
@@ -73,3 +172,4 @@ def topic_flow(workers: int | None = None):
     (RESEARCHFLOW_MAX_SUBQUESTION_WORKERS) unless `workers` is given."""
     size = workers or Settings.load().max_subquestion_workers
     return research_topic.with_options(task_runner=ThreadPoolTaskRunner(max_workers=size))
+

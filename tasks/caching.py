@@ -32,3 +32,5 @@ def core_fingerprint() -> str:
 CORE_CODE = CacheKeyFnPolicy(cache_key_fn=lambda _ctx, _params: core_fingerprint())
 CACHE_POLICY = INPUTS + TASK_SOURCE + CORE_CODE
 CACHE_EXPIRATION = timedelta(hours=24)
+
+CACHED = dict(cache_policy=CACHE_POLICY, cache_expiration=CACHE_EXPIRATION, persist_result=True)

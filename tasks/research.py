@@ -1,34 +1,88 @@
-"""Plan a topic and research one sub-question: thin Prefect wrappers around core."""
+"""Plan a topic and research one sub-question: thin Prefect wrappers around core.
+
+The research task runs the core loop with `TaskSteps`: every search, every page read (fetch +
+condense) and every choice of follow-up queries is its own task run, retried on its own and
+cached on its inputs plus the code. A fault in one provider call therefore repeats only that
+call, and a retry of the research task (or of the whole run, from the CLI or the UI) is served
+every step that had finished from the cache.
+"""
 
 from __future__ import annotations
 
-from prefect import get_run_logger, task
+from dataclasses import dataclass
 
-from core.models import ResearchPlan, SubQuestion, Topic, Transcript
-from core.research import research_subquestion
+from prefect import get_run_logger, task
+from prefect.transactions import CommitMode, transaction
+
+from core.ledger import acting_as, scoped
+from core.models import PageNotes, ResearchPlan, SearchResult, SubQuestion, Topic, Transcript
+from core.research import read_page, research_subquestion
 from core.runtime import build_engine, build_search
 from core.settings import RunConfig
-from tasks.caching import CACHE_EXPIRATION, CACHE_POLICY
-from tasks.retry import RETRIES, RETRY_DELAYS, RETRY_JITTER, retry_on_signal
-
-_retrying = dict(retries=RETRIES, retry_delay_seconds=RETRY_DELAYS, retry_jitter_factor=RETRY_JITTER,
-                 retry_condition_fn=retry_on_signal, cache_policy=CACHE_POLICY,
-                 cache_expiration=CACHE_EXPIRATION, persist_result=True)
+from tasks.caching import CACHED
+from tasks.retry import RETRYING
 
 
-@task(name="plan-topic", task_run_name="plan: {topic.text:.60}", **_retrying)
+@task(name="plan-topic", task_run_name="plan: {topic.text:.60}", **RETRYING, **CACHED)
 def plan_topic(topic: Topic, config: RunConfig) -> ResearchPlan:
-    plan = build_engine(config).plan(topic)
+    with acting_as("plan"):
+        plan = build_engine(config).plan(topic)
     get_run_logger().info("planned %d sub-questions (intent %s)", len(plan.subquestions), plan.intent)
     return plan
 
 
-@task(name="research-subquestion", task_run_name="research #{subquestion.index}", **_retrying)
+@task(name="research-subquestion", task_run_name="research #{subquestion.index}", **RETRYING,
+      **CACHED)
 def research(subquestion: SubQuestion, config: RunConfig, max_rounds: int) -> Transcript:
     logger = get_run_logger()
-    transcript = research_subquestion(build_engine(config), build_search(config), subquestion,
-                                      max_rounds=max_rounds,
-                                      results_per_query=config.results_per_query,
-                                      progress=logger.info)
+    with scoped(subquestion_index=subquestion.index):
+        transcript = research_subquestion(TaskSteps(config), subquestion, max_rounds=max_rounds,
+                                          results_per_query=config.results_per_query,
+                                          progress=logger.info)
     logger.info("read %d sources for: %s", len(transcript.sources), subquestion.question)
     return transcript
+
+
+# -- the steps of a research round, one task run each ------------------------------------------
+
+@task(name="search", task_run_name="search: {query:.60}", **RETRYING, **CACHED)
+def search_query(query: str, k: int, config: RunConfig) -> list[SearchResult]:
+    with acting_as("search"):
+        return build_search(config).search(query, k=k)
+
+
+@task(name="read-page", task_run_name="read #{subquestion.index}: {hit.url:.80}", **RETRYING,
+      **CACHED)
+def read_hit(subquestion: SubQuestion, hit: SearchResult, config: RunConfig) -> PageNotes:
+    return read_page(build_engine(config), build_search(config), subquestion, hit)
+
+
+@task(name="next-queries", task_run_name="queries #{transcript.subquestion.index} "
+      "round {round_index}", **RETRYING, **CACHED)
+def choose_queries(transcript: Transcript, round_index: int, config: RunConfig) -> list[str]:
+    with acting_as("queries"):
+        return build_engine(config).next_queries(transcript, round_index)
+
+
+@dataclass(frozen=True)
+class TaskSteps:
+    """`core.research.ResearchSteps` as task runs, each committed as soon as it finishes.
+
+    A step runs inside the research task's transaction; without an eager commit its cached
+    result would be rolled back when the research task fails, and the retry would pay again
+    for every call that had succeeded (DESIGN.md, Prefect transactions).
+    """
+
+    config: RunConfig
+
+    def search(self, query: str, k: int) -> list[SearchResult]:
+        with transaction(commit_mode=CommitMode.EAGER):
+            return search_query(query, k, self.config)
+
+    def read(self, subquestion: SubQuestion, hit: SearchResult) -> PageNotes:
+        with transaction(commit_mode=CommitMode.EAGER):
+            return read_hit(subquestion, hit, self.config)
+
+    def next_queries(self, transcript: Transcript, round_index: int) -> list[str]:
+        with transaction(commit_mode=CommitMode.EAGER):
+            return choose_queries(transcript, round_index, self.config)

@@ -1,8 +1,10 @@
 """When Prefect should retry a task: rate limits and transient faults only.
 
-`ContextOverflow` is handled inside the task by shrinking (waiting never helps), and `Fatal`
-fails at once. A rate limit that names a wait longer than we are willing to sleep in a run (for
-example a daily quota's "retry after 86400 seconds") fails now with that number in the message.
+`ContextOverflow` is handled inside the task by shrinking (waiting never helps), `Fatal` and
+`BudgetExceeded` fail at once. A rate limit that names a wait longer than we are willing to sleep
+in a run (for example a daily quota's "retry after 86400 seconds") fails now with that number in
+the message. Every provider call also passes its provider's gate (core.pacing), so one worker's
+rate limit slows every worker down, not just the one that was told.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import time
 
 from prefect.tasks import exponential_backoff
 
-from core.signals import RateLimited, Transient
+from core.signals import RateLimited, Signal, Transient
 
 RETRIES = 3
 RETRY_DELAYS = exponential_backoff(backoff_factor=2)  # 2 s, 4 s, 8 s before jitter
@@ -40,9 +42,17 @@ def retry_on_signal(task, task_run, state) -> bool:
         return True
     except Transient:
         return True
-    except BaseException:  # noqa: BLE001 - overflow that could not shrink, Fatal, bugs
+    except BaseException:  # noqa: BLE001 - overflow that could not shrink, Fatal, budget, bugs
         return False
     return False
+
+
+def note_attempts(task, task_run, state) -> None:
+    """Prefect on_failure hook: remember on the signal how many attempts the failing step made,
+    so the topic's error can say "after 4 attempts". The innermost step's count wins."""
+    exc = state.result(raise_on_failure=False)
+    if isinstance(exc, Signal) and getattr(exc, "attempts", None) is None:
+        exc.attempts = task_run.run_count
 
 
 def _scheduled_delay(task, task_run) -> float:
@@ -53,3 +63,7 @@ def _scheduled_delay(task, task_run) -> float:
         return 0.0
     attempt = max(task_run.run_count - 1, 0)
     return float(delays[min(attempt, len(delays) - 1)])
+
+
+RETRYING = dict(retries=RETRIES, retry_delay_seconds=RETRY_DELAYS, retry_jitter_factor=RETRY_JITTER,
+                retry_condition_fn=retry_on_signal, on_failure=[note_attempts])

@@ -1,4 +1,5 @@
-"""Persist a topic's result (or its failure) in DuckDB. Idempotent per (batch, topic)."""
+"""Persist a topic's result in DuckDB. Idempotent per (batch, topic); failures are recorded by
+the topic flow itself (flows.research)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 from prefect import get_run_logger, task
 
-from core.models import ResearchResult, Topic
+from core.models import ResearchResult
 from core.store import ResultStore
 
 
@@ -17,7 +18,3 @@ def store_result(result: ResearchResult, db_path: str, run_id: str, engine: str)
     get_run_logger().info("stored report %s in %s", report_id, db_path)
     return report_id
 
-
-def record_failure(db_path: str, topic: Topic, error: str, run_id: str) -> None:
-    """Plain function (not a task): called from the batch flow when a topic's flow failed."""
-    ResultStore(Path(db_path)).record_failure(topic.batch_id, topic, error, run_id)

@@ -1,0 +1,167 @@
+"""Benchmark: a bad day at the provider. Topics completed, calls made, calls paid twice.
+
+For each provider (the real openai, anthropic and google-genai SDKs against a loopback stand-in,
+tests/fakes/research_provider.py) and each injected fault rate (0%, 10%, 20%, 30% of calls
+answered with the provider's real 429 with retry-after 1 s, 500, 503 or 529 bodies), a batch of
+topics runs through the real Prefect flows at the defaults (4 sub-questions, 2 rounds) over a
+small local corpus. Per configuration it prints, side by side with the fault-free run:
+
+- topics completed;
+- provider calls per topic, relative to the fault-free run (faults add the failed calls);
+- successful calls repeated: a request byte-identical to one already answered (target 0);
+- wall time relative to the fault-free run;
+- the usage ledger against what the provider reported (tokens, % difference; target < 2%),
+  and the ledger's cost per topic at the provider's default model's price.
+
+Every topic is new to the run (its sub-questions name it), so nothing is served from another
+configuration's cache. Exits 1 when a target is missed at <= 20% faults.
+
+    python bench/faults.py                                  # 3 providers x 4 rates x 5 topics
+    python bench/faults.py --providers openai --rates 0 0.2 --topics 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: make core/ and tests.fakes importable
+    sys.path.insert(0, str(ROOT))
+
+SPECS = {"openai": "openai:gpt-4o-mini", "anthropic": "anthropic:claude-sonnet-4-5",
+         "gemini": "gemini:gemini-2.5-flash"}
+ENV = {"openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL", "/v1"),
+       "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", ""),
+       "gemini": ("GEMINI_API_KEY", "RESEARCHFLOW_GEMINI_BASE_URL", "")}
+SUBJECTS = ("memory use", "blocking calls", "waiting on sockets", "scheduling", "locks",
+            "timers", "cancellation", "thread pools")
+
+
+@dataclass
+class Row:
+    provider: str
+    rate: float
+    topics: int
+    completed: int
+    calls: int
+    faults: int
+    repeated: int
+    wall: float
+    provider_tokens: int
+    ledger_tokens: int
+    ledger_calls: int
+    cost: float
+
+
+def write_corpus(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for j, subject in enumerate(SUBJECTS):
+        lines = [f"# {subject.title()} in threading and asyncio", ""] + [
+            f"{subject.capitalize()} example {i} shows that a threading or asyncio program "
+            f"waits on input or output for {i * 7 + j} milliseconds before it resumes."
+            for i in range(40)]
+        (folder / f"page{j}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+def run_config(provider: str, rate: float, n_topics: int, work: Path, corpus: Path,
+               seed: int) -> Row:
+    from core import runtime
+    from core.store import ResultStore
+    from flows.batch import research_batch
+    from tests.fakes.http import ScriptedServer
+    from tests.fakes.research_provider import ResearchProvider
+
+    label = f"{provider}-{int(rate * 100)}"
+    csv = work / f"{label}.csv"
+    csv.write_text("topic\n" + "".join(
+        f"Threading or asyncio for {SUBJECTS[i % len(SUBJECTS)]} (case {i + 1} of {label})\n"
+        for i in range(n_topics)), encoding="utf-8")
+    db = work / f"{label}.duckdb"
+    fake = ResearchProvider(provider, fault_rate=rate, seed=seed)
+    key_var, url_var, suffix = ENV[provider]
+    runtime.reset()
+    with ScriptedServer(default=fake) as server:
+        os.environ[key_var] = "sk-bench-not-a-real-key"
+        os.environ[url_var] = server.url + suffix
+        started = time.perf_counter()
+        research_batch(csv_path=str(csv), batch_id=label, model=SPECS[provider],
+                       search="corpus", corpus_dir=str(corpus), db_path=str(db),
+                       max_concurrency=n_topics, return_state=True)
+        wall = time.perf_counter() - started
+        os.environ.pop(key_var)
+        os.environ.pop(url_var)
+    store = ResultStore(db)
+    completed = sum(1 for r in store.list_reports(batch_id=label))
+    usage = store.usage(batch_id=label)
+    return Row(provider, rate, n_topics, completed, fake.calls, fake.faults,
+               fake.repeated_successes, wall, fake.input_tokens + fake.output_tokens,
+               usage.input_tokens + usage.output_tokens, usage.calls, usage.cost_usd)
+
+
+def print_table(rows: list[Row]) -> None:
+    base = {r.provider: r for r in rows if r.rate == 0}
+    head = ("provider", "faults", "completed", "calls/topic", "vs 0%", "repeated ok calls",
+            "wall s", "vs 0%", "ledger vs provider tokens", "ledger rows = calls",
+            "cost/topic (ledger)")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in rows:
+        b = base.get(r.provider)
+        per_topic = r.calls / r.topics
+        calls_ratio = f"{per_topic / (b.calls / b.topics):.2f}x" if b else "-"
+        wall_ratio = f"{r.wall / b.wall:.2f}x" if b else "-"
+        diff = (r.ledger_tokens - r.provider_tokens) / max(r.provider_tokens, 1) * 100
+        print(f"| {r.provider} | {r.rate:.0%} | {r.completed}/{r.topics} | {per_topic:.1f} | "
+              f"{calls_ratio} | {r.repeated} | {r.wall:.1f} | {wall_ratio} | "
+              f"{r.ledger_tokens:,} vs {r.provider_tokens:,} ({diff:+.2f}%) | "
+              f"{'yes' if r.ledger_calls == r.calls else f'{r.ledger_calls} vs {r.calls}'} | "
+              f"${r.cost / r.topics:.5f} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--providers", nargs="+", default=list(SPECS), choices=list(SPECS))
+    parser.add_argument("--rates", nargs="+", type=float, default=[0.0, 0.1, 0.2, 0.3])
+    parser.add_argument("--topics", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    rates = sorted(set(args.rates) | {0.0})
+
+    work = Path(tempfile.mkdtemp(prefix="rf-bench-faults-"))
+    # Before Prefect is imported: a throwaway home and result store, quiet logs.
+    os.environ.update(PREFECT_HOME=str(work / "prefect"),
+                      PREFECT_RESULTS_LOCAL_STORAGE_PATH=str(work / "results"),
+                      PREFECT_SERVER_ANALYTICS_ENABLED="false",
+                      PREFECT_LOGGING_LEVEL="CRITICAL",
+                      RESEARCHFLOW_CACHE_DIR=str(work / "cache"))
+    logging.disable(logging.ERROR)
+    corpus = write_corpus(work / "corpus")
+    rows = []
+    for provider in args.providers:
+        for rate in rates:
+            row = run_config(provider, rate, args.topics, work, corpus, args.seed)
+            print(f"  {provider} at {rate:.0%}: {row.completed}/{row.topics} topics, "
+                  f"{row.calls} calls, {row.repeated} repeated, {row.wall:.1f} s",
+                  file=sys.stderr, flush=True)
+            rows.append(row)
+    print_table(rows)
+    missed = [r for r in rows if r.rate <= 0.2 and (
+        r.completed < r.topics or r.repeated
+        or abs(r.ledger_tokens - r.provider_tokens) > 0.02 * r.provider_tokens
+        or r.ledger_calls != r.calls)]
+    print(f"\ntargets at <= 20% faults (every topic completes, no successful call repeated, "
+          f"ledger within 2% of the provider and one row per call): "
+          f"{'met' if not missed else 'MISSED by ' + ', '.join(f'{r.provider}@{r.rate:.0%}' for r in missed)}")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
