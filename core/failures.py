@@ -45,8 +45,11 @@ def describe(step: str, exc: BaseException) -> str:
     who = f" by {exc.provider}" if exc.provider and not isinstance(exc, BudgetExceeded) else ""
     attempts = getattr(exc, "attempts", None)
     tries = f" after {attempts} attempts" if attempts and attempts > 1 else ""
-    status = f"HTTP {exc.status}: " if exc.status else ""
-    advice = exc.hint or next((a for t, a in ADVICE.items() if isinstance(exc, t)), "")
+    status = f"HTTP {exc.status}: " if exc.status and f"HTTP {exc.status}" not in exc.message \
+        else ""
+    advice = next((a for t, a in ADVICE.items() if isinstance(exc, t)), "")
+    if exc.hint and not isinstance(exc, (RateLimited, Transient)):  # theirs say "retry later"
+        advice = exc.hint
     line = f"{step}: {type(exc).__name__}{who}{tries} ({status}{_clip(exc.message)})"
     return f"{line}; {advice}" if advice else line
 

@@ -132,7 +132,8 @@ class Ledger:
 
     def record(self, record: CallRecord) -> None:
         with self._lock:
-            for key in ((record.run_id, record.topic_id), (record.run_id, None)):
+            # dict.fromkeys: a call outside any topic has one key, counted once.
+            for key in dict.fromkeys(((record.run_id, record.topic_id), (record.run_id, None))):
                 self._spent[key] = self._seeded(key) + (record.cost_usd or 0.0)
             self._pending.append(record)
         self.flush()

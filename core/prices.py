@@ -46,8 +46,10 @@ PRICES: dict[str, Price] = {
     "gpt-5": Price(1.25, 10.00, 0.125),
     "gpt-5.1": Price(1.25, 10.00, 0.125),
     "o1": Price(15.00, 60.00, 7.50),
+    "o1-mini": Price(1.10, 4.40, 0.55),
     "o3-mini": Price(1.10, 4.40, 0.55),
     "o3": Price(2.00, 8.00, 0.50),
+    "o3-pro": Price(20.00, 80.00),
     "o4-mini": Price(1.10, 4.40, 0.275),
     # Anthropic (cached = cache reads; cache writes are charged as input here)
     "claude-3-5-haiku": Price(0.80, 4.00, 0.08),
@@ -125,8 +127,8 @@ class PriceTable:
             if best is not None:
                 return self._prices[best]
         with self._lock:
-            if model not in self._warned:
-                self._warned.add(model)
+            if name not in self._warned:
+                self._warned.add(name)
                 log.warning("no price known for model %r: its calls are recorded with cost "
                             "NULL and budgets cannot count them; add it with "
                             "RESEARCHFLOW_PRICES='{\"%s\": {\"input\": USD_PER_M, "

@@ -126,6 +126,11 @@ class RunConfig(BaseModel):
     default_context_window: int = 128_000
     context_windows: tuple[tuple[str, int], ...] = ()
 
+    @property
+    def billed(self) -> bool:
+        """Whether any step calls a paid service (an LLM provider, or SerpAPI)."""
+        return self.model != "offline" or self.search == "serpapi"
+
 
 def run_config(settings: Settings) -> RunConfig:
     return RunConfig(

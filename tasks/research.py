@@ -1,8 +1,8 @@
 """Plan a topic and research one sub-question: thin Prefect wrappers around core.
 
-The research task runs the core loop with `TaskSteps`: every search, every page read (fetch +
-condense) and every choice of follow-up queries is its own task run, retried on its own and
-cached on its inputs plus the code. A fault in one provider call therefore repeats only that
+The research task runs the core loop with `TaskSteps` whenever a step costs money (an LLM
+provider or SerpAPI): every search, every page read (fetch + condense) and every choice of
+follow-up queries is its own task run, retried on its own and cached on its inputs plus the code. A fault in one provider call therefore repeats only that
 call, and a retry of the research task (or of the whole run, from the CLI or the UI) is served
 every step that had finished from the cache.
 """
@@ -16,7 +16,7 @@ from prefect.transactions import CommitMode, transaction
 
 from core.ledger import acting_as, scoped
 from core.models import PageNotes, ResearchPlan, SearchResult, SubQuestion, Topic, Transcript
-from core.research import read_page, research_subquestion
+from core.research import DirectSteps, read_page, research_subquestion
 from core.runtime import build_engine, build_search
 from core.settings import RunConfig
 from tasks.caching import CACHED
@@ -35,8 +35,12 @@ def plan_topic(topic: Topic, config: RunConfig) -> ResearchPlan:
       **CACHED)
 def research(subquestion: SubQuestion, config: RunConfig, max_rounds: int) -> Transcript:
     logger = get_run_logger()
+    # Steps become task runs when they cost money; for the local extractive engine over a
+    # corpus, Prefect's bookkeeping per step would only slow the run down.
+    steps = TaskSteps(config) if config.billed else DirectSteps(build_engine(config),
+                                                                  build_search(config))
     with scoped(subquestion_index=subquestion.index):
-        transcript = research_subquestion(TaskSteps(config), subquestion, max_rounds=max_rounds,
+        transcript = research_subquestion(steps, subquestion, max_rounds=max_rounds,
                                           results_per_query=config.results_per_query,
                                           progress=logger.info)
     logger.info("read %d sources for: %s", len(transcript.sources), subquestion.question)

@@ -1,0 +1,207 @@
+"""core.pacing with a fake clock: the per-minute cap, pauses after a rate limit (shared by every
+thread), blind pauses that double and reset, the max_pause bound, and one gate per provider."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from core.pacing import ProviderGate, gate_for, reset_gates
+
+
+class FakeTime:
+    """A clock that only moves when someone sleeps; every sleep is recorded."""
+
+    def __init__(self, start: float = 1_000.0) -> None:
+        self.now = start
+        self.sleeps: list[float] = []
+        self._lock = threading.Lock()
+
+    def clock(self) -> float:
+        with self._lock:
+            return self.now
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.sleeps.append(seconds)
+            self.now += seconds
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.now += seconds
+
+
+@pytest.fixture
+def t() -> FakeTime:
+    return FakeTime()
+
+
+def gate(t: FakeTime, calls_per_minute: int | None = None, **kw) -> ProviderGate:
+    return ProviderGate(calls_per_minute, clock=t.clock, sleep=t.sleep, **kw)
+
+
+# --- calls per minute -------------------------------------------------------------------------
+
+def test_three_per_minute_lets_three_through_and_the_fourth_waits_for_the_first(t) -> None:
+    g = gate(t, calls_per_minute=3)
+    start = t.now
+
+    assert g.wait() == 0.0
+    t.advance(10)
+    assert g.wait() == 0.0
+    t.advance(10)
+    assert g.wait() == 0.0
+    t.advance(10)  # 30 s after the first call
+
+    assert g.wait() == pytest.approx(30.0)  # until the first call is 60 s old, not the others
+    assert t.now == pytest.approx(start + 60)
+    assert g.waited == pytest.approx(30.0)
+
+
+def test_the_window_slides(t) -> None:
+    g = gate(t, calls_per_minute=2)
+    g.wait()
+    t.advance(59)
+    g.wait()
+
+    assert g.wait() == pytest.approx(1.0)  # the first leaves the window at 60 s
+    assert g.wait() == pytest.approx(59.0)  # now at 60 s; the second (at 59 s) leaves at 119 s
+
+
+def test_no_cap_never_waits(t) -> None:
+    g = gate(t)
+
+    assert [g.wait() for _ in range(100)] == [0.0] * 100
+    assert t.sleeps == []
+
+
+# --- pauses after a rate limit ------------------------------------------------------------------
+
+def test_a_retry_after_pauses_the_next_wait(t) -> None:
+    g = gate(t)
+
+    assert g.rate_limited(2.0) == 2.0
+    assert g.wait() == pytest.approx(2.0)
+    assert g.wait() == 0.0  # the pause is over
+
+
+def test_a_shorter_rate_limit_never_shortens_a_longer_pause(t) -> None:
+    g = gate(t)
+    g.rate_limited(10.0)
+    g.rate_limited(1.0)
+
+    assert g.wait() == pytest.approx(10.0)
+
+
+def test_a_pause_holds_every_thread_until_it_ends(t) -> None:
+    workers = 4
+    arrived = threading.Barrier(workers, timeout=5)
+    start = t.now
+
+    def sleep(seconds: float) -> None:
+        # Every worker must have found the gate paused before any time passes.
+        t.sleeps.append(seconds)
+        arrived.wait()
+        with t._lock:
+            t.now = max(t.now, start + seconds)
+
+    g = ProviderGate(clock=t.clock, sleep=sleep)
+    g.rate_limited(2.0)
+    waited: list[float] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            waited.append(g.wait())
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+
+    assert not errors
+    assert waited == [pytest.approx(2.0)] * workers
+    assert t.sleeps == [pytest.approx(2.0)] * workers
+    assert t.now == pytest.approx(start + 2.0)
+
+
+def test_blind_pauses_double_up_to_a_minute_and_reset_after_a_success(t) -> None:
+    g = gate(t)
+
+    pauses = [g.rate_limited(None) for _ in range(9)]
+
+    assert pauses == [1, 2, 4, 8, 16, 32, 60, 60, 60]
+    g.succeeded()
+    assert g.rate_limited(None) == 1
+    assert g.rate_limited(None) == 2
+
+
+def test_a_blind_pause_is_waited_on(t) -> None:
+    g = gate(t)
+    g.rate_limited(None)
+    g.rate_limited(None)
+
+    assert g.wait() == pytest.approx(2.0)  # the longer of the two (1 s, then 2 s)
+
+
+def test_a_retry_after_above_max_pause_is_not_applied(t) -> None:
+    g = gate(t, max_pause=30.0)
+
+    assert g.rate_limited(31.0) == 0.0
+    assert g.wait() == 0.0
+    assert g.rate_limited(30.0) == 30.0
+    assert g.wait() == pytest.approx(30.0)
+
+
+def test_a_retry_after_does_not_advance_the_blind_pause(t) -> None:
+    g = gate(t)
+    g.rate_limited(5.0)
+
+    assert g.rate_limited(None) == 1
+
+
+def test_pause_and_cap_together(t) -> None:
+    g = gate(t, calls_per_minute=1)
+    g.wait()
+    g.rate_limited(5.0)
+
+    assert g.wait() == pytest.approx(60.0)  # 5 s of pause, then 55 s for the cap
+
+
+# --- one gate per provider ----------------------------------------------------------------------
+
+@pytest.fixture
+def fresh_gates():
+    reset_gates()
+    yield
+    reset_gates()
+
+
+def test_gate_for_returns_one_gate_per_provider(fresh_gates) -> None:
+    openai = gate_for("openai", 10)
+
+    assert gate_for("openai", 10) is openai
+    assert gate_for("anthropic", 10) is not openai
+    assert openai.calls_per_minute == 10
+
+
+def test_gate_for_follows_the_latest_cap(fresh_gates) -> None:
+    first = gate_for("openai", 10)
+    first.rate_limited(3.0)
+
+    again = gate_for("openai", 2)
+
+    assert again is first and again.calls_per_minute == 2
+    assert again._paused_until > 0  # the same gate: its pause is kept
+    assert gate_for("openai").calls_per_minute is None
+
+
+def test_reset_gates_forgets_them(fresh_gates) -> None:
+    first = gate_for("serpapi")
+    reset_gates()
+
+    assert gate_for("serpapi") is not first
