@@ -86,6 +86,10 @@ def test_a_topic_survives_20_percent_faults_paying_for_nothing_twice(provider, p
                                           "'condense' AND subquestion_index IS NULL")
         assert rows == [(0,)]  # every page read is attributed to its sub-question
 
+        artifacts = _artifacts(state.state_details.flow_run_id)
+        report_artifact = next(a for a in artifacts if (a.key or "").startswith("report-"))
+        assert "usage:" in report_artifact.data and "cost $" in report_artifact.data
+
         calls = provider_fake.calls
         again = research_topic(**kwargs, return_state=True)
         assert again.is_completed() and again.result() == state.result()
