@@ -95,14 +95,12 @@ class AnthropicChat(SDKBackend):
     key_env_var: ClassVar[str | None] = "ANTHROPIC_API_KEY"
     settings_prefix: ClassVar[str] = "anthropic"
 
-    def _sdk(self) -> Any:
-        if self._client is None:
-            import anthropic  # imported on first use
+    def _build_client(self) -> Any:
+        import anthropic  # imported on first use
 
-            self._client = anthropic.Anthropic(
-                api_key=self.api_key.get_secret_value() if self.api_key else None,
-                base_url=self.base_url, timeout=self.timeout, max_retries=0)
-        return self._client
+        return anthropic.Anthropic(
+            api_key=self.api_key.get_secret_value() if self.api_key else None,
+            base_url=self.base_url, timeout=self.timeout, max_retries=0)
 
     def request(self, messages: Sequence[Message], *, max_tokens: int,
                 json_schema: dict[str, Any] | None = None,

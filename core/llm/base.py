@@ -8,6 +8,7 @@ every SDK call in `core.signals.translate_errors`, and reports token usage when 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, Sequence, runtime_checkable
 
@@ -92,7 +93,8 @@ class SDKBackend:
     """What every SDK-backed model shares: its settings and a lazily built client.
 
     A provider subclasses this, declares its capabilities as class attributes (as in
-    simonw/llm's plugins), builds its client in `_sdk()` and implements `complete`.
+    simonw/llm's plugins), builds its client in `_build_client()` and implements the request,
+    send and parse steps.
     """
 
     provider: ClassVar[str]
@@ -108,6 +110,8 @@ class SDKBackend:
     base_url: str | None = None
     timeout: float = 60.0  # seconds
     _client: Any = field(default=None, init=False, repr=False, compare=False)
+    _client_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False,
+                                         compare=False)
 
     def complete(self, messages: Sequence[Message], *, max_tokens: int,
                  json_schema: dict[str, Any] | None = None,
@@ -117,6 +121,19 @@ class SDKBackend:
         with translate_errors(model=self.model):  # the one place SDK errors become signals
             response = self._send(params)
         return self._parse(response, json_schema)
+
+    def _sdk(self) -> Any:
+        """The SDK client, built once even when worker threads ask at the same moment: a
+        second client would replace the first mid-call, and google-genai closes a client's
+        transport when the client object is collected ("client has been closed")."""
+        if self._client is None:
+            with self._client_lock:
+                if self._client is None:
+                    self._client = self._build_client()
+        return self._client
+
+    def _build_client(self) -> Any:
+        raise NotImplementedError
 
     def request(self, messages: Sequence[Message], *, max_tokens: int,
                 json_schema: dict[str, Any] | None, temperature: float) -> dict[str, Any]:

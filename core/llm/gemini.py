@@ -61,18 +61,16 @@ class GeminiChat(SDKBackend):
     key_env_var: ClassVar[str | None] = "GEMINI_API_KEY"
     settings_prefix: ClassVar[str] = "gemini"
 
-    def _sdk(self) -> Any:
-        if self._client is None:
-            from google import genai  # imported on first use
-            from google.genai import types
+    def _build_client(self) -> Any:
+        from google import genai  # imported on first use
+        from google.genai import types
 
-            http = types.HttpOptions(
-                base_url=self.base_url, timeout=int(self.timeout * 1000),
-                retry_options=types.HttpRetryOptions(attempts=1))
-            self._client = genai.Client(
-                vertexai=False, http_options=http,
-                api_key=self.api_key.get_secret_value() if self.api_key else None)
-        return self._client
+        http = types.HttpOptions(
+            base_url=self.base_url, timeout=int(self.timeout * 1000),
+            retry_options=types.HttpRetryOptions(attempts=1))
+        return genai.Client(
+            vertexai=False, http_options=http,
+            api_key=self.api_key.get_secret_value() if self.api_key else None)
 
     def request(self, messages: Sequence[Message], *, max_tokens: int,
                 json_schema: dict[str, Any] | None = None,

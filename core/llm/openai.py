@@ -122,14 +122,12 @@ class OpenAIChat(SDKBackend):
     # Some servers report an overflow inside a 200 SSE stream; streaming lets us see it.
     stream: bool = False
 
-    def _sdk(self) -> Any:
-        if self._client is None:
-            import openai  # imported on first use: keeps `import core.llm...` cheap
+    def _build_client(self) -> Any:
+        import openai  # imported on first use: keeps `import core.llm...` cheap
 
-            key = self.api_key.get_secret_value() if self.api_key else "not-needed"
-            self._client = openai.OpenAI(api_key=key, base_url=self.base_url,
-                                         timeout=self.timeout, max_retries=0)
-        return self._client
+        key = self.api_key.get_secret_value() if self.api_key else "not-needed"
+        return openai.OpenAI(api_key=key, base_url=self.base_url, timeout=self.timeout,
+                             max_retries=0)
 
     def request(self, messages: Sequence[Message], *, max_tokens: int,
                 json_schema: dict[str, Any] | None = None,

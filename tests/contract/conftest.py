@@ -8,6 +8,8 @@ from typing import Iterator
 
 import pytest
 
+from tests.fakes.http import ScriptedServer
+
 
 @pytest.fixture
 def silent_url() -> Iterator[str]:
@@ -61,3 +63,17 @@ def hangup_url() -> Iterator[str]:
         stop.set()
         thread.join(timeout=2)
         sock.close()
+
+
+@pytest.fixture(scope="module")
+def _shared_server():
+    with ScriptedServer() as srv:  # one per module: shutting a server down costs 0.5 s
+        yield srv
+
+
+@pytest.fixture
+def server(_shared_server: ScriptedServer) -> ScriptedServer:
+    _shared_server.queue.clear()
+    _shared_server.requests.clear()
+    _shared_server.default = None
+    return _shared_server

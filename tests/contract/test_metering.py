@@ -9,7 +9,6 @@ pauses the provider's gate; a budget stops a call before any request; no key rea
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from core.store import ResultStore
 from core.tokens import TokenEstimator
 from tests.fakes import providers as fake
 from tests.fakes.http import Reply, ScriptedServer
+from tests.fakes.clock import FakeTime
 
 API_KEY = "sk-metering-test-0123456789abcdef"
 PROMPT = [Message(role="system", content="Be brief."),
@@ -60,24 +60,6 @@ BACKENDS = [Backend("openai:gpt-4o-mini", "openai", "/v1"),
             Backend("gemini:gemini-2.5-flash", "gemini")]
 
 
-class FakeTime:
-    """A clock that moves only when the gate sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 500.0
-        self.sleeps: list[float] = []
-        self._lock = threading.Lock()
-
-    def clock(self) -> float:
-        with self._lock:
-            return self.now
-
-    def sleep(self, seconds: float) -> None:
-        with self._lock:
-            self.sleeps.append(seconds)
-            self.now += seconds
-
-
 @dataclass
 class Rig:
     path: Path
@@ -99,20 +81,6 @@ class Rig:
 @pytest.fixture(params=BACKENDS, ids=lambda b: b.wire)
 def backend(request: pytest.FixtureRequest) -> Backend:
     return request.param
-
-
-@pytest.fixture(scope="module")
-def _shared_server():
-    with ScriptedServer() as srv:  # one per module: shutting a server down costs 0.5 s
-        yield srv
-
-
-@pytest.fixture
-def server(_shared_server: ScriptedServer) -> ScriptedServer:
-    _shared_server.queue.clear()
-    _shared_server.requests.clear()
-    _shared_server.default = None
-    return _shared_server
 
 
 @pytest.fixture

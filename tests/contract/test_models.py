@@ -61,20 +61,6 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     return request.param
 
 
-@pytest.fixture(scope="module")
-def _shared_server():
-    with ScriptedServer() as srv:  # one per module: shutting a server down costs 0.5 s
-        yield srv
-
-
-@pytest.fixture
-def server(_shared_server: ScriptedServer) -> ScriptedServer:
-    _shared_server.queue.clear()
-    _shared_server.requests.clear()
-    _shared_server.default = None
-    return _shared_server
-
-
 # --- reading the recorded request, per wire format -------------------------------------------
 
 def roles(wire: str, body: dict[str, Any]) -> list[str]:

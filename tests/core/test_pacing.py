@@ -8,28 +8,7 @@ import threading
 import pytest
 
 from core.pacing import ProviderGate, gate_for, reset_gates
-
-
-class FakeTime:
-    """A clock that only moves when someone sleeps; every sleep is recorded."""
-
-    def __init__(self, start: float = 1_000.0) -> None:
-        self.now = start
-        self.sleeps: list[float] = []
-        self._lock = threading.Lock()
-
-    def clock(self) -> float:
-        with self._lock:
-            return self.now
-
-    def sleep(self, seconds: float) -> None:
-        with self._lock:
-            self.sleeps.append(seconds)
-            self.now += seconds
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self.now += seconds
+from tests.fakes.clock import FakeTime
 
 
 @pytest.fixture

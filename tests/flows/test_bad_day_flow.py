@@ -8,7 +8,6 @@ stop a topic before it spends, and a failed topic must name its cause everywhere
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -23,6 +22,8 @@ from flows.research import research_topic
 from tests.fakes import providers as fake
 from tests.fakes.http import ScriptedServer
 from tests.fakes.research_provider import ResearchProvider
+from tasks.retry import RETRIES
+from tests.flows.prefect_api import artifacts
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 
@@ -46,13 +47,23 @@ def pages(tmp_path: Path) -> Path:
     return folder
 
 
-def serve(provider: str, handler, monkeypatch) -> ScriptedServer:
-    server = ScriptedServer(default=handler).__enter__()
-    key_var, url_var, suffix = ENV[provider]
-    monkeypatch.setenv(key_var, SECRET)
-    monkeypatch.setenv(url_var, server.url + suffix)
-    monkeypatch.setenv("RESEARCHFLOW_MAX_OUTPUT_TOKENS", "300")
-    return server
+@pytest.fixture()
+def serve(monkeypatch):
+    """Start a fake provider on loopback and point the provider's SDK at it (stopped after)."""
+    servers: list[ScriptedServer] = []
+
+    def start(provider: str, handler) -> ScriptedServer:
+        server = ScriptedServer(default=handler).__enter__()
+        servers.append(server)
+        key_var, url_var, suffix = ENV[provider]
+        monkeypatch.setenv(key_var, SECRET)
+        monkeypatch.setenv(url_var, server.url + suffix)
+        monkeypatch.setenv("RESEARCHFLOW_MAX_OUTPUT_TOKENS", "300")
+        return server
+
+    yield start
+    for server in servers:
+        server.__exit__(None, None, None)
 
 
 def topic_kwargs(provider: str, pages: Path, db: Path, topic: str) -> dict:
@@ -62,169 +73,140 @@ def topic_kwargs(provider: str, pages: Path, db: Path, topic: str) -> dict:
 
 @pytest.mark.parametrize("provider", list(SPECS))
 def test_a_topic_survives_20_percent_faults_paying_for_nothing_twice(provider, pages, db_path,
-                                                                     monkeypatch):
+                                                                     serve):
     provider_fake = ResearchProvider(provider, fault_rate=0.2, seed=3)
-    server = serve(provider, provider_fake, monkeypatch)
-    try:
-        kwargs = topic_kwargs(provider, pages, db_path, f"Threading or asyncio ({provider})")
-        state = research_topic(**kwargs, return_state=True)
-        assert state.is_completed(), state.message
-        assert provider_fake.faults >= 3, "the fault injection did not bite"
-        assert provider_fake.repeated_successes == 0
+    serve(provider, provider_fake)
+    kwargs = topic_kwargs(provider, pages, db_path, f"Threading or asyncio ({provider})")
+    state = research_topic(**kwargs, return_state=True)
+    assert state.is_completed(), state.message
+    assert provider_fake.faults >= 3, "the fault injection did not bite"
+    assert provider_fake.repeated_successes == 0
 
-        store = ResultStore(db_path)
-        run_id = str(state.state_details.flow_run_id)
-        usage = store.usage(run_id=run_id)
-        assert usage.calls == provider_fake.calls  # one ledger row per provider call
-        assert usage.failed_calls == provider_fake.faults
-        reported = provider_fake.input_tokens + provider_fake.output_tokens
-        assert usage.input_tokens + usage.output_tokens == reported
-        assert usage.cost_usd > 0 and usage.unpriced_calls == 0
-        _, rows = query_readonly(db_path, "SELECT DISTINCT role FROM llm_calls")
-        assert {r for (r,) in rows} >= {"plan", "queries", "condense", "compress", "report"}
-        _, rows = query_readonly(db_path, "SELECT count(*) FROM llm_calls WHERE role = "
-                                          "'condense' AND subquestion_index IS NULL")
-        assert rows == [(0,)]  # every page read is attributed to its sub-question
+    store = ResultStore(db_path)
+    run_id = str(state.state_details.flow_run_id)
+    usage = store.usage(run_id=run_id)
+    assert usage.calls == provider_fake.calls  # one ledger row per provider call
+    assert usage.failed_calls == provider_fake.faults
+    reported = provider_fake.input_tokens + provider_fake.output_tokens
+    assert usage.input_tokens + usage.output_tokens == reported
+    assert usage.cost_usd > 0 and usage.unpriced_calls == 0
+    _, rows = query_readonly(db_path, "SELECT DISTINCT role FROM llm_calls")
+    assert {r for (r,) in rows} >= {"plan", "queries", "condense", "compress", "report"}
+    _, rows = query_readonly(db_path, "SELECT count(*) FROM llm_calls WHERE role = "
+                                      "'condense' AND subquestion_index IS NULL")
+    assert rows == [(0,)]  # every page read is attributed to its sub-question
 
-        artifacts = _artifacts(state.state_details.flow_run_id)
-        report_artifact = next(a for a in artifacts if (a.key or "").startswith("report-"))
-        assert "usage:" in report_artifact.data and "cost $" in report_artifact.data
+    shown = artifacts(state.state_details.flow_run_id)
+    report_artifact = next(a for a in shown if (a.key or "").startswith("report-"))
+    assert "usage:" in report_artifact.data and "cost $" in report_artifact.data
 
-        calls = provider_fake.calls
-        again = research_topic(**kwargs, return_state=True)
-        assert again.is_completed() and again.result() == state.result()
-        assert provider_fake.calls == calls  # a rerun of a finished topic calls nobody
-        assert SECRET.encode() not in db_path.read_bytes()
-    finally:
-        server.__exit__(None, None, None)
+    calls = provider_fake.calls
+    again = research_topic(**kwargs, return_state=True)
+    assert again.is_completed() and again.result() == state.result()
+    assert provider_fake.calls == calls  # a rerun of a finished topic calls nobody
+    assert SECRET.encode() not in db_path.read_bytes()
 
 
-def test_a_rerun_after_a_failure_pays_only_for_what_had_not_finished(pages, db_path,
-                                                                   monkeypatch):
+def test_a_rerun_after_a_failure_pays_only_for_what_had_not_finished(pages, db_path, serve):
     provider_fake = ResearchProvider(
         "openai", fail_roles={"report": fake.auth_error("openai", api_key=SECRET)})
-    server = serve("openai", provider_fake, monkeypatch)
-    try:
-        kwargs = topic_kwargs("openai", pages, db_path, "Threading or asyncio, refused at the end")
-        state = research_topic(**kwargs, return_state=True)
-        assert state.is_failed()
-        assert "report: Fatal by openai" in state.message and "OPENAI_API_KEY" in state.message
-        assert SECRET not in state.message
-        provider_fake.fail_roles.clear()  # the user fixes the key and reruns
-        before = dict(provider_fake.by_role)
-        again = research_topic(**kwargs, return_state=True)
-        assert again.is_completed(), again.message
-        spent = {role: n - before.get(role, 0) for role, n in provider_fake.by_role.items()
-                 if n != before.get(role, 0)}
-        assert spent == {"report": 1}  # plan, searches, pages, compress: all from the cache
-        assert provider_fake.repeated_successes == 0
-        _, rows = query_readonly(db_path, "SELECT status, error FROM topics")
-        assert rows == [("succeeded", None)]
-    finally:
-        server.__exit__(None, None, None)
+    serve("openai", provider_fake)
+    kwargs = topic_kwargs("openai", pages, db_path, "Threading or asyncio, refused at the end")
+    state = research_topic(**kwargs, return_state=True)
+    assert state.is_failed()
+    assert "report: Fatal by openai" in state.message and "OPENAI_API_KEY" in state.message
+    assert SECRET not in state.message
+    provider_fake.fail_roles.clear()  # the user fixes the key and reruns
+    before = dict(provider_fake.by_role)
+    again = research_topic(**kwargs, return_state=True)
+    assert again.is_completed(), again.message
+    spent = {role: n - before.get(role, 0) for role, n in provider_fake.by_role.items()
+             if n != before.get(role, 0)}
+    assert spent == {"report": 1}  # plan, searches, pages, compress: all from the cache
+    assert provider_fake.repeated_successes == 0
+    _, rows = query_readonly(db_path, "SELECT status, error FROM topics")
+    assert rows == [("succeeded", None)]
 
 
-def test_a_budget_stops_the_topic_before_it_spends(pages, db_path, monkeypatch):
+def test_a_budget_stops_the_topic_before_it_spends(pages, db_path, serve):
     provider_fake = ResearchProvider("openai")
-    server = serve("openai", provider_fake, monkeypatch)
-    try:
-        kwargs = topic_kwargs("openai", pages, db_path, "Threading or asyncio on a budget")
-        state = research_topic(**kwargs, max_cost_usd=0.0001, return_state=True)
-        assert state.is_failed()
-        assert provider_fake.calls <= 2
-        assert "budget" in state.message and "UnfinishedRun" not in state.message
-        store = ResultStore(db_path)
-        assert store.list_reports("badday") == []
-        _, rows = query_readonly(db_path, "SELECT status, error FROM topics")
-        assert len(rows) == 1 and rows[0][0] == "failed" and "budget" in rows[0][1]
-        assert "--max-cost-usd" in rows[0][1]  # says what to do
-    finally:
-        server.__exit__(None, None, None)
+    serve("openai", provider_fake)
+    kwargs = topic_kwargs("openai", pages, db_path, "Threading or asyncio on a budget")
+    state = research_topic(**kwargs, max_cost_usd=0.0001, return_state=True)
+    assert state.is_failed()
+    assert provider_fake.calls <= 2
+    assert "budget" in state.message and "UnfinishedRun" not in state.message
+    store = ResultStore(db_path)
+    assert store.list_reports("badday") == []
+    _, rows = query_readonly(db_path, "SELECT status, error FROM topics")
+    assert len(rows) == 1 and rows[0][0] == "failed" and "budget" in rows[0][1]
+    assert "--max-cost-usd" in rows[0][1]  # says what to do
 
 
-def test_the_cli_stops_at_its_budget_and_says_so(pages, tmp_path, monkeypatch):
+def test_the_cli_stops_at_its_budget_and_says_so(pages, tmp_path, serve):
     provider_fake = ResearchProvider("openai")
-    server = serve("openai", provider_fake, monkeypatch)
-    try:
-        db = tmp_path / "cli.duckdb"
-        result = CliRunner().invoke(app, [
-            "run", "Threading or asyncio, from the CLI", "--model", SPECS["openai"],
-            "--search", "corpus", "--corpus", str(pages), "--db", str(db),
-            "--max-cost-usd", "0.0001"])
-        assert result.exit_code == 1, result.output
-        assert "budget" in result.output and "usage:" in result.output
-        assert "UnfinishedRun" not in result.output and "Traceback" not in result.output
-        assert provider_fake.calls <= 2
-        _, rows = query_readonly(db, "SELECT status, run_id FROM topics")
-        assert rows[0][0] == "failed" and rows[0][1]
-        _, runs = query_readonly(db, "SELECT status FROM runs")
-        assert runs == [("failed",)]  # a lone topic is a run of its own
-    finally:
-        server.__exit__(None, None, None)
+    serve("openai", provider_fake)
+    db = tmp_path / "cli.duckdb"
+    result = CliRunner().invoke(app, [
+        "run", "Threading or asyncio, from the CLI", "--model", SPECS["openai"],
+        "--search", "corpus", "--corpus", str(pages), "--db", str(db),
+        "--max-cost-usd", "0.0001"])
+    assert result.exit_code == 1, result.output
+    assert "budget" in result.output and "usage:" in result.output
+    assert "UnfinishedRun" not in result.output and "Traceback" not in result.output
+    assert provider_fake.calls <= 2
+    _, rows = query_readonly(db, "SELECT status, run_id FROM topics")
+    assert rows[0][0] == "failed" and rows[0][1]
+    _, runs = query_readonly(db, "SELECT status FROM runs")
+    assert runs == [("failed",)]  # a lone topic is a run of its own
 
 
-def test_a_failed_topic_names_its_step_signal_attempts_and_remedy(pages, db_path, monkeypatch):
-    # Always rate limited while reading pages: the page task makes its 4 attempts (delays cut
+def test_a_failed_topic_names_its_step_signal_attempts_and_remedy(pages, db_path, serve,
+                                                                 monkeypatch):
+    # Always rate limited while reading pages: the page task makes all its attempts (delays cut
     # to 0 s here; the retry rules are the real ones) and the research task is not retried.
-    monkeypatch.setattr(tasks.research.read_hit, "retry_delay_seconds", [0, 0, 0])
+    monkeypatch.setattr(tasks.research.read_hit, "retry_delay_seconds", [0] * RETRIES)
     monkeypatch.setattr(tasks.research.research, "retries", 0)
     provider_fake = ResearchProvider(
         "openai", fail_roles={"condense": fake.rate_limit_error("openai", retry_after=0)})
-    server = serve("openai", provider_fake, monkeypatch)
-    try:
-        state = research_topic(**topic_kwargs("openai", pages, db_path, "Threading or asyncio "
-                                              "under a rate limit"), return_state=True)
-        assert state.is_failed()
-        assert provider_fake.by_role["condense"] >= 4
-        _, rows = query_readonly(db_path, "SELECT error FROM topics")
-        error = rows[0][0]
-        for shown in (state.message, error):
-            assert "research #" in shown and "RateLimited by openai after 4 attempts" in shown
-            assert "HTTP 429" in shown and "RESEARCHFLOW_MAX_SUBQUESTION_WORKERS" in shown
-            assert "UnfinishedRun" not in shown and "PENDING" not in shown
-            assert SECRET not in shown
-        failed_calls = ResultStore(db_path).usage(run_id=str(state.state_details.flow_run_id))
-        assert failed_calls.failed_calls == provider_fake.by_role["condense"]
-    finally:
-        server.__exit__(None, None, None)
+    serve("openai", provider_fake)
+    state = research_topic(**topic_kwargs("openai", pages, db_path, "Threading or asyncio "
+                                          "under a rate limit"), return_state=True)
+    assert state.is_failed()
+    assert provider_fake.by_role["condense"] >= RETRIES + 1
+    _, rows = query_readonly(db_path, "SELECT error FROM topics")
+    error = rows[0][0]
+    for shown in (state.message, error):
+        assert "research #" in shown
+        assert f"RateLimited by openai after {RETRIES + 1} attempts" in shown
+        assert "HTTP 429" in shown and "RESEARCHFLOW_MAX_SUBQUESTION_WORKERS" in shown
+        assert "UnfinishedRun" not in shown and "PENDING" not in shown
+        assert SECRET not in shown
+    failed_calls = ResultStore(db_path).usage(run_id=str(state.state_details.flow_run_id))
+    assert failed_calls.failed_calls == provider_fake.by_role["condense"]
 
 
 def test_a_batch_at_its_budget_skips_the_rest_and_still_ends_with_its_table(
-        pages, db_path, tmp_path, monkeypatch):
+        pages, db_path, tmp_path, serve):
     provider_fake = ResearchProvider("openai")
-    server = serve("openai", provider_fake, monkeypatch)
-    try:
-        csv = tmp_path / "topics.csv"
-        csv.write_text("topic\nThreading or asyncio, first\nThreading or asyncio, second\n"
-                       "Threading or asyncio, third\n".replace(", ", " "), encoding="utf-8")
-        state = research_batch(csv_path=str(csv), batch_id="budgeted", model=SPECS["openai"],
-                               search="corpus", corpus_dir=str(pages), db_path=str(db_path),
-                               max_concurrency=1, max_batch_cost_usd=0.0008, return_state=True)
-        assert state.is_failed()
-        _, rows = query_readonly(db_path, "SELECT topic, status, error FROM topics "
-                                          "ORDER BY topic")
-        statuses = sorted(r[1] for r in rows)
-        assert statuses == ["failed", "skipped", "skipped"], rows
-        assert all("budget" in r[2] for r in rows)
-        assert ResultStore(db_path).list_reports("budgeted") == []
-        spent = ResultStore(db_path).usage(batch_id="budgeted").cost_usd
-        assert 0 < spent <= 0.0008
-        table = next(a for a in _artifacts(state.state_details.flow_run_id) if a.type == "table")
-        data = json.loads(table.data) if isinstance(table.data, str) else table.data
-        assert sorted(r["status"] for r in data) == ["failed", "skipped", "skipped"]
-        assert "usage:" in table.description
-    finally:
-        server.__exit__(None, None, None)
-
-
-def _artifacts(flow_run_id):
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
-
-    async def read():
-        async with get_client() as client:
-            return await client.read_artifacts(artifact_filter=ArtifactFilter(
-                flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])))
-
-    return asyncio.run(read())
+    serve("openai", provider_fake)
+    csv = tmp_path / "topics.csv"
+    csv.write_text("topic\nThreading or asyncio, first\nThreading or asyncio, second\n"
+                   "Threading or asyncio, third\n".replace(", ", " "), encoding="utf-8")
+    state = research_batch(csv_path=str(csv), batch_id="budgeted", model=SPECS["openai"],
+                           search="corpus", corpus_dir=str(pages), db_path=str(db_path),
+                           max_concurrency=1, max_batch_cost_usd=0.0008, return_state=True)
+    assert state.is_failed()
+    _, rows = query_readonly(db_path, "SELECT topic, status, error FROM topics "
+                                      "ORDER BY topic")
+    statuses = sorted(r[1] for r in rows)
+    assert statuses == ["failed", "skipped", "skipped"], rows
+    assert all("budget" in r[2] for r in rows)
+    assert ResultStore(db_path).list_reports("budgeted") == []
+    spent = ResultStore(db_path).usage(batch_id="budgeted").cost_usd
+    assert 0 < spent <= 0.0008
+    table = next(a for a in artifacts(state.state_details.flow_run_id) if a.type == "table")
+    data = json.loads(table.data) if isinstance(table.data, str) else table.data
+    assert sorted(r["status"] for r in data) == ["failed", "skipped", "skipped"]
+    assert "usage:" in table.description
 

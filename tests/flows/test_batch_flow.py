@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
@@ -11,6 +10,7 @@ from core.engine.extractive import ExtractiveEngine
 from core.signals import Fatal
 from core.store import ResultStore, query_readonly
 from flows.batch import research_batch
+from tests.flows.prefect_api import artifacts
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 
@@ -54,26 +54,15 @@ def test_batch_reports_bad_rows_and_failed_topics_and_finishes_the_rest(
     assert not any("planner refused" in t for (t,) in texts)
 
     # The UI shows the closing table and the batch's progress.
-    artifacts = _artifacts(state.state_details.flow_run_id)
-    table = next(a for a in artifacts if a.type == "table")
+    shown = artifacts(state.state_details.flow_run_id)
+    table = next(a for a in shown if a.type == "table")
     assert table.key == "batch-b1"
     rows = json.loads(table.data) if isinstance(table.data, str) else table.data
     assert sorted(r["status"] for r in rows) == ["failed", "invalid", "invalid", "succeeded",
                                                  "succeeded"]
-    progress = next(a for a in artifacts if a.type == "progress")
+    progress = next(a for a in shown if a.type == "progress")
     assert float(progress.data) == 100.0
 
-
-def _artifacts(flow_run_id):
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
-
-    async def read():
-        async with get_client() as client:
-            return await client.read_artifacts(artifact_filter=ArtifactFilter(
-                flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])))
-
-    return asyncio.run(read())
 
 
 def _exc(state):
