@@ -45,6 +45,23 @@ PRICES: dict[str, Price] = {
     "gpt-5-mini": Price(0.25, 2.00, 0.025),
     "gpt-5": Price(1.25, 10.00, 0.125),
     "gpt-5.1": Price(1.25, 10.00, 0.125),
+    # GPT-5.2 to GPT-6: OpenAI's model pages (developers.openai.com/api/docs/models/<id>) as
+    # collected by models.dev (providers/openai/models/<id>.toml, read 2026-07 to 2026-09);
+    # standard tier, prompts up to 272k tokens (longer ones cost more: not modelled). GPT-6 Sol
+    # and Luna had no published price there: add them with RESEARCHFLOW_PRICES.
+    "gpt-5.2": Price(1.75, 14.00, 0.175),
+    "gpt-5.2-pro": Price(21.00, 168.00),
+    "gpt-5.3-chat": Price(1.75, 14.00, 0.175),
+    "gpt-5.4": Price(2.50, 15.00, 0.25),
+    "gpt-5.4-mini": Price(0.75, 4.50, 0.075),
+    "gpt-5.4-nano": Price(0.20, 1.25, 0.02),
+    "gpt-5.4-pro": Price(30.00, 180.00),
+    "gpt-5.5": Price(5.00, 30.00, 0.50),
+    "gpt-5.5-pro": Price(30.00, 180.00),
+    "gpt-5.6-sol": Price(2.00, 10.00, 0.20),
+    "gpt-5.6-terra": Price(2.50, 15.00, 0.25),
+    "gpt-5.6-luna": Price(1.00, 6.00, 0.10),
+    "gpt-6-astra": Price(10.00, 50.00, 1.00),
     "o1": Price(15.00, 60.00, 7.50),
     "o1-mini": Price(1.10, 4.40, 0.55),
     "o3-mini": Price(1.10, 4.40, 0.55),
@@ -60,6 +77,18 @@ PRICES: dict[str, Price] = {
     "claude-opus-4": Price(15.00, 75.00, 1.50),
     "claude-opus-4-1": Price(15.00, 75.00, 1.50),
     "claude-opus-4-5": Price(5.00, 25.00, 0.50),
+    # Claude 4.6 and later: Anthropic's pricing page (platform.claude.com/docs/en/about-claude/
+    # pricing) as collected by models.dev (providers/anthropic/models/<id>.toml, read 2026-07 to
+    # 2026-10). Haiku 5.5 and Mythos had no published price there.
+    "claude-opus-4-6": Price(5.00, 25.00, 0.50),
+    "claude-opus-4-7": Price(5.00, 25.00, 0.50),
+    "claude-opus-4-8": Price(5.00, 25.00, 0.50),
+    "claude-sonnet-4-6": Price(3.00, 15.00, 0.30),
+    "claude-sonnet-5": Price(2.00, 10.00, 0.20),
+    "claude-sonnet-5-5": Price(2.00, 10.00, 0.10),
+    "claude-opus-5": Price(5.00, 25.00, 0.50),
+    "claude-opus-5-5": Price(4.00, 20.00, 0.20),
+    "claude-fable-5": Price(10.00, 50.00, 1.00),
     # Google Gemini (paid tier, prompts up to 200k tokens)
     "gemini-2.0-flash-lite": Price(0.075, 0.30, 0.01875),
     "gemini-2.0-flash": Price(0.10, 0.40, 0.025),
@@ -67,6 +96,15 @@ PRICES: dict[str, Price] = {
     "gemini-2.5-flash": Price(0.30, 2.50, 0.03),
     "gemini-2.5-pro": Price(1.25, 10.00, 0.125),
     "gemini-3-pro": Price(2.00, 12.00, 0.20),
+    # Gemini 3.x: ai.google.dev/gemini-api/docs/pricing as collected by models.dev
+    # (providers/google/models/<id>.toml, read 2026-07 to 2026-10). 3.8 Flash is at its
+    # introductory price, published as valid through 2026-12-31 (then 1.50 / 7.50 / 0.15).
+    "gemini-3-flash": Price(0.50, 3.00, 0.05),
+    "gemini-3.1-pro": Price(2.00, 12.00, 0.20),
+    "gemini-3.1-flash-lite": Price(0.25, 1.50, 0.025),
+    "gemini-3.5-flash": Price(1.50, 9.00, 0.15),
+    "gemini-3.7-flash": Price(1.50, 7.50, 0.15),
+    "gemini-3.8-flash": Price(0.75, 3.75, 0.075),
     # Search: SerpAPI's Developer plan, $75 for 5,000 searches
     "serpapi": Price(0.0, 0.0, per_call=0.015),
 }

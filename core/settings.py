@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -31,6 +31,13 @@ class Settings(BaseSettings):
 
     # "auto" picks the first provider whose key is set, else the offline extractive engine.
     model: str = "auto"
+    # A model per role ("provider:model"); unset roles use `model`. With `model` on auto,
+    # condense defaults to a cheaper model of the same provider (core.llm.registry.cheaper).
+    model_plan: str | None = None
+    model_research: str | None = None  # chooses follow-up queries
+    model_condense: str | None = None
+    model_compress: str | None = None
+    model_report: str | None = None
     search: str = "auto"  # "auto" | "serpapi" | "corpus"
 
     openai_api_key: SecretStr | None = Field(
@@ -60,6 +67,17 @@ class Settings(BaseSettings):
     max_output_tokens: int = 4_096
     request_timeout: float = 60.0
 
+    # Reasoning and thinking. `max_output_tokens` stays the ANSWER's budget: a model's thinking
+    # allowance is added on top of it per call (see core.llm.base). `reasoning_effort` goes to
+    # OpenAI models (None: the model's default; a model that refuses it is asked without it from
+    # then on) and sizes a reasoning model's allowance. `thinking_budget` is tokens of
+    # thinking: Gemini's thinking_config.thinking_budget (0 turns thinking off where allowed) and
+    # Claude's extended thinking (at least 1024; 0 or None: off); for OpenAI reasoning models it
+    # sizes the reasoning allowance. None: Gemini 2.5/3 think by default with an 8192-token
+    # allowance. Env: RESEARCHFLOW_REASONING_EFFORT, RESEARCHFLOW_THINKING_BUDGET.
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    thinking_budget: int | None = Field(default=None, ge=0)
+
     results_per_query: int = Field(default=4, ge=1, le=20)
     max_topic_concurrency: int = Field(default=2, ge=1, le=16)
     max_subquestion_workers: int = Field(default=4, ge=1, le=32)
@@ -88,6 +106,24 @@ class Settings(BaseSettings):
         if self.gemini_api_key:
             return "gemini:gemini-2.5-flash"
         return "offline"
+
+    def role_models(self) -> dict[str, str]:
+        """The model of every role that differs from `resolved_model()` (role -> spec).
+
+        Roles: plan, queries (RESEARCHFLOW_MODEL_RESEARCH), condense, compress, report. The
+        offline engine has no roles to split.
+        """
+        base = self.resolved_model()
+        if base == "offline":
+            return {}
+        chosen = {"plan": self.model_plan, "queries": self.model_research,
+                  "condense": self.model_condense, "compress": self.model_compress,
+                  "report": self.model_report}
+        if chosen["condense"] is None and self.model == "auto":
+            from core.llm.registry import cheaper
+
+            chosen["condense"] = cheaper(base)
+        return {role: spec for role, spec in chosen.items() if spec and spec != base}
 
     def resolved_search(self) -> str:
         if self.search != "auto":
@@ -125,6 +161,7 @@ class RunConfig(BaseModel):
     max_output_tokens: int = 4_096
     default_context_window: int = 128_000
     context_windows: tuple[tuple[str, int], ...] = ()
+    role_models: tuple[tuple[str, str], ...] = ()  # (role, spec) where a role differs
 
     @property
     def billed(self) -> bool:
@@ -140,4 +177,5 @@ def run_config(settings: Settings) -> RunConfig:
         results_per_query=settings.results_per_query,
         max_output_tokens=settings.max_output_tokens,
         default_context_window=settings.default_context_window,
-        context_windows=tuple(sorted(settings.context_windows.items())))
+        context_windows=tuple(sorted(settings.context_windows.items())),
+        role_models=tuple(sorted(settings.role_models().items())))

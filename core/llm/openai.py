@@ -3,11 +3,18 @@
 One `OpenAIChat` speaks the Chat Completions API through the official `openai` SDK, so the same
 class serves OpenAI and any server that copies its wire format (vLLM, Ollama, Groq, OpenRouter,
 LiteLLM, Azure) via `base_url`. It does not retry (Prefect does: `max_retries=0`), does not
-validate structured output (the caller parses), and does not classify errors (`core.signals` does).
+validate structured output (the caller parses), and does not classify errors (`core.overflow.signals` does).
 
 Structured output is one of three `json_mode`s, because many compatible servers reject
 `json_schema`: "json_schema" (native), "json_object" (JSON mode plus the schema as an instruction),
 "instruction" (the schema as an instruction only).
+
+Reasoning models (o-series, gpt-5) take `max_completion_tokens`, which covers their reasoning as
+well as the answer, and refuse `max_tokens` and any temperature but the default. The name is
+only the first guess: a model that refuses `max_tokens` is a reasoning model from then on
+(`core.llm.quirks`), and gets the reasoning allowance (`REASONING_ALLOWANCE`, or
+`thinking_budget` when set) on top of the answer's budget. `reasoning_effort` is sent when set,
+unless the model refused it.
 """
 
 from __future__ import annotations
@@ -16,13 +23,19 @@ import json
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Sequence
 
-from core.llm.base import Completion, SDKBackend, Usage, count, read
+from core.llm.base import Completion, SDKBackend, Usage, count, read, split_cap
 from core.models import Message
 
 JsonMode = Literal["json_schema", "json_object", "instruction"]
 
-# Reasoning models refuse `max_tokens` and any temperature but the default.
+# The first guess only (see the module docstring): models named so refuse `max_tokens` and any
+# temperature but the default.
 _REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+# Room for reasoning tokens added to max_completion_tokens, by reasoning_effort (None: OpenAI's
+# default, medium). OpenAI's reasoning guide warns that reasoning counts against
+# max_completion_tokens and a small cap ends in an empty "length" reply; these leave room for
+# typical reasoning at each effort while keeping the request inside the context window.
+REASONING_ALLOWANCE = {"minimal": 1_024, "low": 4_096, "medium": 8_192, "high": 16_384}
 
 
 def json_instruction(schema: dict[str, Any]) -> str:
@@ -32,6 +45,7 @@ def json_instruction(schema: dict[str, Any]) -> str:
 
 
 def is_reasoning_model(model: str) -> bool:
+    """The name's guess; `OpenAIChat.reasoning()` also knows what the API said."""
     name = model.rsplit("/", 1)[-1].lower()  # "openai/o3-mini" on routers
     return name.startswith(_REASONING_PREFIXES)
 
@@ -129,17 +143,35 @@ class OpenAIChat(SDKBackend):
         return openai.OpenAI(api_key=key, base_url=self.base_url, timeout=self.timeout,
                              max_retries=0)
 
+    def reasoning(self) -> bool:
+        """Whether this model reasons before answering: by name, or because it refused
+        `max_tokens` (only reasoning models insist on `max_completion_tokens`)."""
+        learned = self.form().token_param
+        return learned == "max_completion_tokens" or (learned is None
+                                                       and is_reasoning_model(self.model))
+
+    def output_cap(self, max_tokens: int) -> int:
+        if not self.reasoning():
+            return max_tokens
+        allowance = self.thinking_budget if self.thinking_budget is not None \
+            else REASONING_ALLOWANCE[self.reasoning_effort or "medium"]
+        return split_cap(self.model, max_tokens, allowance)[0]
+
     def request(self, messages: Sequence[Message], *, max_tokens: int,
                 json_schema: dict[str, Any] | None = None,
                 temperature: float = 0.0) -> dict[str, Any]:
         """The keyword arguments for `chat.completions.create` (no I/O; tests read it)."""
         wire = to_openai_messages(messages)
+        form = self.form()
+        guessed = is_reasoning_model(self.model)
+        cap = self.output_cap(max_tokens)
         params: dict[str, Any] = {"model": self.model}
-        if is_reasoning_model(self.model):
-            params["max_completion_tokens"] = max_tokens
-        else:
-            params["max_tokens"] = max_tokens
+        token_param = form.token_param or ("max_completion_tokens" if guessed else "max_tokens")
+        params[token_param] = cap
+        if form.temperature and not guessed:
             params["temperature"] = temperature
+        if self.reasoning_effort and form.reasoning_effort:
+            params["reasoning_effort"] = self.reasoning_effort
         if json_schema is not None:
             if self.json_mode == "json_schema":
                 params["response_format"] = {"type": "json_schema", "json_schema": {
@@ -148,15 +180,22 @@ class OpenAIChat(SDKBackend):
                 if self.json_mode == "json_object":
                     params["response_format"] = {"type": "json_object"}
                 wire.append({"role": "system", "content": json_instruction(json_schema)})
-        if self.stream:
+        if self.stream or self.streams(cap):
             params["stream"] = True
             params["stream_options"] = {"include_usage": True}
+        if self.read_timeout(cap) > self.timeout:
+            params["timeout"] = self.read_timeout(cap)
         params["messages"] = wire
         return params
 
     def _send(self, params: dict[str, Any]) -> Any:
+        import openai
+
+        if "timeout" in params:  # a longer read, but connecting keeps the configured timeout
+            params = {**params, "timeout": openai.Timeout(
+                params["timeout"], connect=min(self.timeout, params["timeout"]))}
         response = self._sdk().chat.completions.create(**params)
-        return self._collect(response) if self.stream else response
+        return self._collect(response) if params.get("stream") else response
 
     def _parse(self, response: Any, json_schema: dict[str, Any] | None) -> Completion:
         if isinstance(response, Completion):  # a stream, already collected

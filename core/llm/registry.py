@@ -20,7 +20,7 @@ from core.llm.base import ChatModel
 from core.llm.gemini import GeminiChat
 from core.llm.openai import JsonMode, OpenAIChat
 from core.settings import Settings
-from core.signals import Fatal
+from core.overflow.signals import Fatal
 
 
 @dataclass
@@ -51,7 +51,8 @@ def parse_spec(spec: str) -> tuple[str, str]:
 
 
 def make_model(spec: str, settings: Settings, **options: Any) -> ChatModel:
-    """Build the chat model a spec names, with its key, base URL and timeout from `settings`.
+    """Build the chat model a spec names, with its key, base URL, timeout, reasoning effort and
+    thinking budget from `settings`.
 
     `options` go to the backend's constructor (e.g. `stream=True`, `json_mode="instruction"`).
     Raises ValueError for an unknown provider, `Fatal` when a required key or URL is missing.
@@ -74,5 +75,31 @@ def make_model(spec: str, settings: Settings, **options: Any) -> ChatModel:
         raise Fatal(f"no base URL for {provider} (model {spec!r})", provider=provider,
                     model=model, hint=f"set {env} or RESEARCHFLOW_{env} to the server's /v1 URL")
     fields = {"model": model, "api_key": key, "base_url": base_url,
-              "timeout": settings.request_timeout}
+              "timeout": settings.request_timeout,
+              "reasoning_effort": settings.reasoning_effort,
+              "thinking_budget": settings.thinking_budget}
     return cls(**(fields | options))  # options may override, e.g. a shorter timeout
+
+
+# A cheaper model of the same provider for bulk work (condensing every page), by exact model
+# name or its dated snapshot ("claude-sonnet-4-5-20250929"). A model not listed is its own.
+CHEAPER = {
+    "openai": {"gpt-4o": "gpt-4o-mini", "gpt-4.1": "gpt-4.1-mini", "gpt-4.1-mini": "gpt-4.1-nano",
+               "gpt-5": "gpt-5-mini", "gpt-5.1": "gpt-5-mini", "gpt-5-mini": "gpt-5-nano"},
+    "anthropic": {"claude-sonnet-4-5": "claude-haiku-4-5", "claude-sonnet-4": "claude-haiku-4-5",
+                  "claude-opus-4-5": "claude-haiku-4-5", "claude-opus-4-1": "claude-haiku-4-5",
+                  "claude-3-7-sonnet": "claude-3-5-haiku"},
+    "gemini": {"gemini-2.5-pro": "gemini-2.5-flash", "gemini-2.5-flash": "gemini-2.5-flash-lite",
+               "gemini-3-pro-preview": "gemini-2.5-flash"},
+}
+
+
+def cheaper(spec: str) -> str:
+    """The cheaper sibling of a model spec, or the spec itself."""
+    provider, model = parse_spec(spec)
+    siblings = CHEAPER.get(provider, {})
+    for name, sibling in siblings.items():
+        if model == name or model.startswith(f"{name}-20"):
+            return f"{provider}:{sibling}"
+    return spec
+

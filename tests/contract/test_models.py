@@ -15,10 +15,11 @@ from typing import Any, Callable
 import pytest
 
 from core.llm.base import ChatModel, Completion
+from core.llm.openai import REASONING_ALLOWANCE
 from core.llm.registry import make_model
 from core.models import Message, ToolCall
 from core.settings import Settings
-from core.signals import ContextOverflow, Fatal, RateLimited, Signal, Transient
+from core.overflow.signals import ContextOverflow, Fatal, RateLimited, Signal, Transient
 from tests.fakes import providers as fake
 from tests.fakes.http import Reply, ScriptedServer
 
@@ -115,7 +116,7 @@ def sdk_exception(exc: BaseException) -> BaseException:
 
 def expect_signal(exc: BaseException, cls: type[Signal], wire: str) -> Signal:
     if isinstance(exc, NotImplementedError):
-        pytest.xfail("core.signals.classify is not implemented yet")
+        pytest.xfail("core.overflow.signals.classify is not implemented yet")
     assert isinstance(exc, cls), f"expected {cls.__name__}, got {exc!r}"
     assert exc.__cause__ is not None
     assert type(exc.__cause__).__module__.startswith(SDK_MODULES[wire]), exc.__cause__
@@ -154,7 +155,8 @@ def test_plain_completion_returns_text_and_usage(backend: Backend, server: Scrip
 
 def test_transcript_is_sent_in_a_valid_shape(backend: Backend, server: ScriptedServer) -> None:
     server.push(ok(backend, "PEP 8 says 79."))
-    backend.make(server.url).complete(TRANSCRIPT, max_tokens=321)
+    model = backend.make(server.url)
+    model.complete(TRANSCRIPT, max_tokens=321)
     body = server.requests[0].json()
     wire = backend.wire
 
@@ -162,7 +164,8 @@ def test_transcript_is_sent_in_a_valid_shape(backend: Backend, server: ScriptedS
     for needle in ("ARG-NEEDLE", "RESULT-NEEDLE", "Summarise in one sentence.", "Found it."):
         assert needle in texts  # nothing of the transcript is lost on the way
     assert "careful researcher" in system_text(wire, body)
-    assert max_tokens_sent(wire, body) == 321
+    # the answer's 321 tokens, plus room for thinking where the model thinks (Gemini 2.5)
+    assert max_tokens_sent(wire, body) == model.output_cap(321) >= 321  # type: ignore[attr-defined]
     if wire == "openai":
         assert roles(wire, body) == ["system", "user", "assistant", "tool", "assistant", "user"]
         call = body["messages"][2]["tool_calls"][0]
@@ -228,7 +231,7 @@ def test_context_overflow_from_the_window_enforcing_fake(backend: Backend,
     exc = raised(lambda: model.complete(big, max_tokens=200))
 
     assert (handler.calls, handler.successes, handler.overflows) == (2, 1, 1)
-    assert handler.seen[1] == (2_000, 200)
+    assert handler.seen[1] == (2_000, model.output_cap(200))  # type: ignore[attr-defined]
     if backend.stream:  # the overflow came inside a 200 SSE stream, not as an HTTP error
         assert type(sdk_exception(exc)).__name__ == "APIError"
     signal = expect_signal(exc, ContextOverflow, backend.wire)
@@ -247,7 +250,9 @@ def test_timeout_is_honoured_in_seconds(backend: Backend, server: ScriptedServer
 
     assert backend.make(server.url, timeout=2.0).complete(probe, max_tokens=5).text == "late"
     started = time.monotonic()
-    exc = raised(lambda: backend.make(server.url, timeout=0.2).complete(probe, max_tokens=5))
+    # min_output_rate=None: exactly the configured seconds (no room added for a long output)
+    exc = raised(lambda: backend.make(server.url, timeout=0.2, min_output_rate=None).complete(
+        probe, max_tokens=5))
     assert time.monotonic() - started < 0.55  # gave up on time (Gemini's SDK counts in ms)
     expect_signal(exc, Transient, backend.wire)
 
@@ -270,7 +275,7 @@ def test_openai_reasoning_models_get_max_completion_tokens(server: ScriptedServe
     server.push(fake.success_reply("openai", "ok"))
     _openai(server.url, "openai:o3-mini").complete(TRANSCRIPT, max_tokens=77)
     body = server.requests[0].json()
-    assert body["max_completion_tokens"] == 77
+    assert body["max_completion_tokens"] == 77 + REASONING_ALLOWANCE["medium"]  # answer + reasoning
     assert "max_tokens" not in body and "temperature" not in body
 
 

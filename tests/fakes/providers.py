@@ -428,3 +428,77 @@ class WindowEnforcingHandler:
         return success_reply(self.provider, text, stream=stream,
                              json_tool=self.provider == "anthropic" and forced,
                              input_tokens=input_tokens, output_tokens=out_tokens)
+
+
+# --- streams with thinking and errors, and refused parameters ---------------------------------
+
+def anthropic_sse_error(error: dict[str, Any], *, after: str = "") -> list[str]:
+    """A 200 Messages stream that breaks off with an `error` event (as Anthropic sends an
+    overload mid-stream), after `after`'s text."""
+    head = anthropic_sse(after)[:3] if after else anthropic_sse("")[:1]
+    return head + [_sse({"type": "error", "error": error}, "error")]
+
+
+def gemini_sse(text: str, *, model: str = "gemini-2.5-flash", prompt_tokens: int = 10,
+               output_tokens: int = 5, finish_reason: str = "STOP", cached: int | None = None,
+               thoughts: int | None = None, thought_text: str | None = None) -> list[str]:
+    """Chunks as `:streamGenerateContent?alt=sse` sends them: each a GenerateContentResponse with
+    a piece of the text (a thought part first, when given); the last carries the finish reason
+    and the usage (cumulative, like every usageMetadata in a Gemini stream)."""
+    def chunk(parts: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+        candidate.update(extra.pop("candidate", {}))
+        return {"candidates": [candidate], "modelVersion": model,
+                "responseId": "fake-stream", **extra}
+
+    chunks: list[dict[str, Any]] = []
+    if thought_text is not None:
+        chunks.append(chunk([{"text": thought_text, "thought": True}]))
+    chunks += [chunk([{"text": p}]) for p in _pieces(text)]
+    chunks[-1] = {**chunks[-1], "usageMetadata": gemini_usage(prompt_tokens, output_tokens,
+                                                             cached=cached, thoughts=thoughts)}
+    chunks[-1]["candidates"][0]["finishReason"] = finish_reason
+    return [_sse(c) for c in chunks]
+
+
+def gemini_sse_error(status: int, message: str, *, after: str = "") -> list[str]:
+    """A 200 stream whose next chunk is an error object (what genai raises mid-stream)."""
+    head = gemini_sse(after)[:1] if after else []
+    return head + [_sse(error_body("gemini", status, message))]
+
+
+def unsupported_param_reply(provider: Provider, param: str, *,
+                            model: str = "some-model") -> Reply:
+    """The 400 each provider sends for a parameter the model does not take, worded as they do.
+
+    openai: max_tokens | temperature | reasoning_effort; anthropic: thinking (no thinking at
+    all) | thinking.type.enabled (adaptive only) | temperature; gemini: thinking | thinking_budget.
+    """
+    if provider == "openai":
+        if param == "max_tokens":
+            return Reply(400, error_body(
+                "openai", 400, "Unsupported parameter: 'max_tokens' is not supported with this "
+                "model. Use 'max_completion_tokens' instead.", param="max_tokens",
+                code="unsupported_parameter"))
+        if param == "temperature":
+            return Reply(400, error_body(
+                "openai", 400, "Unsupported value: 'temperature' does not support 0.0 with this "
+                "model. Only the default (1) value is supported.", param="temperature",
+                code="unsupported_value"))
+        return Reply(400, error_body("openai", 400,
+                                     f"Unrecognized request argument supplied: {param}"))
+    if provider == "anthropic":
+        if param == "thinking":
+            return Reply(400, error_body("anthropic", 400,
+                                         f"'{model}' does not support thinking."))
+        if param == "thinking.type.enabled":
+            return Reply(400, error_body(
+                "anthropic", 400, '"thinking.type.enabled" is not supported for this model. Use '
+                '"thinking.type.adaptive" and "output_config.effort" to control thinking '
+                "behavior."))
+        return Reply(400, error_body("anthropic", 400, f"`{param}` is deprecated for this model."))
+    if param == "thinking_budget":
+        return Reply(400, error_body("gemini", 400,
+                                     "Thinking budget is not supported for this model."))
+    return Reply(400, error_body("gemini", 400, "Unable to submit request because thinking is "
+                                 "not supported by this model."))
