@@ -1,8 +1,9 @@
 """Reading provider error bodies: every string in them, the numbers an overflow states, retry
 hints, and masking of anything that looks like an API key.
 
-Pure text and data handling, no SDK imports. `core.signals` decides categories from what this
-module reads; tests and callers holding a raw reply use these readers directly.
+Pure text and data handling, no SDK imports. `core.overflow.signals` decides categories from what this
+module reads; tests and callers holding a raw reply use these readers directly. What an overflow
+or output-cap message says (numbers, side, cap) is `core.overflow.error_numbers`, re-exported here.
 """
 
 from __future__ import annotations
@@ -15,6 +16,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Mapping
+
+from core.overflow.error_numbers import (OVERFLOW_TEXT, STRING_TOO_LONG, OverflowNumbers,
+                                         looks_like_overflow, output_cap, overflow_numbers,
+                                         side_from_text, string_length_numbers)
+
+__all__ = ["BodyFacts", "read_body", "parse_duration", "retry_after", "retry_after_from_headers",
+           "tokens_per_minute", "mask_secrets", "clip", "AUTH_TEXT", "BILLING_TEXT", "ZERO_QUOTA",
+           "OVERLOAD_TEXT", "RATE_TEXT",
+           # re-exported from core.overflow.error_numbers
+           "OVERFLOW_TEXT", "STRING_TOO_LONG", "OverflowNumbers", "looks_like_overflow",
+           "output_cap", "overflow_numbers", "side_from_text", "string_length_numbers"]
 
 # -- reading error bodies ---------------------------------------------------------------------
 # Every string in the body counts (bodies nest: Gemini's `[{"error": ...}]`, litellm's
@@ -100,127 +112,6 @@ def _walk_text(text: str, f: BodyFacts, depth: int) -> None:
             pass
 
 
-@dataclass(frozen=True)
-class OverflowNumbers:
-    limit: int | None = None
-    requested: int | None = None
-    input: int | None = None
-    output: int | None = None
-    kind: str = "context_window"
-    over: bool = True  # False: the numbers fit (a TPM message where waiting helps)
-
-
-_FLAGS = re.I | re.S
-# (pattern, limit_kind). Groups: lim, req, inp, out, parts (the "(x in the messages, y in the
-# completion)" parenthesis), used.
-_OVERFLOW_PATTERNS: list[tuple[re.Pattern[str], str]] = [(re.compile(p, _FLAGS), kind) for p, kind in [
-    (rf"prompt is too long: (?P<req>{_NUM}) tokens > (?P<lim>{_NUM})", "context_window"),
-    (rf"exceed context limit: (?P<inp>{_NUM}) \+ (?P<out>{_NUM}) > (?P<lim>{_NUM})",
-     "context_window_incl_output"),
-    (rf"maximum context length is (?P<lim>{_NUM}) tokens[.,]? however,? you requested "
-     rf"(?:about )?(?P<req>{_NUM}) tokens(?: \((?P<parts>[^)]*)\))?", "context_window_incl_output"),
-    (rf"maximum context length is (?P<lim>{_NUM}) tokens[.,]? however,? your messages resulted "
-     rf"in (?P<req>{_NUM}) tokens", "context_window"),
-    (rf"maximum context length is (?P<lim>{_NUM}) tokens and your request has (?P<inp>{_NUM}) "
-     rf"input tokens \((?P<out>{_NUM}) >", "context_window_incl_output"),
-    (rf"maximum context length is (?P<lim>{_NUM}) tokens. however, you requested (?P<out>{_NUM}) "
-     rf"output tokens and your prompt contains at least (?P<inp>{_NUM}) input tokens",
-     "context_window_incl_output"),
-    (rf"input token count is (?P<req>{_NUM}) but (?:the )?model only supports up to (?P<lim>{_NUM})",
-     "input_window"),
-    (rf"input token count \((?P<req>{_NUM})\) exceeds the maximum number of tokens allowed "
-     rf"\((?P<lim>{_NUM})\)", "input_window"),
-    (rf"input token count exceeds the maximum number of tokens allowed \((?P<lim>{_NUM})\)",
-     "input_window"),
-    (rf"exceed the configured limit of (?P<lim>{_NUM}) tokens. your messages resulted in "
-     rf"(?P<req>{_NUM}) tokens", "input_window"),
-    (rf"prompt contains (?P<req>{_NUM}) tokens[^,]*, too large for model with (?P<lim>{_NUM}) "
-     rf"maximum context length", "context_window"),
-    (rf"input length \((?P<req>{_NUM}) tokens\) exceeds the maximum allowed length "
-     rf"\((?P<lim>{_NUM}) tokens\)", "context_window"),
-    (rf"request \((?P<req>{_NUM}) tokens\) exceeds the available context size "
-     rf"\((?P<lim>{_NUM}) tokens\)", "context_window"),
-    (rf"prompt \(total length (?P<req>{_NUM})\) is too long to fit into the model "
-     rf"\(context length (?P<lim>{_NUM})\)", "context_window"),
-    (rf"input prompt \((?P<req>{_NUM}) tokens\) is too long and exceeds limit of (?P<lim>{_NUM})",
-     "context_window"),
-    (rf"`inputs` tokens \+ `max_new_tokens` must be <= (?P<lim>{_NUM})\. given: (?P<inp>{_NUM}) "
-     rf"`inputs` tokens and (?P<out>{_NUM}) `max_new_tokens`", "context_window_incl_output"),
-    (rf"(?:tokens per min(?:ute)?|\(tpm\))[^:]*: limit (?P<lim>{_NUM}),\s*(?:used "
-     rf"(?P<used>{_NUM}),\s*)?requested (?P<req>{_NUM})", "tpm_per_request"),
-    (rf"request too large for .{{0,200}}?per min.{{0,40}}?limit:? (?P<lim>{_NUM})", "tpm_per_request"),
-    (r"request too large for .{0,200}?(?:per min|\(tpm\))", "tpm_per_request"),
-    (rf"request payload size exceeds the limit: (?P<lim>{_NUM}) bytes", "request_bytes"),
-    (r"max_tokens must be at least 1, got -\d+", "context_window"),  # vLLM: no room left
-]]
-_OUTPUT_PART = re.compile(rf"(?P<n>{_NUM}) (?:in the completion|in the output|for the completion)", re.I)
-
-
-def _int(value: str | None) -> int | None:
-    return int(value.replace(",", "")) if value else None
-
-
-def overflow_numbers(text: str, numbers: Mapping[str, int] | None = None) -> OverflowNumbers | None:
-    """The limit and the request an overflow message states, or None when it is not one."""
-    numbers = numbers or {}
-    if "n_ctx" in numbers and "n_prompt_tokens" in numbers:  # llama.cpp says it structurally
-        return OverflowNumbers(numbers["n_ctx"], numbers["n_prompt_tokens"])
-    for pattern, kind in _OVERFLOW_PATTERNS:
-        m = pattern.search(text)
-        if not m:
-            continue
-        g = {k: _int(v) for k, v in m.groupdict().items() if k != "parts"}
-        lim, req, inp, out = g.get("lim"), g.get("req"), g.get("inp"), g.get("out")
-        parts = m.groupdict().get("parts")
-        if parts is not None and (o := _OUTPUT_PART.search(parts)):
-            out = _int(o.group("n"))
-        elif kind == "context_window_incl_output" and inp is None and out is None:
-            kind = "context_window"  # "you requested N tokens" without the split
-        if req is None and inp is not None:
-            req = inp + (out or 0)
-        if inp is None and req is not None and out is not None:
-            inp = req - out
-        over = not (kind == "tpm_per_request" and lim is not None and req is not None and req <= lim)
-        return OverflowNumbers(lim, req, inp, out, kind, over)
-    return None
-
-
-STRING_TOO_LONG = re.compile(rf"expected a string with maximum length (?P<lim>{_NUM}), but got "
-                             rf"a string with length (?P<req>{_NUM})", re.I)
-
-
-def string_length_numbers(text: str) -> OverflowNumbers:
-    m = STRING_TOO_LONG.search(text)
-    lim, req = (_int(m.group("lim")), _int(m.group("req"))) if m else (None, None)
-    return OverflowNumbers(lim, req, kind="message_chars")
-
-
-_CAP_PATTERNS = [
-    (re.compile(rf"max_tokens: {_NUM} > (?P<cap>{_NUM}), which is the maximum allowed", re.I), 0),
-    (re.compile(rf"supports at most (?P<cap>{_NUM}) completion tokens", re.I), 0),
-    (re.compile(rf"maxoutputtokens value of {_NUM} but the supported range is from {_NUM} "
-                rf"\(inclusive\) to (?P<cap>{_NUM}) \(exclusive\)", re.I), -1),
-    (re.compile(rf"max_tokens.{{0,40}}(?:less than or equal to|<=|at most) (?P<cap>{_NUM})", re.I), 0),
-    (re.compile(r"max_tokens is too large|max_tokens.{0,40}(?:greater|larger) than|"
-                r"maximum (?:allowed )?(?:number of )?output tokens|"
-                r"max_(?:output|completion)_tokens.{0,60}(?:too large|exceed|maximum)", re.I), 0),
-]
-_CAP_PARAMS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "generation_config")
-
-
-def output_cap(text: str, params: list[str]) -> int | None:
-    """The output-token cap a "max_tokens too large" error states: the cap, 0 when it says none,
-    None when the text is not about the output cap."""
-    for pattern, adjust in _CAP_PATTERNS:
-        m = pattern.search(text)
-        if m:
-            cap = m.groupdict().get("cap")
-            return _int(cap) + adjust if cap else 0
-    if any(p.startswith(_CAP_PARAMS) for p in params) and re.search(r"too large|maximum|exceed", text, re.I):
-        return 0
-    return None
-
-
 AUTH_TEXT = re.compile(r"api key not valid|incorrect api key|invalid api key|invalid x-api-key|"
                        r"api key expired|no api key|missing api key|invalid authentication|"
                        r"authentication (?:failed|required)")
@@ -229,11 +120,6 @@ BILLING_TEXT = re.compile(r"credit balance is too low|insufficient (?:credits|ba
                           r"key limit exceeded|spend(?:ing)? limit|billing hard limit|"
                           r"payment required|purchase (?:more )?credits")
 ZERO_QUOTA = re.compile(r"\blimit: 0\b")
-OVERFLOW_TEXT = re.compile(r"context_length_exceeded|context length exceeded|maximum context length|"
-                           r"context ?window(?: size)? (?:exceeded|is exceeded)|exceeds? the context "
-                           r"(?:window|length|size)|prompt is too long|input is too long|"
-                           r"too many input tokens|reduce the length of the messages|"
-                           r"contextwindowexceedederror|exceeds the available context size")
 OVERLOAD_TEXT = re.compile(r"overloaded|capacity|temporarily unavailable due to high demand")
 RATE_TEXT = re.compile(r"rate.?limit|too many requests|throttl|quota")
 
@@ -325,7 +211,8 @@ _TPM = re.compile(rf"(?:tokens per min(?:ute)?|\(tpm\))[^:]*: limit (?P<a>{_NUM}
 
 def tokens_per_minute(text: str) -> int | None:
     m = _TPM.search(text)
-    return _int(m.group("a") or m.group("b")) if m else None
+    found = m.group("a") or m.group("b") if m else None
+    return int(found.replace(",", "")) if found else None
 
 
 # -- secrets -------------------------------------------------------------------------------------

@@ -14,27 +14,34 @@ transport) to one of these; `translate_errors()` is the context manager each pro
 SDK call in, so the original exception is always kept as `__cause__`. `classify_payload()` is the
 same decision for a bare (status, body, headers) triple. Reading the bodies themselves (every
 string, nested JSON included; overflow numbers; retry hints; masking keys) is
-`core.error_bodies`, re-exported here.
+`core.overflow.error_bodies`, re-exported here.
 A model name never decides the category; it is only carried on the signal.
 
 Decision order, structured fields before text: transport errors; auth / permission / not found /
-billing / unrecoverable quota by status, type, code or reason; overflow (numbers in the text, or
-an overflow code, 413); output caps and billing texts that merely look like overflow (Fatal);
-overflow phrases; rate limits and overload; then the status code alone.
+billing / unrecoverable quota by status, type, code or reason (a 403 only when the body does not
+read as an overflow: Together answers 403 to input + max_tokens > context); overflow (numbers in
+the text or in llama.cpp's n_ctx / n_prompt_tokens, an overflow code, 413), whatever the status
+(vLLM-based servers send some as 500); output caps (Fatal: max_tokens larger than the model can
+ever produce, or alone as large as the window); overflow phrases; rate limits and overload; then
+the status code alone. Every `ContextOverflow` from here carries its `side`: "output" when the
+numbers show the prompt fits and only prompt + max_tokens does not (lower max_tokens), "input"
+when the prompt itself is too long, None when the message cannot tell.
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
-from core.error_bodies import (AUTH_TEXT, BILLING_TEXT, BodyFacts, OVERFLOW_TEXT, OVERLOAD_TEXT,
-                               OverflowNumbers, RATE_TEXT, STRING_TOO_LONG, ZERO_QUOTA, clip,
-                               mask_secrets, output_cap, overflow_numbers, parse_duration,
-                               read_body, retry_after, retry_after_from_headers,
-                               string_length_numbers, tokens_per_minute)
+from core.overflow.error_bodies import (AUTH_TEXT, BILLING_TEXT, BodyFacts, OVERLOAD_TEXT,
+                                        OverflowNumbers, RATE_TEXT, STRING_TOO_LONG, ZERO_QUOTA,
+                                        clip, looks_like_overflow, mask_secrets, output_cap,
+                                        overflow_numbers, parse_duration, read_body, retry_after,
+                                        retry_after_from_headers, side_from_text,
+                                        string_length_numbers, tokens_per_minute)
+from core.overflow.sdk_errors import (is_bad_url, is_timeout, is_transport, provider_of,
+                                      sdk_of)
 
 __all__ = ["Signal", "ContextOverflow", "RateLimited", "Transient", "Fatal", "BudgetExceeded",
            "classify",
@@ -67,17 +74,38 @@ class Signal(Exception):
 class ContextOverflow(Signal):
     """`limit_kind`: context_window | context_window_incl_output | input_window |
     tpm_per_request (one request above the per-minute token budget) | message_chars |
-    request_bytes. `requested` includes the output tokens when the provider counted them."""
+    request_bytes. `requested` includes the output tokens when the provider counted them.
+
+    `side` says what to cut: "output" when the prompt alone fits and only the requested output
+    does not (lower max_tokens), "input" when the prompt itself is too long, None when unknown.
+    The classifier always decides it (`infer_side=False`: None then means the message cannot
+    tell, e.g. a prompt count the server cut off at the limit); a signal built elsewhere without
+    a side infers it from the numbers.
+    """
 
     def __init__(self, message: str, *, limit: int | None = None, requested: int | None = None,
                  input_tokens: int | None = None, output_tokens: int | None = None,
-                 limit_kind: str | None = None, **kw) -> None:
+                 limit_kind: str | None = None, side: str | None = None,
+                 infer_side: bool = True, **kw) -> None:
         super().__init__(message, **kw)
         self.limit = limit
         self.requested = requested
         self.input_tokens = input_tokens
         self.output_tokens = output_tokens
         self.limit_kind = limit_kind
+        self._side = side
+        self._infer_side = infer_side
+
+    @property
+    def side(self) -> str | None:
+        if self._side is not None or not self._infer_side:
+            return self._side
+        if self.limit and self.input_tokens is not None:
+            return "input" if self.input_tokens >= self.limit else "output"
+        if self.limit and self.requested and self.limit_kind in ("context_window",
+                                                                  "input_window"):
+            return "input"  # requested counts the prompt alone, and it is over
+        return None
 
 
 class RateLimited(Signal):
@@ -122,10 +150,6 @@ class BudgetExceeded(Signal):
 
 _KEY_VARS = {"openai": "OPENAI_API_KEY (and OPENAI_BASE_URL for compatible servers)",
              "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY (or GOOGLE_API_KEY)"}
-_HOSTS = {"groq.com": "groq", "openrouter.ai": "openrouter", "deepseek.com": "deepseek",
-          "mistral.ai": "mistral", "openai.azure.com": "azure-openai", "together": "together",
-          ":11434": "ollama", "api.openai.com": "openai"}
-
 
 def classify(exc: BaseException, model: str | None = None) -> Signal:
     """Map any SDK or transport exception to a typed signal (see module docstring). Never raises."""
@@ -161,13 +185,13 @@ def translate_errors(model: str | None = None) -> Iterator[None]:
 # -- exceptions -> facts ----------------------------------------------------------------------
 
 def _classify(exc: BaseException, model: str | None) -> Signal:
-    sdk = _sdk_of(exc)
-    provider = _provider_of(exc, sdk)
-    if _is_bad_url(exc):
+    sdk = sdk_of(exc)
+    provider = provider_of(exc, sdk)
+    if is_bad_url(exc):
         return Fatal(mask_secrets(str(exc)), provider=provider, model=model, reason="config",
                      hint="check the base URL setting (e.g. OPENAI_BASE_URL): it is not a valid URL")
-    if _is_transport(exc):
-        what = "timed out" if _is_timeout(exc) else "could not connect or the connection dropped"
+    if is_transport(exc):
+        what = "timed out" if is_timeout(exc) else "could not connect or the connection dropped"
         return Transient(f"{provider or 'provider'} request {what}: {mask_secrets(str(exc))}",
                          provider=provider, model=model, hint="retry with backoff")
     if sdk is None:  # our own code or an unknown library: nothing to retry
@@ -202,70 +226,6 @@ def _classify(exc: BaseException, model: str | None) -> Signal:
                    sdk=sdk, provider=provider, model=model)
 
 
-def _sdk_of(exc: BaseException) -> str | None:
-    root = type(exc).__module__.split(".")[0]
-    if root in ("openai", "anthropic"):
-        return root
-    if type(exc).__module__.startswith("google.genai"):
-        return "gemini"
-    return None
-
-
-def _provider_of(exc: BaseException, sdk: str | None) -> str | None:
-    request = getattr(exc, "request", None)
-    if request is None:
-        try:
-            request = getattr(getattr(exc, "response", None), "request", None)
-        except Exception:  # noqa: BLE001 - httpx raises when a response has no request
-            request = None
-    url = str(getattr(request, "url", "") or "")
-    for needle, name in _HOSTS.items():
-        if needle in url:
-            return name
-    return sdk
-
-
-def _classes(*dotted: str) -> tuple[type, ...]:
-    """Exception classes from modules already imported (an exception of a module never
-    imported cannot exist, so nothing heavy is imported here)."""
-    found = []
-    for path in dotted:
-        mod, _, attr = path.rpartition(".")
-        cls = getattr(sys.modules.get(mod), attr, None)
-        if isinstance(cls, type):
-            found.append(cls)
-    return tuple(found)
-
-
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    seen = 0
-    while exc is not None and seen < 6:
-        yield exc
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-
-
-def _is_transport(exc: BaseException) -> bool:
-    transport = _classes("openai.APIConnectionError", "anthropic.APIConnectionError",
-                         "httpx.TransportError", "httpx2.TransportError", "httpcore.NetworkError",
-                         "httpcore.TimeoutException", "requests.exceptions.ConnectionError",
-                         "requests.exceptions.Timeout", "aiohttp.ClientConnectionError",
-                         "google.auth.exceptions.TransportError")
-    return isinstance(exc, transport + (TimeoutError, ConnectionError))
-
-
-def _is_timeout(exc: BaseException) -> bool:
-    timeouts = _classes("openai.APITimeoutError", "anthropic.APITimeoutError",
-                        "httpx.TimeoutException", "httpx2.TimeoutException",
-                        "requests.exceptions.Timeout")
-    return any(isinstance(e, timeouts + (TimeoutError,)) for e in _chain(exc))
-
-
-def _is_bad_url(exc: BaseException) -> bool:
-    bad = _classes("httpx.UnsupportedProtocol", "httpx2.UnsupportedProtocol", "httpx.InvalidURL",
-                   "httpx2.InvalidURL")
-    return bool(bad) and any(isinstance(e, bad) for e in _chain(exc))
-
-
 # -- facts -> signal --------------------------------------------------------------------------
 
 def _key_hint(sdk: str | None) -> str:
@@ -281,6 +241,13 @@ def _decide(f: BodyFacts, status: int | None, headers: Mapping[str, str], *,
     where = f"{provider or 'provider'}" + (f" HTTP {status}" if status else " stream error")
     message = f"{where}: {mask_secrets(clip(f.message or text or '(empty body)'))}"
     codes = f.codes
+    nums = overflow_numbers(text, f.numbers)
+    if nums is not None and nums.kind == "tpm_per_request" and not nums.over:
+        nums = None  # "Limit 6000, Used 5034, Requested 1443": waiting helps; a rate limit
+    overflow_code = bool(codes & {"context_length_exceeded", "request_too_large",
+                                  "exceed_context_size_error", "context_window_exceeded",
+                                  "model_max_prompt_tokens_exceeded"} or status == 413)
+    overflowish = nums is not None or overflow_code or looks_like_overflow(text)
 
     def fatal(reason: str, hint: str | None = None, **kw: Any) -> Fatal:
         return Fatal(message, reason=reason, hint=hint, **kw, **base)
@@ -297,8 +264,8 @@ def _decide(f: BodyFacts, status: int | None, headers: Mapping[str, str], *,
     if status == 429 and (ZERO_QUOTA.search(low) or "0" in f.quota_values):
         return fatal("quota", "this key has no quota for this model (limit 0): enable billing "
                               "or choose another model in RESEARCHFLOW_MODEL")
-    if status == 403 or codes & {"permission_error", "permission_denied",
-                                 "unsupported_country_region_territory"}:
+    if (status == 403 and not overflowish) or codes & {"permission_error", "permission_denied",
+                                                       "unsupported_country_region_territory"}:
         return fatal("permission", "the key lacks access to this model, region or project; "
                                    "check the provider console or choose another model")
     if (status == 404 or codes & {"not_found_error", "model_not_found", "deploymentnotfound",
@@ -308,18 +275,19 @@ def _decide(f: BodyFacts, status: int | None, headers: Mapping[str, str], *,
                 "api version; for compatible servers: OPENAI_BASE_URL)")
         return fatal("not_found", hint)
 
-    # 2. Overflow: the numbers the provider stated, or an overflow code.
-    nums = overflow_numbers(text, f.numbers)
-    if nums is not None and nums.kind == "tpm_per_request" and not nums.over:
-        nums = None  # "Limit 6000, Used 5034, Requested 1443": waiting helps; a rate limit
+    # 2. Overflow: the numbers the provider stated, or an overflow code. (A 403 or a 500 that
+    #    says so is an overflow too: Together answers 403, vLLM-based servers 500.)
     if nums is not None and nums.output is not None and nums.limit is not None \
-            and nums.output >= nums.limit:
-        return fatal("output_cap", f"max_tokens ({nums.output}) alone fills the {nums.limit}-token "
-                     "window: lower RESEARCHFLOW_MAX_OUTPUT_TOKENS", limit_kind="output_tokens",
-                     max_output=None)
-    overflow_code = (codes & {"context_length_exceeded", "request_too_large",
-                              "exceed_context_size_error", "context_window_exceeded"}
-                     or status == 413)
+            and nums.output >= nums.limit and not (nums.input or 0) >= nums.limit:
+        # max_tokens alone fills the window while the prompt fits: an output-side overflow,
+        # recovered at once by a lower max_tokens (not a cap on what the model can write).
+        hint = (f"max_tokens ({nums.output}) alone fills the {nums.limit}-token window; lower "
+                "max_tokens" + (f" to under {nums.limit - nums.input}" if nums.input else ""))
+        requested = nums.requested or ((nums.input + nums.output) if nums.input else None)
+        return ContextOverflow(message, limit=nums.limit, requested=requested,
+                               input_tokens=nums.input, output_tokens=nums.output,
+                               limit_kind="context_window_incl_output", side="output",
+                               infer_side=False, hint=hint, **base)
     string_too_long = "string_above_max_length" in codes or STRING_TOO_LONG.search(text)
     if string_too_long and not nums:
         if any(p.startswith(("messages", "input", "contents", "prompt", "system")) for p in f.params):
@@ -329,16 +297,16 @@ def _decide(f: BodyFacts, status: int | None, headers: Mapping[str, str], *,
             return fatal("bad_request", "a field other than the messages is too long "
                                         "(e.g. a tool name); fix the request")
     if nums is not None or overflow_code:
-        return _overflow(message, nums, base, status)
+        return _overflow(message, nums, base, status, text)
 
     # 3. Texts that look like overflow but are configuration or money.
     cap = output_cap(text, f.params)
-    if cap is not None:
+    if cap is not None and not (cap == 0 and side_from_text(text) == "input"):
         hint = "lower RESEARCHFLOW_MAX_OUTPUT_TOKENS"
         return fatal("output_cap", f"{hint} to at most {cap}" if cap else hint,
                      limit_kind="output_tokens", max_output=cap or None)
-    if OVERFLOW_TEXT.search(low):
-        return _overflow(message, None, base, status)
+    if overflowish:
+        return _overflow(message, None, base, status, text)
 
     # 4. Rate limits and overload: wait and retry.
     wait = retry_after(headers, text, f.retry_delay, status)
@@ -374,15 +342,34 @@ def _decide(f: BodyFacts, status: int | None, headers: Mapping[str, str], *,
 
 
 def _overflow(message: str, nums: OverflowNumbers | None, base: dict[str, Any],
-              status: int | None) -> ContextOverflow:
+              status: int | None, text: str) -> ContextOverflow:
     kind = nums.kind if nums else ("request_bytes" if status == 413 else None)
+    side = _side(nums, text, kind)
     hint = "shrink the context and call again (waiting does not help)"
     if nums and nums.limit and nums.requested:
         hint = f"needs {nums.requested} of {nums.limit} tokens; shrink the context and call again"
+    if side == "output" and nums and nums.limit and nums.input is not None:
+        hint = (f"the prompt ({nums.input} tokens) fits the {nums.limit}-token window; lower "
+                f"max_tokens to under {nums.limit - nums.input} or shrink the context")
     if kind == "tpm_per_request":
         hint += f"; or raise the per-minute token budget above {nums.requested if nums else '?'}"
     return ContextOverflow(message, limit=nums.limit if nums else None,
                            requested=nums.requested if nums else None,
                            input_tokens=nums.input if nums else None,
                            output_tokens=nums.output if nums else None,
-                           limit_kind=kind or "context_window", hint=hint, **base)
+                           limit_kind=kind or "context_window", side=side, infer_side=False,
+                           hint=hint, **base)
+
+
+def _side(nums: OverflowNumbers | None, text: str, kind: str | None) -> str | None:
+    """Numbers first; when they cannot decide, None if they carry a prompt count, a bound or a
+    bare total (the split is unknown), else what the wording names."""
+    if nums is not None:
+        if nums.side is not None:
+            return nums.side
+        if nums.input is not None or nums.lower_bound or kind == "tpm_per_request" \
+                or (kind == "context_window_incl_output" and nums.requested is not None):
+            return None
+    if kind in ("request_bytes", "message_chars"):
+        return "input"
+    return side_from_text(text)

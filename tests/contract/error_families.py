@@ -91,7 +91,8 @@ CONSTRUCTED = [
         "message": "This endpoint's maximum context length is 131072 tokens. However, you requested "
                    "about 138956 tokens (7884 of text input, 131072 in the output). Please reduce "
                    "the length of either one.", "code": 400}},
-      "Fatal", reason="output_cap", limit_kind="output_tokens"),
+      "ContextOverflow", limit=131072, input_tokens=7884, output_tokens=131072,
+      limit_kind="context_window_incl_output"),
     C("openrouter-402-afford", "openai", 402, {"error": {
         "message": "This request requires more credits, or fewer max_tokens. You requested up to "
                    "4000 tokens, but can only afford 1234. To increase, visit "

@@ -1,4 +1,4 @@
-"""Pure logic of core.signals: reading bodies, numbers, retry hints, masking, decision order.
+"""Pure logic of core.overflow.signals: reading bodies, numbers, retry hints, masking, decision order.
 (The same decisions through the real SDKs are in tests/contract/test_provider_errors.py.)"""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from email.utils import formatdate
 
 import pytest
 
-from core.signals import (ContextOverflow, Fatal, RateLimited, Signal, Transient, classify,
+from core.overflow.signals import (ContextOverflow, Fatal, RateLimited, Signal, Transient, classify,
                           classify_payload, mask_secrets, output_cap, overflow_numbers,
                           parse_duration, read_body, retry_after, retry_after_from_headers,
                           translate_errors)
@@ -215,3 +215,112 @@ def test_translate_errors_keeps_the_cause() -> None:
 def test_str_includes_hint() -> None:
     assert str(Signal("boom", hint="do this")) == "boom (do this)"
     assert str(Signal("boom")) == "boom"
+
+
+# -- wording never seen: numbers by role, the side, caps, odd statuses -----------------------------
+
+@pytest.mark.parametrize("text,expected", [
+    # (limit, requested, input, output)
+    ("Input length 300000 exceeds the maximum allowed input length of 262144 tokens.",
+     (262144, 300000, 300000, None)),
+    ("Requested token count exceeds the model's maximum context length of 8192 tokens. You "
+     "requested a total of 9000 tokens: 7000 tokens from the input messages and 2000 tokens for "
+     "the completion.", (8192, 9000, 7000, 2000)),
+    ("You passed 30000 input tokens and requested 4096 output tokens. However, the model's context "
+     "length is only 32768 tokens, resulting in a maximum input length of 28672 tokens.",
+     (32768, 34096, 30000, 4096)),
+    ("The prompt is too long: 40177, model maximum context length: 32767", (32767, 40177, 40177, None)),
+    ("Cannot truncate prompt with n_keep (14169) >= n_ctx (4096)", (4096, 14169, 14169, None)),
+    ("Your request exceeded model token limit: 262144 (requested: 291351)",
+     (262144, 291351, None, None)),
+    ("max_tokens=40000 cannot be greater than max_model_len=32768.", (32768, None, None, 40000)),
+])
+def test_overflow_numbers_by_role(text: str, expected: tuple) -> None:
+    nums = overflow_numbers(text)
+    assert nums is not None
+    assert (nums.limit, nums.requested, nums.input, nums.output) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "Invalid 'messages': array too long. Expected an array with maximum length 2048, but got an "
+    "array with length 2100 instead.",
+    "This request would exceed the rate limit for your organization of 40,000 input tokens per "
+    "minute.",
+    "Request-URI Too Long",
+])
+def test_no_window_is_read_from_other_limits(text: str) -> None:
+    assert overflow_numbers(text) is None
+    assert not isinstance(classify_payload(400, {"message": text}), ContextOverflow)
+
+
+@pytest.mark.parametrize("text,side", [
+    # the prompt fits, prompt + max_tokens does not: lower max_tokens
+    ("This model's maximum context length is 4097 tokens. However, you requested 4927 tokens (3927 "
+     "in your prompt; 1000 for the completion).", "output"),
+    ("`inputs` tokens + `max_new_tokens` must be <= 8192. Given: 6204 `inputs` tokens and 2047 "
+     "`max_new_tokens`", "output"),
+    # the prompt alone is too long
+    ("`inputs` tokens + `max_new_tokens` must be <= 8192. Given: 9000 `inputs` tokens and 100 "
+     "`max_new_tokens`", "input"),
+    ("prompt is too long: 208732 tokens > 200000 maximum", "input"),
+    ("the input length exceeds the context length", "input"),
+    # cannot tell: a count cut off at the limit, a bare total, no subject
+    ("This model's maximum context length is 32768 tokens. However, you requested 8192 output "
+     "tokens and your prompt contains at least 24577 input tokens, for a total of at least 32769 "
+     "tokens.", None),
+    ("You passed 99073 input tokens and requested 32000 output tokens. However, the model's "
+     "context length is only 131072 tokens.", None),
+    ("Request token budget 140000 exceeds context limit 131072", None),
+    ("Please reduce the length of the messages or completion.", None),
+    ("Context size has been exceeded.", None),
+])
+def test_overflow_side(text: str, side: str | None) -> None:
+    sig = classify_payload(400, {"message": text, "code": "context_length_exceeded"})
+    assert isinstance(sig, ContextOverflow) and sig.side == side
+
+
+def test_output_side_is_an_overflow_but_an_output_cap_is_fatal() -> None:
+    side = classify_payload(400, {"message": "'max_tokens' or 'max_completion_tokens' is too large: "
+                                  "2000. This model's maximum context length is 4096 tokens and "
+                                  "your request has 2104 input tokens (2000 > 4096 - 2104)."})
+    assert isinstance(side, ContextOverflow) and side.side == "output"
+    assert (side.limit, side.input_tokens, side.output_tokens) == (4096, 2104, 2000)
+    for text, cap in [("Invalid max_tokens value, the valid range of max_tokens is [1, 8192]", 8192),
+                      ("`max_tokens` must be less than or equal to `16384`, the maximum value for "
+                       "`max_tokens` is less than the `context_window` for this model", 16384)]:
+        sig = classify_payload(400, {"message": text})
+        assert isinstance(sig, Fatal) and sig.reason == "output_cap" and sig.max_output == cap, text
+    # max_tokens alone fills the window: lowering it recovers the call, so it is an overflow.
+    fills = classify_payload(400, {"message": "max_tokens=40000 cannot be greater than "
+                                              "max_model_len=32768."})
+    assert isinstance(fills, ContextOverflow) and fills.side == "output"
+    assert (fills.limit, fills.output_tokens) == (32768, 40000)
+
+
+def test_overflow_wins_over_403_and_500_when_the_body_says_so() -> None:
+    together = {"error": {"message": "Input validation error: `inputs` tokens + `max_new_tokens` must "
+                                     "be <= 8193. Given: 7981 `inputs` tokens and 512 `max_new_tokens`"}}
+    assert isinstance(classify_payload(403, together), ContextOverflow)
+    assert isinstance(classify_payload(403, {"error": {"message": "Forbidden"}}), Fatal)
+    engine = {"error": {"message": "The decoder prompt (length 9000) is longer than the maximum model "
+                                   "length of 8192.", "type": "InternalServerError", "code": 500}}
+    sig = classify_payload(500, engine)
+    assert isinstance(sig, ContextOverflow) and (sig.limit, sig.requested, sig.side) == \
+        (8192, 9000, "input")
+    assert isinstance(classify_payload(500, {"error": {"message": "CUDA error: out of memory"}}),
+                      Transient)
+
+
+def test_llamacpp_structured_counts_come_first() -> None:
+    sig = classify_payload(400, {"error": {"code": 400, "message": "context exceeded",
+                                           "type": "exceed_context_size_error",
+                                           "n_prompt_tokens": 9000, "n_ctx": 8192}})
+    assert isinstance(sig, ContextOverflow)
+    assert (sig.limit, sig.requested, sig.input_tokens, sig.side) == (8192, 9000, 9000, "input")
+
+
+def test_side_is_inferred_only_when_the_classifier_did_not_decide() -> None:
+    built = ContextOverflow("x", limit=100, input_tokens=80, output_tokens=40)
+    assert built.side == "output"
+    decided = ContextOverflow("x", limit=100, input_tokens=80, output_tokens=40, infer_side=False)
+    assert decided.side is None
