@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from core.models import Claim, Evidence, Finding, Message, ResearchPlan, SubQuestion, ToolCall
-from core.shrink import render_findings
+from core.overflow.shrink import render_findings
 
 Lang = Literal["en", "zh"]
 Kind = Literal["findings", "transcript"]

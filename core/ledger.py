@@ -21,7 +21,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Iterator, Protocol, Sequence
 
-from core.signals import BudgetExceeded
+from core.overflow.signals import BudgetExceeded
 from core.usage import CallRecord, CallRole
 
 log = logging.getLogger("researchflow.ledger")

@@ -6,7 +6,7 @@ a call: the budget check (spent + projected cost of input estimate and output ca
 call succeeded or raised a signal, with the provider's own token counts (estimated, and marked
 so, only when the provider reported none). A rate limit pauses the whole provider's gate.
 
-What it does not do: retry (Prefect does), shrink (core.recovery does), or swallow anything:
+What it does not do: retry (Prefect does), shrink (core.overflow.recovery does), or swallow anything:
 every signal is re-raised untouched after it is recorded.
 """
 
@@ -23,8 +23,8 @@ from core.models import Message, SearchResult, Source
 from core.pacing import ProviderGate
 from core.prices import PriceTable
 from core.search.base import SearchBackend
-from core.signals import RateLimited, Signal, mask_secrets
-from core.tokens import TokenEstimator, default_estimator
+from core.overflow.signals import RateLimited, Signal, mask_secrets
+from core.overflow.tokens import TokenEstimator, default_estimator
 from core.usage import CallRecord, CallRole
 
 _ERROR_CHARS = 300
@@ -101,7 +101,9 @@ class MeteredModel:
         estimate = self.estimator.estimate(messages, model=self.model)
         if json_schema:
             estimate += self.estimator.estimate(str(json_schema), model=self.model)
-        self.meter.before(self.model, role, input_tokens=estimate, output_cap=max_tokens)
+        sent_cap = self.inner.output_cap(max_tokens) if hasattr(self.inner, "output_cap") \
+            else max_tokens  # thinking allowance included: it is billed as output
+        self.meter.before(self.model, role, input_tokens=estimate, output_cap=sent_cap)
         started = time.monotonic()
         try:
             completion = self.inner.complete(messages, max_tokens=max_tokens,

@@ -22,9 +22,10 @@ from urllib.parse import urldefrag
 
 from core.engine.base import ResearchEngine
 from core.ledger import acting_as
+from core.overflow.roles import condense_with_shrink, queries_with_shrink
 from core.models import Message, PageNotes, SearchResult, SubQuestion, ToolCall, Transcript
 from core.search.base import SearchBackend
-from core.signals import Signal
+from core.overflow.signals import Signal
 
 log = logging.getLogger("researchflow.research")
 
@@ -51,7 +52,8 @@ def read_page(engine: ResearchEngine, search: SearchBackend, subquestion: SubQue
     if source is None:
         return PageNotes(url=hit.url, reason="no readable text")
     with acting_as("condense"):
-        notes = engine.condense(subquestion, source)
+        notes = condense_with_shrink(engine.for_role("condense"), subquestion, source,
+                                     log=log.info)
     return PageNotes(url=hit.url, source=source, notes=notes)
 
 
@@ -71,7 +73,8 @@ class DirectSteps:
 
     def next_queries(self, transcript: Transcript, round_index: int) -> list[str]:
         with acting_as("queries"):
-            return self.engine.next_queries(transcript, round_index)
+            return queries_with_shrink(self.engine.for_role("queries"), transcript, round_index,
+                                       log=log.info)
 
 
 def research_subquestion(steps: ResearchSteps, subquestion: SubQuestion, *, max_rounds: int = 2,

@@ -8,18 +8,20 @@ each call is paced, budgeted and recorded in the usage ledger of the run's DuckD
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
 from core.engine.base import ResearchEngine
 from core.engine.extractive import ExtractiveEngine
 from core.ledger import Ledger
-from core.limits import ContextLimits
+from core.overflow.limits import ContextLimits
 from core.pacing import gate_for, reset_gates
 from core.prices import PriceTable
 from core.search.base import SearchBackend
 from core.settings import RunConfig, Settings
 
+log = logging.getLogger("researchflow.runtime")
 _lock = threading.Lock()
 _engines: dict[RunConfig, ResearchEngine] = {}
 _searches: dict[RunConfig, SearchBackend] = {}
@@ -39,13 +41,27 @@ def _settings(config: RunConfig) -> Settings:
 
 
 def context_limits(config: RunConfig) -> ContextLimits:
-    """One limits registry per process and configuration, so learned windows persist."""
-    key = (config.context_windows, config.default_context_window)
+    """One limits registry per process, configuration and store: every task of the process
+    shares what an error taught, and the store remembers it for the next run."""
+    key = (config.context_windows, config.default_context_window, config.db_path)
     with _lock:
-        if key not in _limits:
-            _limits[key] = ContextLimits(dict(config.context_windows),
-                                         default=config.default_context_window)
-        return _limits[key]
+        limits = _limits.get(key)
+    if limits is None:
+        from core.store import ResultStore, StoreError
+
+        store = ResultStore(Path(config.db_path))
+        try:
+            remembered = store.learned_limits()
+        except StoreError as exc:
+            log.warning("could not read remembered model limits (%s); starting without", exc)
+            remembered = {}
+        limits = ContextLimits(dict(config.context_windows), default=config.default_context_window,
+                               remembered=remembered,
+                               on_learn=lambda model, taught: store.remember_limits(model,
+                                                                                    **taught))
+        with _lock:
+            limits = _limits.setdefault(key, limits)
+    return limits
 
 
 def ledger_for(db_path: str | Path) -> Ledger:
@@ -82,12 +98,22 @@ def build_engine(config: RunConfig) -> ResearchEngine:
         from core.metering import MeteredModel
 
         settings = _settings(config)
-        model = make_model(config.model, settings)
-        metered = MeteredModel(model, ledger_for(config.db_path), price_table(settings),
-                               gate_for(model.provider, settings.max_calls_per_minute))
-        engine = LLMEngine(metered, limits=context_limits(config),
-                           max_output_tokens=config.max_output_tokens,
-                           spill_dir=Path(config.cache_dir) / "spill")
+
+        def engine_for(spec: str) -> LLMEngine:
+            model = make_model(spec, settings)
+            metered = MeteredModel(model, ledger_for(config.db_path), price_table(settings),
+                                   gate_for(model.provider, settings.max_calls_per_minute))
+            return LLMEngine(metered, limits=context_limits(config),
+                             max_output_tokens=config.max_output_tokens,
+                             spill_dir=Path(config.cache_dir) / "spill")
+
+        engine = engine_for(config.model)
+        if config.role_models:
+            from core.engine.routed import RoutedEngine
+
+            specs = dict(config.role_models)
+            built = {spec: engine_for(spec) for spec in set(specs.values())}
+            engine = RoutedEngine(engine, {role: built[spec] for role, spec in specs.items()})
     with _lock:
         return _engines.setdefault(config, engine)
 

@@ -22,6 +22,7 @@ from prefect.artifacts import (create_markdown_artifact, create_progress_artifac
                                create_table_artifact, update_progress_artifact)
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.transactions import CommitMode, transaction
 
 from core.batch import RowError, TopicRow, read_topics_csv
 from core.failures import TopicFailed
@@ -77,9 +78,13 @@ def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicO
         _record(store.record_skipped, topic.batch_id, topic, reason, budget.run_id)
         emit("topic_failed", topic.text, detail=reason)
         return TopicOutcome(row.row, topic.text, "skipped", error=reason)
-    state = topic_flow()(topic=topic.text, batch_id=topic.batch_id,
-                         max_subquestions=topic.max_subquestions, max_rounds=topic.max_rounds,
-                         return_state=True, **overrides)
+    # The topic flow runs inside this task's transaction; committed eagerly, what its tasks
+    # finished stays cached even when the topic fails, so a rerun or a retry of the batch pays
+    # only for what had not finished (rolled back, every finished call would be paid again).
+    with transaction(commit_mode=CommitMode.EAGER):
+        state = topic_flow()(topic=topic.text, batch_id=topic.batch_id,
+                             max_subquestions=topic.max_subquestions, max_rounds=topic.max_rounds,
+                             return_state=True, **overrides)
     usage = _usage(store, budget.run_id, topic.topic_id)
     spent = dict(calls=usage.calls, input_tokens=usage.input_tokens,
                  output_tokens=usage.output_tokens, cost_usd=round(usage.cost_usd, 6))

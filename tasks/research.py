@@ -16,6 +16,7 @@ from prefect.transactions import CommitMode, transaction
 
 from core.ledger import acting_as, scoped
 from core.models import PageNotes, ResearchPlan, SearchResult, SubQuestion, Topic, Transcript
+from core.overflow.roles import plan_with_shrink, queries_with_shrink
 from core.research import DirectSteps, read_page, research_subquestion
 from core.runtime import build_engine, build_search
 from core.settings import RunConfig
@@ -25,9 +26,10 @@ from tasks.retry import RETRYING
 
 @task(name="plan-topic", task_run_name="plan: {topic.text:.60}", **RETRYING, **CACHED)
 def plan_topic(topic: Topic, config: RunConfig) -> ResearchPlan:
+    logger = get_run_logger()
     with acting_as("plan"):
-        plan = build_engine(config).plan(topic)
-    get_run_logger().info("planned %d sub-questions (intent %s)", len(plan.subquestions), plan.intent)
+        plan = plan_with_shrink(build_engine(config).for_role("plan"), topic, log=logger.info)
+    logger.info("planned %d sub-questions (intent %s)", len(plan.subquestions), plan.intent)
     return plan
 
 
@@ -65,7 +67,8 @@ def read_hit(subquestion: SubQuestion, hit: SearchResult, config: RunConfig) -> 
       "round {round_index}", **RETRYING, **CACHED)
 def choose_queries(transcript: Transcript, round_index: int, config: RunConfig) -> list[str]:
     with acting_as("queries"):
-        return build_engine(config).next_queries(transcript, round_index)
+        engine = build_engine(config).for_role("queries")
+        return queries_with_shrink(engine, transcript, round_index, log=get_run_logger().info)
 
 
 @dataclass(frozen=True)

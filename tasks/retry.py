@@ -14,7 +14,7 @@ import time
 
 from prefect.tasks import exponential_backoff
 
-from core.signals import RateLimited, Signal, Transient
+from core.overflow.signals import RateLimited, Signal, Transient
 
 # Six attempts per call: at a 30% fault rate one call then fails for good about once in 1,400.
 RETRIES = 5

@@ -35,20 +35,37 @@ class ReportDraft:
 class ResearchEngine(Protocol):
     name: str
 
-    def plan(self, topic: Topic) -> ResearchPlan: ...
+    def plan(self, topic: Topic, *, max_tokens: int | None = None) -> ResearchPlan: ...
 
-    def next_queries(self, transcript: Transcript, round_index: int) -> list[str]:
-        """Queries for another research round, or [] when the sub-question is answered."""
+    def for_role(self, role: str) -> "ResearchEngine":
+        """The engine that plays `role` (plan, queries, condense, compress, report): itself,
+        unless the roles run on different models (core.engine.routed)."""
         ...
 
-    def condense(self, subquestion: SubQuestion, source: Source) -> str:
+    def context_window(self) -> int | None:
+        """The model's context window in tokens (known, learned or default); None when the
+        engine has no model (the offline engine)."""
+        ...
+
+    def next_queries(self, transcript: Transcript, round_index: int, *,
+                     max_tokens: int | None = None, scale: float = 1.0) -> list[str]:
+        """Queries for another research round, or [] when the sub-question is answered.
+
+        `max_tokens` and `scale` (the share of the input room the notes may use) come from
+        the shrink path (core.overflow.roles) after an overflow; engines without a model
+        window ignore them.
+        """
+        ...
+
+    def condense(self, subquestion: SubQuestion, source: Source, *,
+                 max_tokens: int | None = None) -> str:
         """Notes on what `source` says about the sub-question (verbatim sentences preferred)."""
         ...
 
     def compress(self, transcript: Transcript, *, max_tokens: int | None = None) -> Finding:
         """The researcher's transcript as a finding whose quotes appear verbatim in its sources.
 
-        May raise `core.signals.ContextOverflow`; the caller shrinks the transcript and retries.
+        May raise `core.overflow.signals.ContextOverflow`; the caller shrinks the transcript and retries.
         """
         ...
 

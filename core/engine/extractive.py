@@ -132,8 +132,14 @@ class ExtractiveEngine:
         self.claims_per_finding = claims_per_finding
         self.notes_per_source = notes_per_source
 
+    def for_role(self, role: str) -> "ExtractiveEngine":
+        return self
+
+    def context_window(self) -> int | None:
+        return None  # no model: nothing to fit
+
     # -- plan ---------------------------------------------------------------------------------
-    def plan(self, topic: Topic) -> ResearchPlan:
+    def plan(self, topic: Topic, *, max_tokens: int | None = None) -> ResearchPlan:
         text = " ".join(topic.text.split())
         intent = _intent(text)
         targets, context = _targets(text) if intent != "describe" else ((), "")
@@ -169,7 +175,8 @@ class ExtractiveEngine:
                             subquestions=tuple(subqs))
 
     # -- research rounds ----------------------------------------------------------------------
-    def next_queries(self, transcript: Transcript, round_index: int) -> list[str]:
+    def next_queries(self, transcript: Transcript, round_index: int, *,
+                     max_tokens: int | None = None, scale: float = 1.0) -> list[str]:
         """Another round only for query terms no source sentence has covered yet."""
         seen = set(terms(" ".join(s.text for s in transcript.sources)))
         # Compared as stems, queried as written (search backends stem for themselves).
@@ -180,7 +187,8 @@ class ExtractiveEngine:
             return []
         return [query]
 
-    def condense(self, subquestion: SubQuestion, source: Source) -> str:
+    def condense(self, subquestion: SubQuestion, source: Source, *,
+                 max_tokens: int | None = None) -> str:
         best = self._rank(subquestion, [source])[: self.notes_per_source]
         return "\n".join(f"- {s.clean}" for _, s, _ in best)
 

@@ -205,7 +205,7 @@ def report_user(plan: ResearchPlan, findings_text: str) -> str:
     if plan.targets:
         lines.append("Targets: " + ", ".join(plan.targets))
     lines += ["", "Sub-questions:"]
-    # Numbered from 1 as `core.shrink.render_findings` numbers them, so both parts agree.
+    # Numbered from 1 as `core.overflow.shrink.render_findings` numbers them, so both parts agree.
     lines += [f"Sub-question {sq.index + 1}: {sq.question}" for sq in plan.subquestions]
     lines += ["", "Findings:", findings_text.strip() or "(no findings)"]
     return "\n".join(lines)

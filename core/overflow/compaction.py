@@ -14,7 +14,7 @@ Protected everywhere: the leading system messages, the first user message (the r
 and a trailing run of user messages after the last AI turn (the compression instruction).
 
 This module decides what to cut; it never calls a model itself (`summarize` is passed in) and
-never imports Prefect. Shrinking after a provider's overflow error lives in `core.shrink`.
+never imports Prefect. Shrinking after a provider's overflow error lives in `core.overflow.shrink`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from core.models import Message
-from core.signals import Fatal, RateLimited
-from core.tokens import TokenEstimator, default_estimator
+from core.overflow.signals import Fatal, RateLimited
+from core.overflow.tokens import TokenEstimator, default_estimator
 
 CHECKPOINT_NAME = "checkpoint"
 CHECKPOINT_OPEN, CHECKPOINT_CLOSE = "<checkpoint>", "</checkpoint>"

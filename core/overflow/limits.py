@@ -2,8 +2,9 @@
 
 `ContextLimits` answers `window(model)`, `max_output(model)` and `request_budget(model)` from, in
 order of trust: what an overflow error reported during this run (`learn`), the configured
-overrides (`Settings.context_windows`, prefix -> tokens), the built-in table below, and finally
-`Settings.default_context_window` with a log line saying how to configure it. Names match by the
+overrides (`Settings.context_windows`, prefix -> tokens), what errors taught earlier runs
+(`remembered`, persisted per model in DuckDB through `on_learn`), the built-in table below, and
+finally `Settings.default_context_window` with a log line saying how to configure it. Names match by the
 longest known prefix (overrides and table compete; an override wins a tie), so
 "gpt-4o-mini-2024-07-18" resolves to gpt-4o-mini (never gpt-4o), and dated or provider-prefixed
 names ("claude-sonnet-4-5-20250929", "openai/gpt-4o", "models/gemini-2.5-pro",
@@ -19,9 +20,9 @@ import logging
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from core.signals import ContextOverflow, Signal
+from core.overflow.signals import ContextOverflow, Signal
 
 log = logging.getLogger("researchflow.limits")
 
@@ -51,6 +52,19 @@ KNOWN: dict[str, ModelLimits] = {
     "gpt-5-chat": ModelLimits(128_000, 16_384),
     "gpt-5.1-chat": ModelLimits(128_000, 16_384),
     "gpt-5-pro": ModelLimits(400_000, 272_000),
+    # GPT-5.2 to GPT-6 (the openai 3.57 SDK's ChatModel list). Figures from OpenAI's model pages
+    # (developers.openai.com/api/docs/models/<id>) as collected by models.dev
+    # (anomalyco/models.dev models/openai/<id>.toml, read 2026-07 to 2026-09): 400k windows up to
+    # 5.2 and for the 5.4 mini/nano; 1.05M from 5.4 on; 128k output; chat models 128k/16,384.
+    "gpt-5.2": ModelLimits(400_000, 128_000),
+    "gpt-5.2-chat": ModelLimits(128_000, 16_384),
+    "gpt-5.3-chat": ModelLimits(128_000, 16_384),
+    "gpt-5.4": ModelLimits(1_050_000, 128_000),
+    "gpt-5.4-mini": ModelLimits(400_000, 128_000),
+    "gpt-5.4-nano": ModelLimits(400_000, 128_000),
+    "gpt-5.5": ModelLimits(1_050_000, 128_000),
+    "gpt-5.6": ModelLimits(1_050_000, 128_000),  # sol, terra, luna
+    "gpt-6": ModelLimits(1_050_000, 128_000),  # astra, sol, luna
     "gpt-oss": ModelLimits(131_072, 131_072),
     "o1": ModelLimits(200_000, 100_000),
     "o1-mini": ModelLimits(128_000, 65_536),
@@ -71,6 +85,18 @@ KNOWN: dict[str, ModelLimits] = {
     "claude-opus-4": ModelLimits(200_000, 32_000),
     "claude-opus-4-5": ModelLimits(200_000, 64_000),
     "claude-haiku-4": ModelLimits(200_000, 64_000),
+    # Claude 4.6 and later (the anthropic 2.15 SDK's Model list): 1M windows, 128k output (Sonnet
+    # 4.6: 64k). From Anthropic's model overviews (platform.claude.com/docs/en/models/<model>)
+    # as collected by models.dev (models/anthropic/<id>.toml, read 2026-07 to 2026-10).
+    "claude-opus-4-6": ModelLimits(1_000_000, 128_000),
+    "claude-opus-4-7": ModelLimits(1_000_000, 128_000),
+    "claude-opus-4-8": ModelLimits(1_000_000, 128_000),
+    "claude-sonnet-4-6": ModelLimits(1_000_000, 64_000),
+    "claude-sonnet-5": ModelLimits(1_000_000, 128_000),
+    "claude-opus-5": ModelLimits(1_000_000, 128_000),
+    "claude-fable-5": ModelLimits(1_000_000, 128_000),
+    "claude-mythos-5": ModelLimits(1_000_000, 128_000),
+    "claude-haiku-5": ModelLimits(1_000_000, 128_000),  # Haiku 5.5
     # Google Gemini (the window is the input limit; output is capped separately)
     "gemini-1.0-pro": ModelLimits(32_760, 8_192),
     "gemini-pro": ModelLimits(32_760, 8_192),
@@ -81,6 +107,8 @@ KNOWN: dict[str, ModelLimits] = {
     "gemini-2.5-pro": ModelLimits(1_048_576, 65_536),
     "gemini-2.5-flash": ModelLimits(1_048_576, 65_536),
     "gemini-2.5-flash-image": ModelLimits(32_768, 32_768),
+    # Every Gemini 3.x text model (3 Pro/Flash, 3.1 Pro/Flash-Lite, 3.5 Flash): 1,048,576 in,
+    # 65,536 out (ai.google.dev/gemini-api/docs/models/<id>, e.g. gemini-3.1-pro-preview).
     "gemini-3": ModelLimits(1_048_576, 65_536),
     # Common OpenAI-compatible models
     "deepseek-chat": ModelLimits(128_000, 8_192),
@@ -124,9 +152,14 @@ class ContextLimits:
     Thread-safe: tasks call it from worker threads."""
 
     def __init__(self, overrides: Mapping[str, int] | None = None, default: int = 128_000,
-                 known: Mapping[str, ModelLimits] | None = None) -> None:
+                 known: Mapping[str, ModelLimits] | None = None, *,
+                 remembered: Mapping[str, Mapping[str, int]] | None = None,
+                 on_learn: Callable[[str, dict[str, int]], None] | None = None) -> None:
         self.default = default
         self._known = dict(KNOWN if known is None else known)
+        # What earlier runs learned: normalised name -> {context_window|max_output|request_budget}
+        self._remembered = {normalize(k): dict(v) for k, v in (remembered or {}).items()}
+        self._on_learn = on_learn
         # Overrides match the raw lower-cased name (to allow "openai/gpt-4o") and the normal form.
         self._overrides = {k.strip().lower(): int(v) for k, v in (overrides or {}).items()}
         self._learned_window: dict[str, int] = {}
@@ -147,6 +180,9 @@ class ContextLimits:
         prefix = _longest_prefix(name, self._known)
         if override is not None and (prefix is None or override[0] >= len(prefix)):
             return override[1]
+        remembered = self._remembered.get(name, {}).get("context_window")
+        if remembered:
+            return remembered
         if prefix is not None:
             return self._known[prefix].window
         self._warn_unknown(model)
@@ -158,6 +194,9 @@ class ContextLimits:
         with self._lock:
             if name in self._learned_output:
                 return self._learned_output[name]
+        remembered = self._remembered.get(name, {}).get("max_output")
+        if remembered:
+            return remembered
         prefix = _longest_prefix(name, self._known)
         return self._known[prefix].max_output if prefix is not None else None
 
@@ -165,14 +204,18 @@ class ContextLimits:
         """Tokens one request (input + max_tokens) may use: the window, or less when the
         provider's per-minute budget is smaller than one window."""
         window = self.window(model)
+        name = normalize(model)
         with self._lock:
-            budget = self._learned_budget.get(normalize(model))
+            budget = self._learned_budget.get(name)
+        if budget is None:
+            budget = self._remembered.get(name, {}).get("request_budget")
         return min(window, budget) if budget is not None else window
 
     def known(self, model: str) -> bool:
         """Whether the window comes from somewhere better than the default."""
         name = normalize(model)
         return (name in self._learned_window or self._override(model) is not None
+                or bool(self._remembered.get(name, {}).get("context_window"))
                 or _longest_prefix(name, self._known) is not None)
 
     def learn(self, model: str | None, signal: Signal) -> None:
@@ -185,19 +228,25 @@ class ContextLimits:
         limit = getattr(signal, "limit", None)
         kind = getattr(signal, "limit_kind", None)
         cap = getattr(signal, "max_output", None)
+        taught: dict[str, int] = {}
         with self._lock:
             if isinstance(cap, int) and cap > 0:
-                self._learned_output[name] = cap
-            if not isinstance(signal, ContextOverflow) or not isinstance(limit, int) or limit <= 0:
-                return
-            if kind == "tpm_per_request":
-                previous = self._learned_budget.get(name)
-                self._learned_budget[name] = limit if previous is None else min(previous, limit)
-            elif kind in _WINDOW_KINDS:
-                self._learned_window[name] = limit
-            else:
-                return
-        log.info("learned %s=%d tokens for model %r from a provider error", kind, limit, model)
+                self._learned_output[name] = taught["max_output"] = cap
+            if isinstance(signal, ContextOverflow) and isinstance(limit, int) and limit > 0:
+                if kind == "tpm_per_request":
+                    previous = self._learned_budget.get(name)
+                    budget = limit if previous is None else min(previous, limit)
+                    self._learned_budget[name] = taught["request_budget"] = budget
+                elif kind in _WINDOW_KINDS:
+                    self._learned_window[name] = taught["context_window"] = limit
+        if not taught:
+            return
+        log.info("learned %s for model %r from a provider error", taught, model)
+        if self._on_learn is not None:
+            try:
+                self._on_learn(name, taught)
+            except Exception as exc:  # noqa: BLE001 - remembering is a bonus, never a failure
+                log.warning("could not remember the limits of %r: %s", model, exc)
 
     def _override(self, model: str) -> tuple[int, int] | None:
         """(length of the matching prefix, tokens) of the best override, matched against the

@@ -1,14 +1,15 @@
 """The bounded shrink-and-call-again loop for `ContextOverflow` (pure logic, no Prefect).
 
-`run_with_shrink` calls, and on a `ContextOverflow` asks a shrink strategy (`core.shrink`) for a
+`run_with_shrink` calls, and on a `ContextOverflow` asks a shrink strategy (`core.overflow.shrink`) for a
 smaller state and calls again — at once, never sleeping: waiting does not make a prompt shorter.
 Each attempt is logged with its size before and after. When the attempts run out, or a shrink
 makes no progress or cannot cut further, it raises `Fatal` (from the last overflow) saying what
 to change. It never returns an error string in place of a result. Any other exception passes
 through untouched: rate limits and transient faults are Prefect's retries to handle.
 
-`compress_with_shrink` and `report_with_shrink` adapt it to the two calls that overflow in
-practice: compressing a researcher transcript and writing the report from all findings.
+`compress_with_shrink` and `report_with_shrink` adapt it to the two calls with the most to cut:
+compressing a researcher transcript and writing the report from all findings; the other roles
+(plan, follow-up queries, condense) go through the same loop in `core.overflow.roles`.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from core.engine.base import ReportDraft, ResearchEngine
 from core.models import Finding, Message, ResearchPlan, Transcript
-from core.shrink import (CannotShrink, fit_findings, findings_budget_chars, lower_max_tokens,
+from core.overflow.shrink import (CannotShrink, fit_findings, findings_budget_chars, lower_max_tokens,
                          render_findings, shrink_transcript, window_budget_chars)
-from core.signals import ContextOverflow, Fatal
-from core.tokens import TokenEstimator, default_estimator
+from core.overflow.signals import ContextOverflow, Fatal
+from core.overflow.tokens import TokenEstimator, default_estimator
 
 S = TypeVar("S")
 T = TypeVar("T")
@@ -93,8 +94,8 @@ def _engine_estimator(engine: Any) -> TokenEstimator:
     return est if isinstance(est, TokenEstimator) else default_estimator()
 
 
-def _learn(engine: Any, sig: ContextOverflow) -> None:
-    """The provider's numbers win over our table for the rest of the run (core.limits)."""
+def learn_from(engine: Any, sig: ContextOverflow) -> None:
+    """The provider's numbers win over our table for the rest of the run (core.overflow.limits)."""
     limits = getattr(engine, "limits", None)
     if limits is not None and hasattr(limits, "learn"):
         limits.learn(_engine_model(engine), sig)
@@ -129,7 +130,7 @@ def compress_with_shrink(engine: ResearchEngine, transcript: Transcript, *,
     """`engine.compress(transcript)`, shrinking the transcript's messages on each overflow.
 
     An output-side overflow lowers max_tokens; otherwise the last AI turn goes (seed 000), then
-    long tool results are cut (see `core.shrink.shrink_transcript`). The caller's transcript is
+    long tool results are cut (see `core.overflow.shrink.shrink_transcript`). The caller's transcript is
     never modified; the finding keeps the full raw notes because sources are untouched.
     """
     est, model = _engine_estimator(engine), _engine_model(engine)
@@ -141,7 +142,7 @@ def compress_with_shrink(engine: ResearchEngine, transcript: Transcript, *,
         return engine.compress(shrunk, max_tokens=s.max_tokens)
 
     def shrink(s: _TranscriptCall, sig: ContextOverflow, attempt: int) -> _TranscriptCall:
-        _learn(engine, sig)
+        learn_from(engine, sig)
         lowered = lower_max_tokens(sig, s.max_tokens, min_output_tokens=_min_output(s.max_tokens))
         if lowered is not None:
             return replace(s, max_tokens=lowered)
@@ -174,7 +175,7 @@ def report_with_shrink(engine: ResearchEngine, plan: ResearchPlan, findings: Seq
     The report must be assembled from the kept findings, so its references match the evidence
     the model saw. With a known `window` the findings are fitted before the first call (estimate
     first, seed 003); each overflow then lowers max_tokens (output side) or cuts the findings to
-    `core.shrink.findings_budget_chars`, whole findings first, least-supported first.
+    `core.overflow.shrink.findings_budget_chars`, whole findings first, least-supported first.
     `prefit=False` skips the fit before the first call, leaving `window` only as the fallback
     for errors without numbers (bench/overflow.py measures recovery from a real overflow).
     """
@@ -214,7 +215,7 @@ def report_with_shrink(engine: ResearchEngine, plan: ResearchPlan, findings: Seq
         return engine.write_report(plan, s.findings, max_tokens=s.max_tokens), list(s.findings)
 
     def shrink(s: _ReportCall, sig: ContextOverflow, attempt: int) -> _ReportCall:
-        _learn(engine, sig)
+        learn_from(engine, sig)
         lowered = lower_max_tokens(sig, s.max_tokens, window=window,
                                    min_output_tokens=_min_output(s.max_tokens))
         if lowered is not None:

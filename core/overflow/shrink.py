@@ -2,7 +2,7 @@
 
 Pure functions: each takes what would have been sent plus the `ContextOverflow` signal and
 returns something smaller, or raises `CannotShrink` when cutting more would leave nothing worth
-sending. `core.recovery` runs them in a bounded loop.
+sending. `core.overflow.recovery` runs them in a bounded loop.
 
 - researcher transcript: drop the last AI turn and everything after it (the seed's rule), but
   keep the system prompt, the brief and the compression instruction, never split a tool call from
@@ -20,11 +20,11 @@ import re
 from pathlib import Path
 from typing import Callable, Sequence
 
-from core.compaction import head_length, tail_start, truncate_tool_results
+from core.overflow.compaction import head_length, tail_start, truncate_tool_results
 from core.models import Finding, Message
 from core.report import evidence_catalog
-from core.signals import ContextOverflow
-from core.tokens import content_bytes
+from core.overflow.signals import ContextOverflow
+from core.overflow.tokens import content_bytes
 
 SAFETY_MARGIN = 0.05  # token counts differ between our estimate, the error text and the next call
 SEED_CHARS_PER_TOKEN = 4.0  # open_deep_research's "4 × limit characters"

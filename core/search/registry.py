@@ -22,7 +22,7 @@ from core.search.pydocs import materialize_pydocs
 from core.search.serpapi import KEY_HINT, SerpApiSearch
 from core.search.web import fetch_page
 from core.settings import Settings
-from core.signals import Fatal
+from core.overflow.signals import Fatal
 
 _corpora: dict[Path, CorpusSearch] = {}
 _corpora_lock = threading.Lock()

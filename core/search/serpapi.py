@@ -25,7 +25,7 @@ import serpapi
 
 from core.models import SearchResult, Source
 from core.search.web import PageRefused, fetch_page
-from core.signals import Fatal, RateLimited, Signal, Transient
+from core.overflow.signals import Fatal, RateLimited, Signal, Transient
 
 log = logging.getLogger(__name__)
 

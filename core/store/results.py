@@ -23,7 +23,7 @@ from typing import Any, Literal
 import duckdb
 
 from core.models import ResearchResult, Topic
-from core.store import ledger
+from core.store import ledger, limits
 from core.store.connection import StoreError, dicts, one_dict, writable
 from core.store.redaction import public_settings
 from core.store.schema import TABLES, ensure_schema, read_version
@@ -255,3 +255,18 @@ class ResultStore:
             ORDER BY c.number"""
         with self._connection() as con:
             return dicts(con.execute(sql, [report_id]))
+
+    # -- model limits learned from provider errors --------------------------------------------
+
+    def remember_limits(self, model: str, *, context_window: int | None = None,
+                        max_output: int | None = None, request_budget: int | None = None) -> None:
+        """Keep what an error said about `model` (its normalised name) for later runs."""
+        with self._connection() as con:
+            limits.remember(con, model, context_window=context_window, max_output=max_output,
+                            request_budget=request_budget)
+
+    def learned_limits(self) -> dict[str, dict[str, int]]:
+        """model -> {"context_window"|"max_output"|"request_budget": tokens}."""
+        with self._connection() as con:
+            return limits.remembered(con)
+

@@ -15,6 +15,8 @@ Version history:
      citations, reports
   2  topics.status also 'skipped'; the usage ledger `llm_calls` (one row per `CallRecord`);
      views `usage_by_topic` and `usage_by_batch`
+  3  `model_limits`: context windows, output caps and per-request budgets that provider errors
+     taught, per model, so the next run starts knowing them
 """
 
 from __future__ import annotations
@@ -26,11 +28,11 @@ import duckdb
 
 from core.store.connection import StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Order matters for counts() and nothing else; meta is bookkeeping, not data.
 TABLES = ("runs", "topics", "subquestions", "sources", "topic_sources", "findings",
-          "citations", "reports", "llm_calls")
+          "citations", "reports", "llm_calls", "model_limits")
 
 _META = "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);"
 
@@ -73,6 +75,10 @@ CREATE TABLE IF NOT EXISTS llm_calls (
     input_tokens BIGINT, cached_input_tokens BIGINT, output_tokens BIGINT,
     reasoning_tokens BIGINT, tokens_estimated BOOLEAN NOT NULL, latency_ms DOUBLE NOT NULL,
     cost_usd DOUBLE, error VARCHAR, created_at TIMESTAMPTZ NOT NULL);
+-- What provider errors said about a model (core.overflow.limits), by normalised model name.
+CREATE TABLE IF NOT EXISTS model_limits (
+    model VARCHAR PRIMARY KEY, context_window BIGINT, max_output BIGINT, request_budget BIGINT,
+    updated_at TIMESTAMPTZ NOT NULL);
 """
 
 # The sums behind core.usage.UsageTotals, over `llm_calls l`; the aliases are its field names.
@@ -127,8 +133,16 @@ def _v1_to_v2(con: duckdb.DuckDBPyConnection) -> None:
             created_at TIMESTAMPTZ NOT NULL)""")
 
 
+def _v2_to_v3(con: duckdb.DuckDBPyConnection) -> None:
+    """Learned model limits are remembered. Frozen: the v3 shape."""
+    con.execute("""
+        CREATE TABLE model_limits (
+            model VARCHAR PRIMARY KEY, context_window BIGINT, max_output BIGINT,
+            request_budget BIGINT, updated_at TIMESTAMPTZ NOT NULL)""")
+
+
 # MIGRATIONS[n] takes a file from version n to n + 1.
-MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def read_version(con: duckdb.DuckDBPyConnection) -> int | None:

@@ -17,12 +17,12 @@ import pytest
 from pydantic import SecretStr
 
 from core.engine.llm import LLMEngine
-from core.limits import ContextLimits
+from core.overflow.limits import ContextLimits
 from core.llm.openai import OpenAIChat
 from core.models import Message, Source, SubQuestion, ToolCall, Topic, Transcript
 from core.report import assemble, evidence_catalog
-from core.signals import ContextOverflow
-from core.tokens import TokenEstimator
+from core.overflow.signals import ContextOverflow
+from core.overflow.tokens import TokenEstimator
 from tests.fakes import providers as fake
 from tests.fakes.http import Reply, ScriptedServer
 

@@ -24,9 +24,9 @@ from core.models import Message, SearchResult, Source
 from core.pacing import ProviderGate
 from core.prices import PriceTable
 from core.settings import Settings
-from core.signals import BudgetExceeded, RateLimited, Transient
+from core.overflow.signals import BudgetExceeded, RateLimited, Transient
 from core.store import ResultStore
-from core.tokens import TokenEstimator
+from core.overflow.tokens import TokenEstimator
 from tests.fakes import providers as fake
 from tests.fakes.http import Reply, ScriptedServer
 from tests.fakes.clock import FakeTime

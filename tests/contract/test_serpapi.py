@@ -14,7 +14,7 @@ from core.search.base import SearchBackend
 from core.search.registry import make_search
 from core.search.serpapi import SerpApiSearch
 from core.settings import Settings
-from core.signals import Fatal, RateLimited, Signal, Transient
+from core.overflow.signals import Fatal, RateLimited, Signal, Transient
 from tests.fakes.http import Recorded, Reply, ScriptedServer
 
 KEY = "sk-serp-0123456789abcdef-SECRET"

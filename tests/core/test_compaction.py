@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from core.compaction import (CHECKPOINT_OPEN, CompactionFailed, checkpoint_message,
+from core.overflow.compaction import (CHECKPOINT_OPEN, CompactionFailed, checkpoint_message,
                              checkpoint_text, compact_transcript, head_length, is_checkpoint,
                              pairing_is_valid, render_for_summary, safe_cut,
                              summarizer_input, tail_start, truncate_tool_result,
                              truncate_tool_results)
 from core.models import Message, ToolCall
-from core.signals import ContextOverflow, Fatal, RateLimited
-from core.tokens import TokenEstimator
+from core.overflow.signals import ContextOverflow, Fatal, RateLimited
+from core.overflow.tokens import TokenEstimator
 
 SYSTEM = Message(role="system", content="You are a careful researcher.")
 BRIEF = Message(role="user", content="Research brief: how do lithium-ion batteries degrade?")

@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from core.limits import KNOWN, ContextLimits, normalize
+from core.overflow.limits import KNOWN, ContextLimits, normalize
 from core.settings import Settings
-from core.signals import ContextOverflow, Fatal, RateLimited
+from core.overflow.signals import ContextOverflow, Fatal, RateLimited
 
 
 @pytest.mark.parametrize("model,window,max_output", [
@@ -97,7 +97,8 @@ def test_unknown_model_gets_the_default_and_one_log_line(caplog: pytest.LogCaptu
     assert limits.max_output("acme-brain-7") is None
 
 
-def test_settings_feed_overrides_and_default(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_settings_feed_overrides_and_default(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("RESEARCHFLOW_DB_PATH", str(tmp_path / "store.duckdb"))
     monkeypatch.setenv("RESEARCHFLOW_CONTEXT_WINDOWS", '{"acme-": 50000}')
     monkeypatch.setenv("RESEARCHFLOW_DEFAULT_CONTEXT_WINDOW", "16000")
     from core import runtime
@@ -174,3 +175,54 @@ def test_concurrent_learning_is_safe() -> None:
     for t in threads:
         t.join()
     assert all(limits.request_budget(f"m{i}") == 1_000 for i in range(4))
+
+
+# -- remembered across runs ----------------------------------------------------------------------
+
+def test_what_was_learned_is_handed_on_and_remembered_next_time() -> None:
+    taught: list[tuple[str, dict]] = []
+    limits = ContextLimits(on_learn=lambda model, t: taught.append((model, t)))
+    limits.learn("openai/Local-Llama", ContextOverflow(
+        "x", limit=4_096, requested=5_000, limit_kind="context_window_incl_output"))
+    limits.learn("local-llama", Fatal("cap", reason="output_cap", max_output=2_048))
+    assert taught == [("local-llama", {"context_window": 4_096}),
+                      ("local-llama", {"max_output": 2_048})]
+
+    later = ContextLimits(remembered={"local-llama": {"context_window": 4_096,
+                                                      "max_output": 2_048}})
+    assert later.window("local-llama") == 4_096 and later.known("local-llama")
+    assert later.max_output("local-llama") == 2_048
+
+
+def test_an_override_beats_what_was_remembered_and_this_run_beats_both() -> None:
+    limits = ContextLimits({"local-llama": 8_192},
+                           remembered={"local-llama": {"context_window": 4_096}})
+    assert limits.window("local-llama") == 8_192  # RESEARCHFLOW_CONTEXT_WINDOWS still overrides
+    limits.learn("local-llama", ContextOverflow("x", limit=6_000, requested=7_000,
+                                                limit_kind="context_window"))
+    assert limits.window("local-llama") == 6_000
+
+
+def test_a_failing_store_never_fails_the_call(caplog: pytest.LogCaptureFixture) -> None:
+    def broken(model: str, taught: dict) -> None:
+        raise OSError("disk full")
+
+    limits = ContextLimits(on_learn=broken)
+    with caplog.at_level(logging.WARNING, logger="researchflow.limits"):
+        limits.learn("m", ContextOverflow("x", limit=1_000, requested=2_000,
+                                          limit_kind="context_window"))
+    assert limits.window("m") == 1_000 and "disk full" in caplog.text
+
+
+def test_the_runtime_remembers_through_duckdb(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from core import runtime
+    from core.settings import run_config
+
+    monkeypatch.setenv("RESEARCHFLOW_DB_PATH", str(tmp_path / "store.duckdb"))
+    runtime.reset()
+    config = run_config(Settings.load())
+    runtime.context_limits(config).learn("local-llama", ContextOverflow(
+        "x", limit=4_096, requested=5_000, limit_kind="context_window"))
+    runtime.reset()  # a new process
+    assert runtime.context_limits(config).window("local-llama") == 4_096
+    runtime.reset()

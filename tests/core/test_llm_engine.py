@@ -18,13 +18,13 @@ import pytest
 
 from core.engine.base import ResearchEngine
 from core.engine.llm import LLMEngine
-from core.limits import ContextLimits, ModelLimits
+from core.overflow.limits import ContextLimits, ModelLimits
 from core.llm.base import Completion, Usage
 from core.models import (Claim, Evidence, Finding, Message, ResearchPlan, Source, SubQuestion,
                          ToolCall, Topic, Transcript)
 from core.report import evidence_catalog
-from core.signals import ContextOverflow, Fatal
-from core.tokens import TokenEstimator, content_bytes
+from core.overflow.signals import ContextOverflow, Fatal
+from core.overflow.tokens import TokenEstimator, content_bytes
 
 
 # A queued reply: a text, a Completion, an exception to raise, or a function of the messages

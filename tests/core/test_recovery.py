@@ -7,13 +7,13 @@ from typing import Sequence
 
 import pytest
 
-from core.compaction import pairing_is_valid
+from core.overflow.compaction import pairing_is_valid
 from core.engine.base import ReportDraft, SectionDraft
 from core.models import Claim, Evidence, Finding, ResearchPlan, SubQuestion, Transcript
-from core.recovery import compress_with_shrink, report_with_shrink, run_with_shrink
-from core.shrink import CannotShrink, render_findings
-from core.signals import ContextOverflow, Fatal, RateLimited
-from core.tokens import TokenEstimator, content_bytes
+from core.overflow.recovery import compress_with_shrink, report_with_shrink, run_with_shrink
+from core.overflow.shrink import CannotShrink, render_findings
+from core.overflow.signals import ContextOverflow, Fatal, RateLimited
+from core.overflow.tokens import TokenEstimator, content_bytes
 from tests.core.test_compaction import ZH_TEXT, research_round
 
 

@@ -18,7 +18,7 @@ from core.report import assemble
 from core.research import DirectSteps, research_subquestion
 from core.search.base import SearchBackend
 from core.search.corpus import CorpusSearch
-from core.signals import Fatal, Transient
+from core.overflow.signals import Fatal, Transient
 
 
 class DictSearch:

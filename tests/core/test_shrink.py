@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from core.compaction import pairing_is_valid
+from core.overflow.compaction import pairing_is_valid
 from core.models import Claim, Evidence, Finding, Message
-from core.shrink import (CannotShrink, drop_last_ai_turn, findings_budget_chars, fit_findings,
+from core.overflow.shrink import (CannotShrink, drop_last_ai_turn, findings_budget_chars, fit_findings,
                          input_fit, lower_max_tokens, render_findings, shrink_transcript,
                          trim_at_sentence, window_budget_chars)
-from core.signals import ContextOverflow
-from core.tokens import content_bytes
+from core.overflow.signals import ContextOverflow
+from core.overflow.tokens import content_bytes
 from tests.core.test_compaction import (BRIEF, INSTRUCTION, SYSTEM, ZH_TEXT, research_round,
                                         transcript)
 
@@ -343,7 +343,7 @@ def test_trim_at_sentence(text: str, limit: int, expected: str) -> None:
 
 def test_fit_findings_with_an_empty_finding_cannot_shrink_it_further():
     from core.models import Finding
-    from core.shrink import CannotShrink, fit_findings
+    from core.overflow.shrink import CannotShrink, fit_findings
 
     empty = Finding(subquestion_index=0, subquestion="How do A and B differ in a very long way?",
                     claims=())

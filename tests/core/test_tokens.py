@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from core.models import Message, ToolCall
-from core.tokens import (MAX_BYTES_PER_TOKEN, MESSAGE_OVERHEAD_BYTES, MIN_BYTES_PER_TOKEN,
+from core.overflow.tokens import (MAX_BYTES_PER_TOKEN, MESSAGE_OVERHEAD_BYTES, MIN_BYTES_PER_TOKEN,
                          TokenEstimator, content_bytes, default_estimator)
 
 

@@ -157,3 +157,12 @@ def answer(role: str, provider: str, body: dict[str, Any]) -> str:
                                         for i, k in enumerate(keys[:3])],
                            "comparison_table": None})
     return "Summary of earlier research."
+
+
+def role_of(provider: str, body: dict[str, Any]) -> str:
+    return next((r for k, r in ROLES.items() if k in system_text(provider, body)), "?")
+
+
+def responder(provider: str):
+    """A `respond(body)` for `providers.WindowEnforcingHandler`: every role answered as above."""
+    return lambda body: answer(role_of(provider, body), provider, body)

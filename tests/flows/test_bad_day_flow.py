@@ -210,3 +210,31 @@ def test_a_batch_at_its_budget_skips_the_rest_and_still_ends_with_its_table(
     assert sorted(r["status"] for r in data) == ["failed", "skipped", "skipped"]
     assert "usage:" in table.description
 
+
+
+def test_a_batch_rerun_after_one_topic_failed_repeats_no_call(pages, db_path, tmp_path, serve):
+    provider_fake = ResearchProvider("openai")
+    refused = {"on": True}
+
+    def handler(rec):
+        body = rec.json()
+        if refused["on"] and "REFUSED" in rec.body.decode() and \
+                "write a research report" in body["messages"][0]["content"]:
+            return fake.auth_error("openai", api_key=SECRET)
+        return provider_fake(rec)
+
+    serve("openai", handler)
+    csv = tmp_path / "topics.csv"
+    csv.write_text("topic\nThreading or asyncio first\nThreading or asyncio REFUSED second\n",
+                   encoding="utf-8")
+    kwargs = dict(csv_path=str(csv), batch_id="rerun", model=SPECS["openai"], search="corpus",
+                  corpus_dir=str(pages), db_path=str(db_path), return_state=True)
+    assert research_batch(**kwargs).is_failed()
+    before = dict(provider_fake.by_role)
+    refused["on"] = False  # the cause is removed; the batch is run again
+    assert research_batch(**kwargs).is_completed()
+    spent = {role: n - before.get(role, 0) for role, n in provider_fake.by_role.items()
+             if n != before.get(role, 0)}
+    assert spent == {"report": 1}  # only the refused report: every finished call was reused
+    assert provider_fake.repeated_successes == 0
+    assert len(ResultStore(db_path).list_reports("rerun")) == 2
