@@ -3,15 +3,15 @@
 For each provider (the real openai, anthropic and google-genai SDKs against a loopback stand-in,
 tests/fakes/research_provider.py) and each injected fault rate (0%, 10%, 20%, 30% of calls
 answered with the provider's real 429 with retry-after 1 s, 500, 503 or 529 bodies), a batch of
-topics runs through the real Prefect flows at the defaults (4 sub-questions, 2 rounds) over a
-small local corpus. Per configuration it prints, side by side with the fault-free run:
+topics runs through the real Prefect flows at the defaults (4 sub-questions, 2 rounds, the
+provider's default models picked from its key alone) over a small local corpus. Per configuration it prints, side by side with the fault-free run:
 
 - topics completed;
 - provider calls per topic, relative to the fault-free run (faults add the failed calls);
 - successful calls repeated: a request byte-identical to one already answered (target 0);
 - wall time relative to the fault-free run;
 - the usage ledger against what the provider reported (tokens, % difference; target < 2%),
-  and the ledger's cost per topic at the provider's default model's price.
+  and the ledger's cost per topic at the default models' prices (and which models they were).
 
 Every topic is new to the run (its sub-questions name it), so nothing is served from another
 configuration's cache. Exits 1 when a target is missed at <= 20% faults.
@@ -35,8 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make core/ and tests.fakes importable
     sys.path.insert(0, str(ROOT))
 
-SPECS = {"openai": "openai:gpt-4o-mini", "anthropic": "anthropic:claude-sonnet-4-5",
-         "gemini": "gemini:gemini-2.5-flash"}
+PROVIDERS = ("openai", "anthropic", "gemini")
 ENV = {"openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL", "/v1"),
        "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", ""),
        "gemini": ("GEMINI_API_KEY", "RESEARCHFLOW_GEMINI_BASE_URL", "")}
@@ -58,6 +57,7 @@ class Row:
     ledger_tokens: int
     ledger_calls: int
     cost: float
+    models: str = ""
 
 
 def write_corpus(folder: Path) -> Path:
@@ -74,7 +74,7 @@ def write_corpus(folder: Path) -> Path:
 def run_config(provider: str, rate: float, n_topics: int, work: Path, corpus: Path,
                seed: int) -> Row:
     from core import runtime
-    from core.store import ResultStore
+    from core.store import ResultStore, query_readonly
     from flows.batch import research_batch
     from tests.fakes.http import ScriptedServer
     from tests.fakes.research_provider import ResearchProvider
@@ -92,7 +92,9 @@ def run_config(provider: str, rate: float, n_topics: int, work: Path, corpus: Pa
         os.environ[key_var] = "sk-bench-not-a-real-key"
         os.environ[url_var] = server.url + suffix
         started = time.perf_counter()
-        research_batch(csv_path=str(csv), batch_id=label, model=SPECS[provider],
+        # No model named: the provider's key alone picks its defaults, as for a new user
+        # (the default model, and its cheaper sibling for condensing).
+        research_batch(csv_path=str(csv), batch_id=label, model=None,
                        search="corpus", corpus_dir=str(corpus), db_path=str(db),
                        max_concurrency=n_topics, return_state=True)
         wall = time.perf_counter() - started
@@ -101,9 +103,12 @@ def run_config(provider: str, rate: float, n_topics: int, work: Path, corpus: Pa
     store = ResultStore(db)
     completed = sum(1 for r in store.list_reports(batch_id=label))
     usage = store.usage(batch_id=label)
+    _, used = query_readonly(db, "SELECT role, model FROM llm_calls WHERE outcome = 'ok' "
+                                 "GROUP BY role, model ORDER BY role")
+    models = ", ".join(sorted({m for _, m in used}))
     return Row(provider, rate, n_topics, completed, fake.calls, fake.faults,
                fake.repeated_successes, wall, fake.input_tokens + fake.output_tokens,
-               usage.input_tokens + usage.output_tokens, usage.calls, usage.cost_usd)
+               usage.input_tokens + usage.output_tokens, usage.calls, usage.cost_usd, models)
 
 
 def warm_up() -> None:
@@ -120,7 +125,7 @@ def print_table(rows: list[Row]) -> None:
     base = {r.provider: r for r in rows if r.rate == 0}
     head = ("provider", "faults", "completed", "calls/topic", "vs 0%", "repeated ok calls",
             "wall s", "vs 0%", "ledger vs provider tokens", "ledger rows = calls",
-            "cost/topic (ledger)")
+            "cost/topic (ledger)", "models")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in rows:
@@ -133,12 +138,12 @@ def print_table(rows: list[Row]) -> None:
               f"{calls_ratio} | {r.repeated} | {r.wall:.1f} | {wall_ratio} | "
               f"{r.ledger_tokens:,} vs {r.provider_tokens:,} ({diff:+.2f}%) | "
               f"{'yes' if r.ledger_calls == r.calls else f'{r.ledger_calls} vs {r.calls}'} | "
-              f"${r.cost / r.topics:.5f} |")
+              f"${r.cost / r.topics:.5f} | {r.models} |")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--providers", nargs="+", default=list(SPECS), choices=list(SPECS))
+    parser.add_argument("--providers", nargs="+", default=list(PROVIDERS), choices=PROVIDERS)
     parser.add_argument("--rates", nargs="+", type=float, default=[0.0, 0.1, 0.2, 0.3])
     parser.add_argument("--topics", type=int, default=5)
     parser.add_argument("--seed", type=int, default=7)

@@ -100,11 +100,11 @@ class Settings(BaseSettings):
         if self.model != "auto":
             return self.model
         if self.openai_api_key or self.openai_base_url:
-            return "openai:gpt-4o-mini"
+            return "openai:gpt-5.4-mini"
         if self.anthropic_api_key:
-            return "anthropic:claude-sonnet-4-5"
+            return "anthropic:claude-sonnet-5"
         if self.gemini_api_key:
-            return "gemini:gemini-2.5-flash"
+            return "gemini:gemini-3.5-flash"
         return "offline"
 
     def role_models(self) -> dict[str, str]:

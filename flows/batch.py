@@ -139,7 +139,9 @@ def research_batch(csv_path: str, batch_id: str | None = None, model: str | None
     for err in errors:
         logger.error("row %d skipped: %s", err.row, err.message)
 
-    overrides = {"model": config.model, "search": config.search, "corpus_dir": config.corpus_dir,
+    # The model as given (None: auto), so a topic resolves its roles as the batch did: on auto,
+    # condense goes to the cheaper sibling; the resolved name would pin every role to it.
+    overrides = {"model": model, "search": config.search, "corpus_dir": config.corpus_dir,
                  "db_path": config.db_path, "max_cost_usd": settings.max_cost_usd}
     budget = BatchBudget(settings.max_batch_cost_usd, config.db_path, run_id, threading.Event())
     workers = max_concurrency or settings.max_topic_concurrency

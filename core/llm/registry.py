@@ -1,7 +1,7 @@
 """Chat model backends by provider name, and `make_model` to build one from a spec string.
 
-A spec is "provider:model", e.g. "openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5",
-"gemini:gemini-2.5-flash" or "openai-compatible:llama3.1" (the OpenAI backend pointed at
+A spec is "provider:model", e.g. "openai:gpt-5.4-mini", "anthropic:claude-sonnet-5",
+"gemini:gemini-3.5-flash" or "openai-compatible:llama3.1" (the OpenAI backend pointed at
 `settings.openai_base_url`, key optional). Each backend class declares which Settings fields it
 reads (`settings_prefix` -> `<prefix>_api_key`, `<prefix>_base_url`) and whether it needs them,
 so adding a provider is one entry in `BACKENDS`. Building a model does no I/O: clients are built
@@ -85,12 +85,17 @@ def make_model(spec: str, settings: Settings, **options: Any) -> ChatModel:
 # name or its dated snapshot ("claude-sonnet-4-5-20250929"). A model not listed is its own.
 CHEAPER = {
     "openai": {"gpt-4o": "gpt-4o-mini", "gpt-4.1": "gpt-4.1-mini", "gpt-4.1-mini": "gpt-4.1-nano",
-               "gpt-5": "gpt-5-mini", "gpt-5.1": "gpt-5-mini", "gpt-5-mini": "gpt-5-nano"},
-    "anthropic": {"claude-sonnet-4-5": "claude-haiku-4-5", "claude-sonnet-4": "claude-haiku-4-5",
+               "gpt-5": "gpt-5-mini", "gpt-5.1": "gpt-5-mini", "gpt-5-mini": "gpt-5-nano",
+               "gpt-5.4": "gpt-5.4-mini", "gpt-5.4-mini": "gpt-5.4-nano",
+               "gpt-5.5": "gpt-5.4-mini"},
+    "anthropic": {"claude-sonnet-5": "claude-haiku-4-5", "claude-sonnet-5-5": "claude-haiku-4-5",
+                  "claude-opus-5": "claude-haiku-4-5", "claude-sonnet-4-6": "claude-haiku-4-5",
+                  "claude-sonnet-4-5": "claude-haiku-4-5", "claude-sonnet-4": "claude-haiku-4-5",
                   "claude-opus-4-5": "claude-haiku-4-5", "claude-opus-4-1": "claude-haiku-4-5",
                   "claude-3-7-sonnet": "claude-3-5-haiku"},
     "gemini": {"gemini-2.5-pro": "gemini-2.5-flash", "gemini-2.5-flash": "gemini-2.5-flash-lite",
-               "gemini-3-pro-preview": "gemini-2.5-flash"},
+               "gemini-3-pro-preview": "gemini-2.5-flash", "gemini-3.5-flash": "gemini-3.1-flash-lite",
+               "gemini-3.1-pro-preview": "gemini-3.5-flash"},
 }
 
 

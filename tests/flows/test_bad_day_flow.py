@@ -238,3 +238,17 @@ def test_a_batch_rerun_after_one_topic_failed_repeats_no_call(pages, db_path, tm
     assert spent == {"report": 1}  # only the refused report: every finished call was reused
     assert provider_fake.repeated_successes == 0
     assert len(ResultStore(db_path).list_reports("rerun")) == 2
+
+
+def test_a_batch_on_auto_condenses_on_the_cheaper_model(pages, db_path, tmp_path, serve):
+    provider_fake = ResearchProvider("anthropic")
+    serve("anthropic", provider_fake)
+    csv = tmp_path / "topics.csv"
+    csv.write_text("topic\nThreading or asyncio on auto\n", encoding="utf-8")
+    state = research_batch(csv_path=str(csv), batch_id="auto", search="corpus",
+                           corpus_dir=str(pages), db_path=str(db_path), return_state=True)
+    assert state.is_completed(), state.message
+    _, rows = query_readonly(db_path, "SELECT DISTINCT role, model FROM llm_calls ORDER BY role")
+    models = dict(rows)
+    assert models["condense"] == "claude-haiku-4-5"  # the cheaper sibling, on auto
+    assert models["plan"] == models["report"] == "claude-sonnet-5"
