@@ -70,6 +70,14 @@ def acting_as(role: CallRole) -> Iterator[None]:
         _role.reset(token)
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """Projected cost held against the budgets while a call is in flight."""
+
+    keys: tuple[tuple[str, str | None], ...]
+    amount: float
+
+
 class LedgerSink(Protocol):
     """Where records go (core.store.ResultStore implements it)."""
 
@@ -84,6 +92,7 @@ class Ledger:
     def __init__(self, sink: LedgerSink | None = None) -> None:
         self.sink = sink
         self._spent: dict[tuple[str, str | None], float] = {}
+        self._reserved: dict[tuple[str, str | None], float] = {}
         self._pending: list[CallRecord] = []
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
@@ -108,27 +117,48 @@ class Ledger:
             return 0.0
 
     def check(self, scope: CallScope, projected: float | None, what: str) -> None:
-        """Raise BudgetExceeded when spent + projected would cross the topic or batch budget.
+        """Raise BudgetExceeded when spent + reserved + projected would cross the topic or
+        batch budget (reserved: what calls in flight may still spend).
 
         `projected` is None when the call has no known price: it cannot be counted (a warning
         about the missing price has been logged) and is let through.
         """
+        self.release(self.reserve(scope, projected, what))
+
+    def reserve(self, scope: CallScope, projected: float | None, what: str) -> "Reservation":
+        """`check`, and hold `projected` against the budgets until `release`: workers that
+        start calls at the same moment cannot all pass a check that only one of them fits."""
+        keys = ((scope.run_id, scope.topic_id), (scope.run_id, None))
         if projected is None:
-            return
+            return Reservation((), 0.0)
         caps = [("topic", scope.max_topic_cost_usd, scope.topic_id),
                 ("batch", scope.max_batch_cost_usd, None)]
-        for kind, cap, topic_id in caps:
-            if cap is None or (kind == "topic" and topic_id is None):
-                continue
-            spent = self.spent(scope.run_id, topic_id)
-            if spent + projected > cap:
-                flag = "--max-cost-usd (RESEARCHFLOW_MAX_COST_USD)" if kind == "topic" else \
-                    "--max-batch-cost-usd (RESEARCHFLOW_MAX_BATCH_COST_USD)"
-                raise BudgetExceeded(
-                    f"{kind} budget reached: spent ${spent:.6f} of ${cap:.6f}; the next call "
-                    f"({what}, up to ${projected:.6f} with its output cap) would cross it",
-                    scope=kind, spent=spent, limit=cap, projected=projected,
-                    hint=f"raise {flag} to let it finish")
+        with self._lock:
+            for kind, cap, topic_id in caps:
+                if cap is None or (kind == "topic" and topic_id is None):
+                    continue
+                key = (scope.run_id, topic_id)
+                spent = self._seeded(key)
+                held = self._reserved.get(key, 0.0)
+                if spent + held + projected > cap:
+                    flag = "--max-cost-usd (RESEARCHFLOW_MAX_COST_USD)" if kind == "topic" \
+                        else "--max-batch-cost-usd (RESEARCHFLOW_MAX_BATCH_COST_USD)"
+                    raise BudgetExceeded(
+                        f"{kind} budget reached: spent ${spent:.6f} of ${cap:.6f}"
+                        + (f" (${held:.6f} more held by calls in flight)" if held else "")
+                        + f"; the next call ({what}, up to ${projected:.6f} with its output "
+                        "cap) would cross it",
+                        scope=kind, spent=spent, limit=cap, projected=projected,
+                        hint=f"raise {flag} to let it finish")
+            unique = tuple(dict.fromkeys(keys))
+            for key in unique:
+                self._reserved[key] = self._reserved.get(key, 0.0) + projected
+        return Reservation(unique, projected)
+
+    def release(self, reservation: "Reservation") -> None:
+        with self._lock:
+            for key in reservation.keys:
+                self._reserved[key] = max(0.0, self._reserved.get(key, 0.0) - reservation.amount)
 
     def record(self, record: CallRecord) -> None:
         with self._lock:

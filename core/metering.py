@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from core.ledger import Ledger, current_role, current_scope
 from core.llm.base import ChatModel, Completion
@@ -38,11 +39,18 @@ class _Meter:
     prices: PriceTable
     gate: ProviderGate
 
-    def before(self, model: str, what: str, *, input_tokens: int = 0,
-               output_cap: int = 0) -> None:
+    @contextmanager
+    def held(self, model: str, what: str, *, input_tokens: int = 0,
+             output_cap: int = 0) -> Iterator[None]:
+        """Check the budgets and hold the call's projected cost while it is in flight (so
+        workers starting at once cannot all pass a check only one fits), then wait its turn."""
         projected = self.prices.cost(model, input_tokens=input_tokens, output_tokens=output_cap)
-        self.ledger.check(current_scope(), projected, what)
-        self.gate.wait()
+        reservation = self.ledger.reserve(current_scope(), projected, what)
+        try:
+            self.gate.wait()
+            yield
+        finally:
+            self.ledger.release(reservation)  # after the call's record: spent takes it over
 
     def after_failure(self, exc: Signal, *, provider: str, model: str, role: CallRole,
                       started: float) -> None:
@@ -103,23 +111,23 @@ class MeteredModel:
             estimate += self.estimator.estimate(str(json_schema), model=self.model)
         sent_cap = self.inner.output_cap(max_tokens) if hasattr(self.inner, "output_cap") \
             else max_tokens  # thinking allowance included: it is billed as output
-        self.meter.before(self.model, role, input_tokens=estimate, output_cap=sent_cap)
-        started = time.monotonic()
-        try:
-            completion = self.inner.complete(messages, max_tokens=max_tokens,
-                                             json_schema=json_schema, temperature=temperature)
-        except Signal as exc:
-            self.meter.after_failure(exc, provider=self.provider, model=self.model, role=role,
-                                     started=started)
-            raise
-        usage = completion.usage
-        self.meter.after_success(
-            provider=self.provider, model=self.model, role=role, started=started,
-            input_tokens=usage.input_tokens if usage.reported else estimate,
-            cached_input_tokens=usage.cached_input_tokens,
-            output_tokens=(usage.output_tokens if usage.reported
-                           else self.estimator.estimate(completion.text, model=self.model)),
-            reasoning_tokens=usage.reasoning_tokens, tokens_estimated=not usage.reported)
+        with self.meter.held(self.model, role, input_tokens=estimate, output_cap=sent_cap):
+            started = time.monotonic()
+            try:
+                completion = self.inner.complete(messages, max_tokens=max_tokens,
+                                                 json_schema=json_schema, temperature=temperature)
+            except Signal as exc:
+                self.meter.after_failure(exc, provider=self.provider, model=self.model,
+                                         role=role, started=started)
+                raise
+            usage = completion.usage
+            self.meter.after_success(
+                provider=self.provider, model=self.model, role=role, started=started,
+                input_tokens=usage.input_tokens if usage.reported else estimate,
+                cached_input_tokens=usage.cached_input_tokens,
+                output_tokens=(usage.output_tokens if usage.reported
+                               else self.estimator.estimate(completion.text, model=self.model)),
+                reasoning_tokens=usage.reasoning_tokens, tokens_estimated=not usage.reported)
         return completion
 
 
@@ -134,16 +142,16 @@ class MeteredSearch:
         self.meter = _Meter(ledger, prices, gate)
 
     def search(self, query: str, k: int = 5) -> list[SearchResult]:
-        self.meter.before(self.provider, "search")
-        started = time.monotonic()
-        try:
-            results = self.inner.search(query, k=k)
-        except Signal as exc:
-            self.meter.after_failure(exc, provider=self.provider, model=self.provider,
+        with self.meter.held(self.provider, "search"):
+            started = time.monotonic()
+            try:
+                results = self.inner.search(query, k=k)
+            except Signal as exc:
+                self.meter.after_failure(exc, provider=self.provider, model=self.provider,
+                                         role="search", started=started)
+                raise
+            self.meter.after_success(provider=self.provider, model=self.provider,
                                      role="search", started=started)
-            raise
-        self.meter.after_success(provider=self.provider, model=self.provider, role="search",
-                                 started=started)
         return results
 
     def read(self, result: SearchResult) -> Source | None:

@@ -271,3 +271,13 @@ def test_waiting_records_go_out_with_the_next_one(tmp_path) -> None:
     ledger.flush()
     assert len(rows(path)) == 3
     assert ResultStore(path).usage(run_id="run-1").calls == 3
+
+
+def test_calls_in_flight_hold_their_projection_against_the_budget() -> None:
+    ledger = Ledger()
+    scope = CallScope(run_id="run-1", topic_id="t1", max_batch_cost_usd=1.0)
+    first = ledger.reserve(scope, 0.6, "condense")  # in flight, not yet recorded
+    with pytest.raises(BudgetExceeded, match="held by calls in flight"):
+        ledger.reserve(scope, 0.6, "condense")  # alone it fits; beside the first it does not
+    ledger.release(first)
+    ledger.release(ledger.reserve(scope, 0.6, "condense"))
