@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from pathlib import Path
 from typing import Any, Sequence, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from core.engine import prompts
-from core.engine.base import ReportDraft, SectionDraft
+from core.engine.base import ReportDraft
+from core.engine.answers import (InvalidOutput, draft_from, parse_answer, plan_complaint,
+                                 strip_fence)
 from core.engine.quotes import verified_claim
 from core.engine.schemas import (CompressOut, ControllerOut, DraftOut, PlanOut, json_schema)
 from core.ledger import acting_as
@@ -49,15 +50,8 @@ MAX_NEXT_QUERIES = 3
 OUTPUT_SHARE = {"plan": 0.5, "queries": 0.25, "condense": 0.3, "checkpoint": 0.4,
                 "compress": 0.3, "report": 0.5}
 QUERIES_MAX_OUTPUT = 1_024  # a JSON list of three short queries
-_FENCE = re.compile(r"^\s*```[\w-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
-
-
 
 log = logging.getLogger("researchflow.engine")
-
-
-class _InvalidOutput(ValueError):
-    """The model's answer did not parse into the requested shape."""
 
 
 class LLMEngine:
@@ -99,12 +93,12 @@ class LLMEngine:
                     Message(role="user", content=prompts.plan_user(topic.text, low, high))]
         tokens = self._out_tokens(max_tokens, "plan")
         out, convo = self._ask(messages, PlanOut, what="research plan", max_tokens=tokens)
-        complaint = _plan_complaint(out, low)
+        complaint = plan_complaint(out, low)
         if complaint:
             try:  # one re-ask with the complaint; whatever valid plan comes back is accepted
                 out, _ = self._ask([*convo, Message(role="user", content=complaint)], PlanOut,
                                    what="research plan", reask=False, max_tokens=tokens)
-            except _InvalidOutput:
+            except InvalidOutput:
                 pass  # the first plan was valid JSON: keep it rather than fail the topic
         subqs = tuple(SubQuestion(index=i, question=sq.question.strip(),
                                   queries=tuple(sq.queries) or (sq.question.strip(),))
@@ -159,7 +153,7 @@ class LLMEngine:
             if completion.truncated:
                 log.warning("notes on %s were cut at %d output tokens; keeping what came",
                             source.url, max(bigger, tokens))
-        text = _strip_fence(completion.text).strip()
+        text = strip_fence(completion.text).strip()
         return "" if text.strip(" .").upper() == prompts.CONDENSE_NONE else text
 
     def condense_room(self, subquestion: SubQuestion, source: Source, *,
@@ -198,7 +192,7 @@ class LLMEngine:
                     Message(role="user",
                             content=prompts.report_user(plan, render_findings(findings)))]
         out, _ = self._ask(messages, DraftOut, what="report", max_tokens=out_tokens)
-        return _draft(plan, out)
+        return draft_from(plan, out)
 
     def report_frame_tokens(self, plan: ResearchPlan) -> int:
         """Estimated tokens of the report request around the findings: prompts, plan, schema.
@@ -229,7 +223,7 @@ class LLMEngine:
         other bad answer is re-asked with the parse error.
 
         Returns the parsed answer and the conversation including it (for a follow-up complaint).
-        Without `reask`, a bad answer raises `_InvalidOutput` at once.
+        Without `reask`, a bad answer raises `InvalidOutput` at once.
         """
         schema = json_schema(shape)
         tokens = self._out_tokens(max_tokens)
@@ -237,8 +231,8 @@ class LLMEngine:
             completion = self._call(messages, max_tokens=tokens, schema=schema)
             answered = [*messages, Message(role="assistant", content=completion.text)]
             try:
-                return _parse(completion.text, shape), answered
-            except _InvalidOutput as exc:
+                return parse_answer(completion.text, shape), answered
+            except InvalidOutput as exc:
                 error = exc
             if attempt == 0 and reask:
                 truncated = completion.truncated
@@ -351,44 +345,6 @@ class LLMEngine:
         return self._call(messages, max_tokens=self._out_tokens(None, "checkpoint")).text
 
 
-# -- parsing ------------------------------------------------------------------------------------
-def _strip_fence(text: str) -> str:
-    match = _FENCE.match(text)
-    return match.group(1) if match else text
-
-
-def _parse(text: str, shape: type[Out]) -> Out:
-    """The first JSON object in `text` (fences and surrounding prose tolerated) as `shape`."""
-    body = _strip_fence(text).strip()
-    start = body.find("{")
-    if start < 0:
-        raise _InvalidOutput("no JSON object in the answer")
-    try:
-        data, _ = json.JSONDecoder().raw_decode(body[start:])
-    except json.JSONDecodeError as exc:
-        raise _InvalidOutput(f"invalid JSON: {exc.msg} at position {exc.pos}") from exc
-    try:
-        return shape.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'answer'}: {e['msg']}"
-                             for e in exc.errors()[:5])
-        raise _InvalidOutput(problems) from exc
-
-
-def _plan_complaint(plan: PlanOut, low: int) -> str | None:
-    if len(plan.subquestions) < low:
-        return prompts.complaint_too_few_subquestions(low, len(plan.subquestions))
-    if plan.intent != "compare":
-        return None
-    if len(plan.targets) < 2:
-        return prompts.complaint_too_few_targets()
-    # A dimension names all targets (or none, "How do they differ in cost?"); naming exactly
-    # one is the per-option pattern the report cannot compare from.
-    offenders = [sq.question for sq in plan.subquestions
-                 if sum(t.lower() in sq.question.lower() for t in plan.targets) == 1]
-    return prompts.complaint_one_target_each(plan.targets, offenders) if offenders else None
-
-
 def _query_key(query: str) -> str:
     return " ".join(query.lower().split())
 
@@ -397,30 +353,3 @@ def _notes(transcript: Transcript) -> str:
     """The condensed page notes (tool results other than search listings), oldest first."""
     return "\n\n".join(m.content.strip() for m in transcript.messages
                        if m.role == "tool" and m.name != "search" and m.content.strip())
-
-
-# -- report draft ------------------------------------------------------------------------------
-def _draft(plan: ResearchPlan, out: DraftOut) -> ReportDraft:
-    indexes = [sq.index for sq in plan.subquestions]
-    returned = [s.subquestion_index for s in out.sections]
-    # The prompt numbers sub-questions from 1; a model that numbered from 0 (or ignored the
-    # numbers but wrote one section per sub-question in order) is mapped back too.
-    if all(r - 1 in indexes for r in returned):
-        mapped = [r - 1 for r in returned]
-    elif all(r in indexes for r in returned):
-        mapped = returned
-    elif len(returned) == len(indexes):
-        mapped = indexes
-    else:
-        mapped = returned
-    sections = [s.model_copy(update={"subquestion_index": i}) for s, i in zip(out.sections, mapped)]
-    drafted: dict[int, SectionDraft] = {}
-    for s in sections:
-        if s.subquestion_index in indexes and s.subquestion_index not in drafted:
-            drafted[s.subquestion_index] = SectionDraft(
-                subquestion_index=s.subquestion_index, heading=s.heading.strip(),
-                body=s.body.strip())
-    table = (out.comparison_table or "").strip() if plan.intent == "compare" else ""
-    return ReportDraft(title=out.title.strip(), summary=out.summary.strip(),
-                       sections=tuple(drafted[i] for i in indexes if i in drafted),
-                       comparison_table=_strip_fence(table).strip() or None)

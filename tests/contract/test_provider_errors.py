@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import anthropic
 import openai
@@ -39,20 +39,6 @@ def _fixture_path() -> Path:
         if path.is_file():
             return path
     raise FileNotFoundError(f"{FIXTURE_NAME} not found in {[str(c) for c in candidates]}")
-
-
-@pytest.fixture(scope="module")
-def loopback() -> Iterator[ScriptedServer]:
-    """One loopback server for the module (each shutdown costs ScriptedServer's 0.5 s poll)."""
-    with ScriptedServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-def srv(loopback: ScriptedServer) -> ScriptedServer:
-    loopback.queue.clear()
-    loopback.requests.clear()
-    return loopback
 
 
 RECORDS: list[dict[str, Any]] = [json.loads(line) for line in
@@ -192,7 +178,7 @@ def check(sig: Signal, rec: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("rec,variant", served_variants())
 def test_fixture_record(rec: dict[str, Any], variant: str | None, silent_url: str,
-                        srv: ScriptedServer) -> None:
+                        server: ScriptedServer) -> None:
     family = family_of(rec)
     if rec["status"] is None:  # no HTTP response: the client times out against a silent server
         sig = signal_of(family, silent_url, timeout=0.5)
@@ -201,9 +187,9 @@ def test_fixture_record(rec: dict[str, Any], variant: str | None, silent_url: st
     body = rec["body"]
     if isinstance(body, str) and variant == "json":
         body = envelope(rec)
-    srv.push(Reply(rec["status"], body))
-    sig = signal_of(family, srv.url, model="some-model")
-    assert len(srv.requests) == 1, "the SDK must not retry (max_retries=0)"
+    server.push(Reply(rec["status"], body))
+    sig = signal_of(family, server.url, model="some-model")
+    assert len(server.requests) == 1, "the SDK must not retry (max_retries=0)"
     check(sig, rec)
     assert sig.model == "some-model"
 
@@ -217,9 +203,9 @@ def test_every_record_is_replayed() -> None:
 
 @pytest.mark.parametrize("family,status,body,headers,category,expect", CONSTRUCTED)
 def test_constructed_family(family: str, status: int, body: Any, headers: dict[str, str],
-                            category: str, expect: dict[str, Any], srv: ScriptedServer) -> None:
-    srv.push(Reply(status, body, headers=headers))
-    sig = signal_of(family, srv.url)
+                            category: str, expect: dict[str, Any], server: ScriptedServer) -> None:
+    server.push(Reply(status, body, headers=headers))
+    sig = signal_of(family, server.url)
     assert type(sig) is CATEGORIES[category], f"got {type(sig).__name__}: {sig}"
     assert sig.status == status
     for name, value in expect.items():
@@ -228,12 +214,12 @@ def test_constructed_family(family: str, status: int, body: Any, headers: dict[s
         assert sig.retry_after is not None and sig.retry_after > 3600  # epoch ms, in the future
 
 
-def test_api_key_never_reaches_the_message(srv: ScriptedServer) -> None:
+def test_api_key_never_reaches_the_message(server: ScriptedServer) -> None:
     body = {"error": {"message": "Incorrect API key provided: sk-proj-AbCdEf1234567890XYZ. You can "
                       "find your API key at https://platform.openai.com/account/api-keys.",
                       "type": "invalid_request_error", "code": "invalid_api_key"}}
-    srv.push(Reply(401, body))
-    sig = signal_of("openai", srv.url)
+    server.push(Reply(401, body))
+    sig = signal_of("openai", server.url)
     assert "AbCdEf1234567890XYZ" not in str(sig)
     assert "OPENAI_API_KEY" in (sig.hint or "")
 
@@ -244,22 +230,22 @@ CHUNK = json.dumps({"id": "c1", "object": "chat.completion.chunk", "created": 0,
                     "choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None}]})
 
 
-def test_openai_stream_error_event_is_overflow(srv: ScriptedServer) -> None:
+def test_openai_stream_error_event_is_overflow(server: ScriptedServer) -> None:
     error = {"error": {"message": "This model's maximum context length is 8192 tokens. However, "
                        "your messages resulted in 9000 tokens.", "type": "invalid_request_error",
                        "param": "messages", "code": "context_length_exceeded"}}
-    srv.push(Reply(200, sse=[f"data: {CHUNK}", f"data: {json.dumps(error)}"]))
-    sig = signal_of("openai", srv.url, stream=True)
+    server.push(Reply(200, sse=[f"data: {CHUNK}", f"data: {json.dumps(error)}"]))
+    sig = signal_of("openai", server.url, stream=True)
     assert isinstance(sig, ContextOverflow)
     assert (sig.limit, sig.requested, sig.status) == (8192, 9000, None)
     assert type(sig.__cause__) is openai.APIError  # the SDK's stream error, no status code
 
 
-def test_openai_stream_server_error_is_transient(srv: ScriptedServer) -> None:
+def test_openai_stream_server_error_is_transient(server: ScriptedServer) -> None:
     error = {"error": {"message": "The server had an error while processing your request.",
                        "type": "server_error"}}
-    srv.push(Reply(200, sse=[f"data: {CHUNK}", f"data: {json.dumps(error)}"]))
-    sig = signal_of("openai", srv.url, stream=True)
+    server.push(Reply(200, sse=[f"data: {CHUNK}", f"data: {json.dumps(error)}"]))
+    sig = signal_of("openai", server.url, stream=True)
     assert isinstance(sig, Transient)
 
 START = 'event: message_start\ndata: ' + json.dumps({"type": "message_start", "message": {
@@ -276,20 +262,20 @@ START = 'event: message_start\ndata: ' + json.dumps({"type": "message_start", "m
 
 
 def test_anthropic_stream_error_event(error: dict[str, str], category: type, limit: int | None,
-                                     srv: ScriptedServer) -> None:
+                                     server: ScriptedServer) -> None:
     event = "event: error\ndata: " + json.dumps({"type": "error", "error": error})
-    srv.push(Reply(200, sse=[START, event]))
-    sig = signal_of("anthropic", srv.url, stream=True)
+    server.push(Reply(200, sse=[START, event]))
+    sig = signal_of("anthropic", server.url, stream=True)
     assert type(sig) is category
     assert getattr(sig, "limit", None) == limit
     assert sig.status is None  # the 200 of the stream says nothing about the error
 
 
-def test_genai_stream_error_chunk_is_overflow(srv: ScriptedServer) -> None:
+def test_genai_stream_error_chunk_is_overflow(server: ScriptedServer) -> None:
     chunk = {"error": {"code": 400, "message": "The input token count (1200000) exceeds the maximum "
                        "number of tokens allowed (1048576).", "status": "INVALID_ARGUMENT"}}
-    srv.push(Reply(200, sse=[f"data: {json.dumps(chunk)}"]))
-    sig = signal_of("genai", srv.url, stream=True)
+    server.push(Reply(200, sse=[f"data: {json.dumps(chunk)}"]))
+    sig = signal_of("genai", server.url, stream=True)
     assert isinstance(sig, ContextOverflow)
     assert (sig.limit, sig.requested) == (1048576, 1200000)
 

@@ -13,8 +13,6 @@ numbers must be the template's. Test ids name the server first.
 
 from __future__ import annotations
 
-from typing import Iterator
-
 import openai
 import pytest
 
@@ -27,28 +25,15 @@ REQUIRED = {"vllm", "sglang", "tgi", "llamacpp", "ollama", "lmstudio", "xinferen
             "openrouter", "azure", "mistral", "deepseek", "groq", "together", "fireworks"}
 
 
-@pytest.fixture(scope="module")
-def loopback() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-def srv(loopback: ScriptedServer) -> ScriptedServer:
-    loopback.queue.clear()
-    loopback.requests.clear()
-    return loopback
-
-
-def served(t: Template, srv: ScriptedServer) -> Signal:
-    srv.push(Reply(t.status, t.body, headers=dict(t.headers)))
-    client = openai.OpenAI(base_url=srv.url + "/v1", api_key="test", max_retries=0, timeout=5.0)
+def served(t: Template, server: ScriptedServer) -> Signal:
+    server.push(Reply(t.status, t.body, headers=dict(t.headers)))
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0, timeout=5.0)
     with pytest.raises(Signal) as caught:
         with translate_errors(model="some-model"):
             client.chat.completions.create(model="some-model", max_tokens=16,
                                            messages=[{"role": "user", "content": "hello"}])
     assert isinstance(caught.value.__cause__, openai.APIStatusError)
-    assert len(srv.requests) == 1, "max_retries=0: one request"
+    assert len(server.requests) == 1, "max_retries=0: one request"
     return caught.value
 
 
@@ -60,8 +45,8 @@ def expect(sig: Signal, t: Template) -> None:
 
 
 @pytest.mark.parametrize("t", [pytest.param(t, id=t.id) for t in TEMPLATES])
-def test_template_through_the_openai_sdk(t: Template, srv: ScriptedServer) -> None:
-    sig = served(t, srv)
+def test_template_through_the_openai_sdk(t: Template, server: ScriptedServer) -> None:
+    sig = served(t, server)
     expect(sig, t)
     assert sig.status == t.status
     assert sig.model == "some-model"
@@ -73,14 +58,14 @@ def test_template_as_a_bare_payload(t: Template) -> None:
     expect(classify_payload(t.status, t.body, headers=t.headers, sdk="openai"), t)
 
 
-def test_output_side_overflows_say_how_much_room_the_prompt_leaves(srv: ScriptedServer) -> None:
+def test_output_side_overflows_say_how_much_room_the_prompt_leaves(server: ScriptedServer) -> None:
     t = next(t for t in TEMPLATES if t.id == "sglang-tokenizer-total-output-side")
-    sig = served(t, srv)
+    sig = served(t, server)
     assert isinstance(sig, ContextOverflow) and sig.side == "output"
     assert "lower max_tokens" in (sig.hint or "") and str(32768 - 30000) in (sig.hint or "")
 
 
-def test_output_caps_stay_fatal_and_are_never_retried_as_overflows(srv: ScriptedServer) -> None:
+def test_output_caps_stay_fatal_and_are_never_retried_as_overflows(server: ScriptedServer) -> None:
     for t in TEMPLATES:
         if t.expect.get("reason") == "output_cap":
             sig = classify_payload(t.status, t.body, sdk="openai")
