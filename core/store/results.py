@@ -94,9 +94,11 @@ class ResultStore:
             con.execute("INSERT INTO topics VALUES (?, ?, ?, 'succeeded', NULL, ?, ?, ?)",
                         [topic_id, batch_id, topic.text, run_id, report.report_id, now])
             if result.plan.subquestions:
-                con.executemany("INSERT INTO subquestions VALUES (?, ?, ?, ?)", [
-                    [topic_id, sq.index, sq.question, list(sq.queries)]
-                    for sq in result.plan.subquestions])
+                con.executemany(
+                    "INSERT INTO subquestions (topic_id, idx, question, queries, wave, why, "
+                    "parent) VALUES (?, ?, ?, ?, ?, ?, ?)", [
+                        [topic_id, sq.index, sq.question, list(sq.queries), sq.wave,
+                         sq.why or None, sq.parent] for sq in result.plan.subquestions])
             if sources:
                 con.executemany(
                     "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (source_id) DO "
@@ -113,9 +115,11 @@ class ResultStore:
                 con.executemany("INSERT INTO citations VALUES (?, ?, ?, ?, ?)", [
                     [report.report_id, c.number, c.url, c.title, c.quote]
                     for c in report.citations])
-            con.execute("INSERT INTO reports VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-                report.report_id, batch_id, topic_id, report.topic, report.title,
-                report.markdown, engine, list(report.flags), now])
+            con.execute("INSERT INTO reports (report_id, batch_id, topic_id, topic, title, "
+                        "markdown, engine, flags, created_at, language) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+                            report.report_id, batch_id, topic_id, report.topic, report.title,
+                            report.markdown, engine, list(report.flags), now, report.language])
         return report.report_id
 
     @staticmethod

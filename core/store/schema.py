@@ -17,6 +17,9 @@ Version history:
      views `usage_by_topic` and `usage_by_batch`
   3  `model_limits`: context windows, output caps and per-request budgets that provider errors
      taught, per model, so the next run starts knowing them
+  4  research waves: `subquestions.wave` (1: the plan's; 2+: the supervisor's follow-ups),
+     `subquestions.why` (the gap a follow-up fills) and `subquestions.parent` (the section it
+     completes); `reports.language`
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import duckdb
 
 from core.store.connection import StoreError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Order matters for counts() and nothing else; meta is bookkeeping, not data.
 TABLES = ("runs", "topics", "subquestions", "sources", "topic_sources", "findings",
@@ -46,8 +49,11 @@ CREATE TABLE IF NOT EXISTS topics (
     topic_id VARCHAR PRIMARY KEY, batch_id VARCHAR NOT NULL, topic VARCHAR NOT NULL,
     status VARCHAR NOT NULL CHECK (status IN ('succeeded', 'failed', 'skipped')), error VARCHAR,
     run_id VARCHAR, report_id VARCHAR, updated_at TIMESTAMPTZ NOT NULL);
+-- wave 1: the plan's sub-questions; wave n > 1: follow-ups asked after reviewing wave n - 1,
+-- with why (the gap) and parent (the idx of the section a follow-up completes; NULL: new).
 CREATE TABLE IF NOT EXISTS subquestions (
     topic_id VARCHAR, idx INTEGER, question VARCHAR NOT NULL, queries VARCHAR[],
+    wave INTEGER DEFAULT 1, why VARCHAR, parent INTEGER,
     PRIMARY KEY (topic_id, idx));
 CREATE TABLE IF NOT EXISTS sources (
     source_id VARCHAR PRIMARY KEY, url VARCHAR NOT NULL, title VARCHAR, text VARCHAR,
@@ -65,7 +71,7 @@ CREATE TABLE IF NOT EXISTS citations (
 CREATE TABLE IF NOT EXISTS reports (
     report_id VARCHAR PRIMARY KEY, batch_id VARCHAR NOT NULL, topic_id VARCHAR NOT NULL,
     topic VARCHAR NOT NULL, title VARCHAR, markdown VARCHAR NOT NULL, engine VARCHAR,
-    flags VARCHAR[], created_at TIMESTAMPTZ NOT NULL);
+    flags VARCHAR[], created_at TIMESTAMPTZ NOT NULL, language VARCHAR);
 -- The usage ledger: one row per core.usage.CallRecord, columns named like its fields. Never
 -- deleted by a rerun: a call that was paid for stays paid for.
 CREATE TABLE IF NOT EXISTS llm_calls (
@@ -141,8 +147,18 @@ def _v2_to_v3(con: duckdb.DuckDBPyConnection) -> None:
             request_budget BIGINT, updated_at TIMESTAMPTZ NOT NULL)""")
 
 
+def _v3_to_v4(con: duckdb.DuckDBPyConnection) -> None:
+    """Waves and the report's language. Frozen: the v4 columns. Existing sub-questions were
+    all the plan's (wave 1)."""
+    con.execute("ALTER TABLE subquestions ADD COLUMN wave INTEGER DEFAULT 1")
+    con.execute("ALTER TABLE subquestions ADD COLUMN why VARCHAR")
+    con.execute("ALTER TABLE subquestions ADD COLUMN parent INTEGER")
+    con.execute("ALTER TABLE reports ADD COLUMN language VARCHAR")
+
+
 # MIGRATIONS[n] takes a file from version n to n + 1.
-MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
+    1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def read_version(con: duckdb.DuckDBPyConnection) -> int | None:

@@ -78,8 +78,27 @@ def make_v1_file(path: Path) -> None:
     con.close()
 
 
+# Columns later versions added to v1 tables, with the value an old row gets.
+_ADDED = {"subquestions": {"wave": 1, "why": None, "parent": None}, "reports": {"language": None}}
+
+
 def dump(path: Path, table: str) -> list[tuple]:
-    return query_readonly(path, f"SELECT * FROM {table} ORDER BY ALL")[1]
+    """A table's rows in its v1 columns (what a migration must keep)."""
+    rows = query_readonly(path, f"SELECT * EXCLUDE ({', '.join(_ADDED[table])}) FROM {table} "
+                                "ORDER BY ALL" if table in _ADDED and _has_added(path, table)
+                          else f"SELECT * FROM {table} ORDER BY ALL")[1]
+    return rows
+
+
+def _has_added(path: Path, table: str) -> bool:
+    _, cols = query_readonly(path, "SELECT column_name FROM duckdb_columns() "
+                                   f"WHERE table_name = '{table}'")
+    return any(c in _ADDED[table] for (c,) in cols)
+
+
+def added_values(path: Path, table: str) -> set[tuple]:
+    """The values old rows got in the columns later versions added."""
+    return set(query_readonly(path, f"SELECT {', '.join(_ADDED[table])} FROM {table}")[1])
 
 
 def schema_shape(path: Path) -> dict[str, list[tuple]]:
@@ -116,8 +135,11 @@ def test_v1_file_migrates_keeping_every_row(tmp_path: Path) -> None:
     before = {t: dump(path, t) for t in _V1_TABLES}
 
     store = ResultStore(path)
-    assert store.schema_version() == SCHEMA_VERSION == 3
+    assert store.schema_version() == SCHEMA_VERSION == 4
     assert {t: dump(path, t) for t in _V1_TABLES} == before
+    # v4: every old sub-question was the plan's (wave 1); old reports name no language.
+    assert added_values(path, "subquestions") == {(1, None, None)}
+    assert added_values(path, "reports") == {(None,)}
     assert store.counts() == {t: len(before[t]) for t in _V1_TABLES} | {"llm_calls": 0,
                                                                         "model_limits": 0}
     assert list(store.counts()) == list(TABLES)
@@ -138,7 +160,7 @@ def test_v1_file_migrates_keeping_every_row(tmp_path: Path) -> None:
     store.record_calls([call("c1", topic_id="t-ok")])
     assert store.get_report("rep-ok")["usage"].calls == 1
     ResultStore(path)  # reopening a migrated file changes nothing
-    assert store.schema_version() == 3 and store.counts()["topics"] == 3
+    assert store.schema_version() == 4 and store.counts()["topics"] == 3
 
 
 def test_migrated_file_has_the_schema_of_a_fresh_one(tmp_path: Path) -> None:
@@ -170,7 +192,7 @@ def test_failed_migration_leaves_the_v1_file_untouched(tmp_path: Path,
                                      "WHERE table_name = 'llm_calls'")
     assert tables == []
     monkeypatch.setitem(store_schema.MIGRATIONS, 1, real_step)
-    assert ResultStore(path).schema_version() == 3
+    assert ResultStore(path).schema_version() == 4
 
 
 def test_unknown_old_version_is_refused(tmp_path: Path) -> None:
