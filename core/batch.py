@@ -15,7 +15,9 @@ from pydantic import ValidationError
 
 from core.models import Topic
 
-OVERRIDES = ("max_subquestions", "max_rounds")
+# Per-row columns a CSV may carry; a row's value wins over the batch's default.
+OVERRIDES = ("max_subquestions", "max_rounds", "max_pages", "max_waves", "language",
+             "report_words")
 
 
 class BatchFileError(ValueError):
@@ -34,8 +36,12 @@ class TopicRow:
     topic: Topic
 
 
-def read_topics_csv(path: Path, *, batch_id: str) -> tuple[list[TopicRow], list[RowError]]:
+def read_topics_csv(path: Path, *, batch_id: str, defaults: dict | None = None,
+                    ) -> tuple[list[TopicRow], list[RowError]]:
+    """The CSV's topics; `defaults` (Topic fields, e.g. the CLI's --max-waves) apply to every
+    row that does not set its own."""
     path = Path(path)
+    defaults = {k: v for k, v in (defaults or {}).items() if v is not None}
     if not path.is_file():
         raise BatchFileError(f"{path}: no such file; pass a CSV with a 'topic' column")
     try:
@@ -69,7 +75,7 @@ def read_topics_csv(path: Path, *, batch_id: str) -> tuple[list[TopicRow], list[
         if not text:
             errors.append(RowError(line, "empty topic"))
             continue
-        overrides = {k: row[k] for k in OVERRIDES if row.get(k)}
+        overrides = {**defaults, **{k: row[k] for k in OVERRIDES if row.get(k)}}
         try:
             topic = Topic(text=text, batch_id=batch_id, **overrides)
         except ValidationError as exc:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import hashlib
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from core.language import resolve_language
 
 Intent = Literal["describe", "compare", "recommend"]
 Confidence = Literal["high", "medium", "conflict"]
@@ -31,8 +33,20 @@ class Topic(_Frozen):
 
     text: str = Field(min_length=3, max_length=2000)
     max_subquestions: int = Field(default=4, ge=1, le=6)
-    max_rounds: int = Field(default=2, ge=1, le=6)
+    max_rounds: int = Field(default=3, ge=1, le=6)
+    max_pages: int = Field(default=6, ge=1, le=30)  # pages read per sub-question
+    max_waves: int = Field(default=2, ge=1, le=6)  # research waves: the plan's, then follow-ups
+    language: str | None = None  # ISO 639-1 code; None: the topic's own language
+    report_words: int = Field(default=1_200, ge=200, le=20_000)
     batch_id: str = "adhoc"
+
+    @field_validator("language", mode="before")
+    @classmethod
+    def _language(cls, v: object) -> object:
+        """A name or code as the user wrote it ("Chinese", "zh-CN") becomes its code."""
+        if v is None or (isinstance(v, str) and not v.strip()):
+            return None
+        return resolve_language(str(v), "")
 
     @property
     def topic_id(self) -> str:
@@ -44,6 +58,19 @@ class SubQuestion(_Frozen):
     question: str
     queries: tuple[str, ...] = ()
     focus: tuple[str, ...] = ()  # what the answer must be about (compared targets, the subject)
+    language: str = "en"  # what the researcher writes its notes in (the topic's language)
+    wave: int = 1  # 1: the plan's; n > 1: a follow-up the supervisor asked after wave n - 1
+    why: str = ""  # for a follow-up: the gap it was asked to fill
+    parent: int | None = None  # for a follow-up: the sub-question whose gap it fills
+
+
+class FollowUp(_Frozen):
+    """A sub-question the supervisor asks after reviewing a wave of findings."""
+
+    question: str
+    queries: tuple[str, ...] = ()
+    why: str = ""
+    parent: int | None = None  # index of the sub-question it completes; None: a new part
 
 
 class ResearchPlan(_Frozen):
@@ -52,6 +79,27 @@ class ResearchPlan(_Frozen):
     intent: Intent = "describe"
     targets: tuple[str, ...] = ()  # the options being compared, when intent == "compare"
     subquestions: tuple[SubQuestion, ...]
+    language: str = "en"  # ISO 639-1: every prompt asks for it and the report is written in it
+    report_words: int = 1_200  # the report's target length
+
+    @property
+    def sections(self) -> tuple[SubQuestion, ...]:
+        """The sub-questions the report has a section for: the plan's, and follow-ups that
+        opened a new part (a follow-up filling a gap is reported in its parent's section)."""
+        return tuple(sq for sq in self.subquestions if sq.parent is None)
+
+    def with_followups(self, followups: "tuple[FollowUp, ...] | list[FollowUp]",
+                       wave: int) -> "ResearchPlan":
+        """The plan with `followups` appended as sub-questions of `wave`."""
+        start = len(self.subquestions)
+        # A follow-up of a follow-up completes the same section: point at the section's own.
+        root = {sq.index: sq.index if sq.parent is None else sq.parent
+                for sq in self.subquestions}
+        added = tuple(SubQuestion(index=start + i, question=f.question,
+                                  queries=f.queries or (f.question,), language=self.language,
+                                  wave=wave, why=f.why, parent=root.get(f.parent))
+                      for i, f in enumerate(followups))
+        return self.model_copy(update={"subquestions": self.subquestions + added})
 
 
 class SearchResult(_Frozen):
@@ -158,6 +206,7 @@ class Report(_Frozen):
     citations: tuple[Citation, ...]
     engine: str
     flags: tuple[str, ...] = ()  # e.g. numbers in prose not found in their quote
+    language: str = "en"
 
 
 class ResearchResult(_Frozen):

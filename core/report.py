@@ -1,7 +1,8 @@
 """Turn an engine's draft into the final report: numbered references assigned here, in code.
 
 An engine cites evidence by catalogue key (`[E3]`). `assemble` numbers references in order of
-first use, lists them with their verbatim quotes, marks sections without any citation as
+first use, lists them with their verbatim quotes (markdown characters escaped, so a quote
+renders as the page wrote it), marks sections without any citation as
 "[insufficient evidence]", adds a "Disputed findings" section for conflicting claims, and flags
 numbers in the prose that do not appear in the quotes they cite (seed 002 §4.4). It never writes
 an error message into a report: a draft that cannot be assembled raises.
@@ -20,6 +21,8 @@ _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*%?")
 # A sentence ends after its punctuation and any citation keys that follow it.
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？\]])(\s+)(?!\s|\[E\d)")
 INSUFFICIENT = "[insufficient evidence]"
+# Inline markdown: emphasis, code, links, html, and a backslash itself.
+_MARKDOWN_SPECIAL = re.compile(r"[\\`*_\[\]<>|]")
 
 
 def evidence_catalog(findings: Sequence[Finding]) -> list[tuple[str, Evidence]]:
@@ -103,31 +106,48 @@ def _cite(body: str, numberer: _Numberer, flags: list[str], where: str) -> str:
     return "".join(out)
 
 
+def escape_markdown(text: str) -> str:
+    """`text` shown as written: characters markdown would read as formatting are escaped, so
+    a quoted `__enter__()` stays `__enter__()` rather than a bold "enter()"."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\g<0>", text)
+
+
 def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft, *,
              report_id: str, engine: str, notice: str | None = None) -> Report:
+    """The report in the intent's shape: executive summary, comparison table (compare), one
+    section per section of the plan, recommendation (recommend), conclusion, disputed
+    findings, references."""
     catalog = dict(evidence_catalog(findings))
     numberer = _Numberer(catalog)
     flags: list[str] = []
     drafted = {s.subquestion_index: s for s in draft.sections}
 
+    def part(name: str, body: str | None) -> list[str]:
+        if not body or not body.strip():
+            return []
+        heading = draft.heading(name)
+        lines = body.strip().splitlines() if name == "comparison" else [body]
+        return [f"## {heading}", "",
+                "\n".join(_cite(line, numberer, flags, heading) for line in lines), ""]
+
     parts = [f"# {draft.title}", ""]
     if notice:
         parts += [f"> {notice}", ""]
     parts += [f"**Topic:** {plan.topic}  ", f"**Intent:** {plan.intent}", ""]
-    if draft.summary.strip():
-        parts += ["## Summary", "", _cite(draft.summary, numberer, flags, "Summary"), ""]
-    if draft.comparison_table and plan.intent == "compare":
-        table = "\n".join(_cite(line, numberer, flags, "Comparison")
-                          for line in draft.comparison_table.strip().splitlines())
-        parts += ["## Comparison", "", table, ""]
+    parts += part("summary", draft.summary)
+    if plan.intent == "compare":
+        parts += part("comparison", draft.comparison_table)
 
-    for sq in plan.subquestions:
+    for sq in plan.sections:
         section = drafted.get(sq.index)
         heading = section.heading if section else sq.question
         body = _cite(section.body, numberer, flags, heading) if section else ""
-        if not body.strip() or not re.search(r"\[\d+\]", body):
+        if not re.search(r"\[\d+\]", body) and INSUFFICIENT not in body:
             body = (body.strip() + " " if body.strip() else "") + INSUFFICIENT
         parts += [f"## {heading}", "", body.strip(), ""]
+    if plan.intent == "recommend":
+        parts += part("recommendation", draft.recommendation)
+    parts += part("conclusion", draft.conclusion)
 
     disputed = [(f, c) for f in findings for c in f.claims if c.confidence == "conflict"]
     if disputed:
@@ -142,9 +162,10 @@ def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft
         flags.append("draft cited unknown evidence keys: " + ", ".join(sorted(set(numberer.unknown))))
     parts += ["## References", ""]
     for c in numberer.citations:
-        parts.append(f"{c.number}. [{c.title or c.url}]({c.url}) — “{_collapse(c.quote)}”")
+        title = escape_markdown(_collapse(c.title or c.url))
+        parts.append(f"{c.number}. [{title}]({c.url}) — “{escape_markdown(_collapse(c.quote))}”")
     if not numberer.citations:
         parts.append(INSUFFICIENT)
     return Report(report_id=report_id, topic=plan.topic, title=draft.title,
                   markdown="\n".join(parts).rstrip() + "\n", citations=tuple(numberer.citations),
-                  engine=engine, flags=tuple(flags))
+                  engine=engine, flags=tuple(flags), language=plan.language)

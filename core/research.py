@@ -1,4 +1,9 @@
-"""One researcher: rounds of query → search → read → condense for a single sub-question.
+"""One researcher: rounds of query → search → choose → read → condense for a single sub-question.
+
+From the first round the researcher chooses which results to read from their titles and
+snippets (the offline engine keeps the search ranking), reads at most `max_pages` pages in all,
+and after each round reflects on its notes and either stops (the sub-question is answered) or
+searches again, for at most `max_rounds` rounds.
 
 The transcript it builds is the researcher's working memory: an AI turn that calls the searches
 of a round with one result per call, then one AI turn per page read with its notes, so shrinking
@@ -22,7 +27,7 @@ from urllib.parse import urldefrag
 
 from core.engine.base import ResearchEngine
 from core.ledger import acting_as
-from core.overflow.roles import condense_with_shrink, queries_with_shrink
+from core.overflow.roles import choose_with_shrink, condense_with_shrink, queries_with_shrink
 from core.models import Message, PageNotes, SearchResult, SubQuestion, ToolCall, Transcript
 from core.search.base import SearchBackend
 from core.overflow.signals import Signal
@@ -32,6 +37,9 @@ log = logging.getLogger("researchflow.research")
 
 class ResearchSteps(Protocol):
     def search(self, query: str, k: int) -> list[SearchResult]: ...
+
+    def choose(self, transcript: Transcript, candidates: list[SearchResult],
+               limit: int) -> list[int]: ...
 
     def read(self, subquestion: SubQuestion, hit: SearchResult) -> PageNotes: ...
 
@@ -57,6 +65,13 @@ def read_page(engine: ResearchEngine, search: SearchBackend, subquestion: SubQue
     return PageNotes(url=hit.url, source=source, notes=notes)
 
 
+def choose_pages(engine: ResearchEngine, transcript: Transcript,
+                 candidates: list[SearchResult], limit: int) -> list[int]:
+    with acting_as("choose"):
+        return choose_with_shrink(engine.for_role("queries"), transcript, candidates, limit,
+                                  log=log.info)
+
+
 @dataclass(frozen=True)
 class DirectSteps:
     """Every step called in-line (tests, benchmarks, and anything outside Prefect)."""
@@ -68,6 +83,10 @@ class DirectSteps:
         with acting_as("search"):
             return self.backend.search(query, k=k)
 
+    def choose(self, transcript: Transcript, candidates: list[SearchResult],
+               limit: int) -> list[int]:
+        return choose_pages(self.engine, transcript, candidates, limit)
+
     def read(self, subquestion: SubQuestion, hit: SearchResult) -> PageNotes:
         return read_page(self.engine, self.backend, subquestion, hit)
 
@@ -77,11 +96,12 @@ class DirectSteps:
                                        log=log.info)
 
 
-def research_subquestion(steps: ResearchSteps, subquestion: SubQuestion, *, max_rounds: int = 2,
-                         results_per_query: int = 4,
+def research_subquestion(steps: ResearchSteps, subquestion: SubQuestion, *, max_rounds: int = 3,
+                         max_pages: int = 6, results_per_query: int = 4,
                          progress: Callable[[str], None] | None = None) -> Transcript:
     transcript = Transcript(subquestion=subquestion)
-    seen: set[str] = set()
+    offered: set[str] = set()
+    pages = 0
     queries = list(subquestion.queries) or [subquestion.question]
     for round_index in range(max_rounds):
         if round_index > 0:
@@ -90,13 +110,21 @@ def research_subquestion(steps: ResearchSteps, subquestion: SubQuestion, *, max_
         if not queries:
             break
         hits = _search_round(transcript, steps, queries, round_index, results_per_query)
-        # Passages of one document (#p1, #p2) are one page to read.
-        fresh = [h for h in hits if _document(h.url) not in seen]
+        # Passages of one document (#p1, #p2) are one page; a page offered once (read or
+        # passed over) is not offered again.
+        fresh = [h for h in hits if _document(h.url) not in offered]
         fresh = list({_document(h.url): h for h in reversed(fresh)}.values())[::-1]
-        seen.update(_document(h.url) for h in fresh)
-        _read_round(transcript, steps, fresh, round_index)
+        offered.update(_document(h.url) for h in fresh)
+        picked = steps.choose(transcript, fresh, max_pages - pages) if fresh else []
+        chosen = [fresh[i] for i in dict.fromkeys(picked) if 0 <= i < len(fresh)]
+        chosen = chosen[:max_pages - pages]
+        _read_round(transcript, steps, chosen, round_index)
+        pages += len(chosen)
         if progress:
-            progress(f"round {round_index + 1}: {len(queries)} queries, {len(fresh)} new pages")
+            progress(f"round {round_index + 1}: {len(queries)} queries, read {len(chosen)} of "
+                     f"{len(fresh)} new pages")
+        if pages >= max_pages:
+            break
     return transcript
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Literal
 
-CallRole = Literal["plan", "queries", "condense", "compress", "report", "checkpoint",
-                   "search", "other"]
+CallRole = Literal["plan", "choose", "queries", "condense", "compress", "review", "report",
+                   "checkpoint", "search", "other"]
 
 
 def _now() -> datetime:

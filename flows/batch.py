@@ -24,7 +24,7 @@ from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.transactions import CommitMode, transaction
 
-from core.batch import RowError, TopicRow, read_topics_csv
+from core.batch import OVERRIDES as TOPIC_FIELDS, RowError, TopicRow, read_topics_csv
 from core.failures import TopicFailed
 from core.ledger import scoped
 from core.runtime import flush_ledgers, ledger_for
@@ -83,7 +83,7 @@ def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicO
     # only for what had not finished (rolled back, every finished call would be paid again).
     with transaction(commit_mode=CommitMode.EAGER):
         state = topic_flow()(topic=topic.text, batch_id=topic.batch_id,
-                             max_subquestions=topic.max_subquestions, max_rounds=topic.max_rounds,
+                             **topic.model_dump(include=set(TOPIC_FIELDS)),
                              return_state=True, **overrides)
     usage = _usage(store, budget.run_id, topic.topic_id)
     spent = dict(calls=usage.calls, input_tokens=usage.input_tokens,
@@ -123,15 +123,21 @@ def research_batch(csv_path: str, batch_id: str | None = None, model: str | None
                    search: str | None = None, corpus_dir: str | None = None,
                    db_path: str | None = None, max_concurrency: int | None = None,
                    max_cost_usd: float | None = None,
-                   max_batch_cost_usd: float | None = None) -> list[dict]:
-    """Research every topic in a CSV (column `topic`; optional max_subquestions, max_rounds)."""
+                   max_batch_cost_usd: float | None = None, max_waves: int | None = None,
+                   max_rounds: int | None = None, max_pages: int | None = None,
+                   language: str | None = None, report_words: int | None = None) -> list[dict]:
+    """Research every topic in a CSV (column `topic`; optional columns max_subquestions,
+    max_rounds, max_pages, max_waves, language, report_words). The keyword arguments of the
+    same names are the batch's defaults for rows that leave a column empty."""
     logger = get_run_logger()
     settings = Settings.load(model=model, search=search, db_path=Path(db_path) if db_path else None,
                              corpus_dir=Path(corpus_dir) if corpus_dir else None,
                              max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd)
     config = run_config(settings)
     batch = batch_id or Path(csv_path).stem
-    rows, errors = read_topics_csv(Path(csv_path), batch_id=batch)
+    rows, errors = read_topics_csv(Path(csv_path), batch_id=batch, defaults=dict(
+        max_waves=max_waves, max_rounds=max_rounds, max_pages=max_pages, language=language,
+        report_words=report_words))
     run_id = str(flow_run.id or "local")
     store = ResultStore(Path(config.db_path))
     store.start_run(run_id, batch, engine=config.model, search_backend=config.search,

@@ -29,6 +29,12 @@ ModelOpt = typer.Option(None, "--model", help="offline | openai:MODEL | anthropi
 SearchOpt = typer.Option(None, "--search", help="corpus | serpapi (default: auto from keys).")
 CorpusOpt = typer.Option(None, "--corpus", help="Folder of .html/.md/.txt files to search "
                          "instead of the bundled CPython documentation.")
+LanguageOpt = typer.Option(None, "--language", help="Language of the prompts and the report: "
+                           "a code or name (zh, Chinese, 中文); default: the topic's own.")
+WavesHelp = ("Research waves: the plan's sub-questions, then the supervisor's follow-ups for "
+             "what they left open.")
+PagesHelp = "Pages read per sub-question (the researcher chooses which)."
+WordsHelp = "Target length of the report in words (a long report is written section by section)."
 CostOpt = typer.Option(None, "--max-cost-usd", min=0.0, help="Stop a topic before a provider "
                        "call would take its spend past this many USD (RESEARCHFLOW_MAX_COST_USD).")
 
@@ -56,15 +62,29 @@ def _check_corpus(corpus: Optional[Path]) -> None:
         _fail(f"{corpus}: no such folder; --corpus takes a folder of .html/.md/.txt files")
 
 
+def _check_language(language: Optional[str]) -> None:
+    from core.language import resolve_language
+
+    try:
+        resolve_language(language, "")
+    except ValueError as exc:
+        _fail(f"--language: {exc}")
+
+
 @app.command()
 def run(topic: str = typer.Argument(..., help="What to research."),
         max_subquestions: int = typer.Option(4, min=1, max=6),
-        max_rounds: int = typer.Option(2, min=1, max=6),
+        max_rounds: int = typer.Option(3, min=1, max=6, help="Search rounds per sub-question."),
+        max_pages: int = typer.Option(6, min=1, max=30, help=PagesHelp),
+        max_waves: int = typer.Option(2, min=1, max=6, help=WavesHelp),
+        language: Optional[str] = LanguageOpt,
+        report_words: int = typer.Option(1200, min=200, max=20000, help=WordsHelp),
         model: Optional[str] = ModelOpt, search: Optional[str] = SearchOpt,
         corpus: Optional[Path] = CorpusOpt, db: Optional[Path] = DbOpt,
         max_cost_usd: Optional[float] = CostOpt) -> None:
     """Research one topic and store its report."""
     _check_corpus(corpus)
+    _check_language(language)
     _prefect_env()
     from flows.live import LiveProgress
     from flows.research import topic_flow
@@ -72,7 +92,9 @@ def run(topic: str = typer.Argument(..., help="What to research."),
     with LiveProgress(out) as live:
         live.add_topics(1)
         state = topic_flow()(topic=topic, max_subquestions=max_subquestions,
-                               max_rounds=max_rounds, model=model, search=search,
+                               max_rounds=max_rounds, max_pages=max_pages, max_waves=max_waves,
+                               language=language, report_words=report_words,
+                               model=model, search=search,
                                corpus_dir=str(corpus) if corpus else None,
                                db_path=str(db) if db else None, max_cost_usd=max_cost_usd,
                                return_state=True)
@@ -96,11 +118,21 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
           max_cost_usd: Optional[float] = CostOpt,
           max_batch_cost_usd: Optional[float] = typer.Option(
               None, "--max-batch-cost-usd", min=0.0, help="Cap for the whole batch: topics not "
-              "started when it is reached are skipped (RESEARCHFLOW_MAX_BATCH_COST_USD).")) -> None:
-    """Research every topic of a CSV; bad rows are reported and the rest still run."""
+              "started when it is reached are skipped (RESEARCHFLOW_MAX_BATCH_COST_USD)."),
+          max_rounds: Optional[int] = typer.Option(None, min=1, max=6, help="Default 3."),
+          max_pages: Optional[int] = typer.Option(None, min=1, max=30, help=PagesHelp),
+          max_waves: Optional[int] = typer.Option(None, min=1, max=6, help=WavesHelp),
+          language: Optional[str] = LanguageOpt,
+          report_words: Optional[int] = typer.Option(None, min=200, max=20000, help=WordsHelp),
+          ) -> None:
+    """Research every topic of a CSV; bad rows are reported and the rest still run.
+
+    The CSV may set max_subquestions, max_rounds, max_pages, max_waves, language and
+    report_words per row; the options here are the defaults for rows that do not."""
     from core.batch import BatchFileError, read_topics_csv
 
     _check_corpus(corpus)
+    _check_language(language)
     try:  # validate up front so a bad file costs no Prefect start-up
         rows, _ = read_topics_csv(csv_path, batch_id=batch_id or csv_path.stem)
     except BatchFileError as exc:
@@ -115,6 +147,8 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
                                search=search, corpus_dir=str(corpus) if corpus else None,
                                db_path=str(db) if db else None, max_concurrency=concurrency,
                                max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd,
+                               max_rounds=max_rounds, max_pages=max_pages, max_waves=max_waves,
+                               language=language, report_words=report_words,
                                return_state=True)
     _print_batch(batch_id or csv_path.stem, _db(db))
     out.print(_run_usage(_db(db), state))

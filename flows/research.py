@@ -14,21 +14,22 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from prefect import flow, unmapped
+from prefect import flow, get_run_logger, unmapped
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from core.failures import StepFailure, TopicFailed
-from core.ledger import scoped
-from core.models import Finding, ResearchResult, Topic, Transcript
+from core.ledger import current_scope, scoped
+from core.models import FollowUp, Finding, ResearchPlan, ResearchResult, Topic, Transcript
 from core.report import report_id_for
-from core.runtime import flush_ledgers
+from core.runtime import flush_ledgers, ledger_for
 from core.settings import RunConfig, Settings, run_config
 from core.store import ResultStore, StoreError
+from core.waves import MAX_FOLLOWUPS, affordable_followups, gaps
 from flows.progress import emit
-from tasks.research import plan_topic, research
+from tasks.research import plan_topic, research, review_findings
 from tasks.store import store_result
 from tasks.write import compress, write_report
 
@@ -49,35 +50,18 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
     progress = create_progress_artifact(0.0, description=f"Researching: {topic.text[:80]}")
     plan = _step("plan", plan_topic, topic, config)
     emit("topic_planned", topic.text, total=len(plan.subquestions))
-
-    researched = research.map(plan.subquestions, config=unmapped(config),
-                              max_rounds=unmapped(topic.max_rounds))
-    index = {f.task_run_id: sq.index for f, sq in zip(researched, plan.subquestions)}
-    failures: list[StepFailure] = []
-    transcripts: list[Transcript] = []
-    compressing = []
-    # Every researcher runs to its end even when one fails: what finished is cached for the rerun.
-    for done, future in enumerate(as_completed(researched), start=1):
-        i = index[future.task_run_id]
-        try:
-            transcript = future.result()
-        except Exception as exc:  # noqa: BLE001 - collected, reported below
-            failures.append(StepFailure(f"research #{i}", exc))
-        else:
-            transcripts.append(transcript)
-            compressing.append((i, compress.submit(transcript, config)))
-        update_progress_artifact(progress, 80.0 * done / len(plan.subquestions),
-                                 description=f"{done}/{len(plan.subquestions)} sub-questions read")
-        emit("subquestion_done", topic.text)
-    findings: list[Finding] = []
-    for i, future in compressing:
-        try:
-            findings.append(future.result())
-        except Exception as exc:  # noqa: BLE001 - collected, reported below
-            failures.append(StepFailure(f"compress #{i}", exc))
-    if failures:  # a topic never "completes" on partial evidence silently
-        raise TopicFailed(sorted(failures, key=lambda f: _order(f.step)))
-    findings.sort(key=lambda f: f.subquestion_index)
+    wave = Wave(topic, config, progress)
+    findings, transcripts = wave.research(plan.subquestions)
+    for number in range(2, topic.max_waves + 1):
+        followups = _review(plan, findings, number - 1, config)
+        if not followups:
+            break
+        plan = plan.with_followups(followups, number)
+        asked = plan.subquestions[-len(followups):]
+        _wave_artifact(topic, number, asked)
+        emit("topic_planned", topic.text, total=len(followups))
+        more, read = wave.research(asked)
+        findings, transcripts = findings + more, transcripts + read
 
     report = _step("report", write_report, plan, findings, config,
                    report_id_for(topic.batch_id, topic.topic_id))
@@ -92,6 +76,80 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
                              description=f"Report for: {topic.text[:200]} ({usage})")
     emit("topic_done", topic.text, detail=report_id)
     return report_id
+
+
+class Wave:
+    """Researches sub-questions as one mapped wave of tasks, then compresses each transcript.
+
+    Every researcher runs to its end even when one fails (what finished is cached for the
+    rerun); any failure then fails the topic, naming each step: a topic never completes on
+    partial evidence silently.
+    """
+
+    def __init__(self, topic: Topic, config: RunConfig, progress) -> None:
+        self.topic, self.config, self.progress = topic, config, progress
+        self.done = 0
+        self.total = 0
+
+    def research(self, subquestions) -> tuple[list[Finding], list[Transcript]]:
+        self.total += len(subquestions)
+        researched = research.map(subquestions, config=unmapped(self.config),
+                                  max_rounds=unmapped(self.topic.max_rounds),
+                                  max_pages=unmapped(self.topic.max_pages))
+        index = {f.task_run_id: sq.index for f, sq in zip(researched, subquestions)}
+        failures: list[StepFailure] = []
+        transcripts: list[Transcript] = []
+        compressing = []
+        for future in as_completed(researched):
+            i = index[future.task_run_id]
+            try:
+                transcript = future.result()
+            except Exception as exc:  # noqa: BLE001 - collected, reported below
+                failures.append(StepFailure(f"research #{i}", exc))
+            else:
+                transcripts.append(transcript)
+                compressing.append((i, compress.submit(transcript, self.config)))
+            self.done += 1
+            update_progress_artifact(self.progress, 80.0 * self.done / self.total,
+                                     description=f"{self.done}/{self.total} sub-questions read")
+            emit("subquestion_done", self.topic.text)
+        findings: list[Finding] = []
+        for i, future in compressing:
+            try:
+                findings.append(future.result())
+            except Exception as exc:  # noqa: BLE001 - collected, reported below
+                failures.append(StepFailure(f"compress #{i}", exc))
+        if failures:
+            raise TopicFailed(sorted(failures, key=lambda f: _order(f.step)))
+        return sorted(findings, key=lambda f: f.subquestion_index), transcripts
+
+
+def _review(plan: ResearchPlan, findings: list[Finding], waves: int,
+            config: RunConfig) -> list[FollowUp]:
+    """The supervisor's follow-ups after `waves` waves, as many as the budget leaves room for."""
+    scope = current_scope()
+    ledger = ledger_for(config.db_path)
+    limit = affordable_followups(MAX_FOLLOWUPS, spent=ledger.spent(scope.run_id, scope.topic_id),
+                                 cap=scope.max_topic_cost_usd,
+                                 researched=len(plan.subquestions))
+    if scope.max_batch_cost_usd is not None:
+        limit = min(limit, affordable_followups(
+            MAX_FOLLOWUPS, spent=ledger.spent(scope.run_id), cap=scope.max_batch_cost_usd,
+            researched=len(plan.subquestions)))
+    if limit == 0:
+        get_run_logger().info("no wave %d: the budget leaves no room for follow-ups", waves + 1)
+        return []
+    return _step(f"review #{waves}", review_findings, plan, findings, gaps(plan, findings),
+                 waves, limit, config)
+
+
+def _wave_artifact(topic: Topic, number: int, asked) -> None:
+    lines = [f"### Wave {number}: {len(asked)} follow-up(s) for: {topic.text[:120]}", "",
+             "| # | follow-up | completes | why |", "|---|---|---|---|"]
+    lines += [f"| {sq.index + 1} | {sq.question} | "
+              f"{'#' + str(sq.parent + 1) if sq.parent is not None else 'new section'} | {sq.why} |"
+              for sq in asked]
+    create_markdown_artifact("\n".join(lines), description=f"Wave {number} of: {topic.text[:150]}")
 
 
 def _order(step: str) -> tuple[int, int]:
@@ -121,16 +179,24 @@ def _record_failure(config: RunConfig, topic: Topic, failure: TopicFailed, run_i
 @flow(name="research-topic", flow_run_name="topic: {topic:.60}",
       task_runner=ThreadPoolTaskRunner(max_workers=4))
 def research_topic(topic: str, batch_id: str = "adhoc", max_subquestions: int = 4,
-                   max_rounds: int = 2, model: str | None = None, search: str | None = None,
+                   max_rounds: int = 3, max_pages: int = 6, max_waves: int = 2,
+                   language: str | None = None, report_words: int = 1_200,
+                   model: str | None = None, search: str | None = None,
                    corpus_dir: str | None = None, db_path: str | None = None,
                    max_cost_usd: float | None = None) -> str:
-    """Research one topic and store its report in DuckDB; returns the report id."""
+    """Research one topic and store its report in DuckDB; returns the report id.
+
+    `max_waves` bounds the supervisor's waves (1: the plan's sub-questions only); `max_rounds`
+    and `max_pages` bound each researcher; `language` (a code or name; None: the topic's own)
+    is what every prompt asks for and the report is written in; `report_words` sizes it.
+    """
     settings = Settings.load(model=model, search=search, max_cost_usd=max_cost_usd,
                              corpus_dir=Path(corpus_dir) if corpus_dir else None,
                              db_path=Path(db_path) if db_path else None)
     config = run_config(settings)
     item = Topic(text=topic, batch_id=batch_id, max_subquestions=max_subquestions,
-                 max_rounds=max_rounds)
+                 max_rounds=max_rounds, max_pages=max_pages, max_waves=max_waves,
+                 language=language, report_words=report_words)
     own_id = str(flow_run.id or "local")
     run_id = str(flow_run.root_flow_run_id or own_id)  # a batch's run when inside a batch
     alone = run_id == own_id

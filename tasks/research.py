@@ -1,8 +1,8 @@
-"""Plan a topic and research one sub-question: thin Prefect wrappers around core.
+"""Plan a topic, research one sub-question, review a wave: thin Prefect wrappers around core.
 
 The research task runs the core loop with `TaskSteps` whenever a step costs money (an LLM
-provider or SerpAPI): every search, every page read (fetch + condense) and every choice of
-follow-up queries is its own task run, retried on its own and cached on its inputs plus the code. A fault in one provider call therefore repeats only that
+provider or SerpAPI): every search, every choice of pages to read, every page read (fetch +
+condense) and every choice of follow-up queries is its own task run, retried on its own and cached on its inputs plus the code. A fault in one provider call therefore repeats only that
 call, and a retry of the research task (or of the whole run, from the CLI or the UI) is served
 every step that had finished from the cache.
 """
@@ -15,9 +15,10 @@ from prefect import get_run_logger, task
 from prefect.transactions import CommitMode, transaction
 
 from core.ledger import acting_as, scoped
-from core.models import PageNotes, ResearchPlan, SearchResult, SubQuestion, Topic, Transcript
-from core.overflow.roles import plan_with_shrink, queries_with_shrink
-from core.research import DirectSteps, read_page, research_subquestion
+from core.models import (Finding, FollowUp, PageNotes, ResearchPlan, SearchResult, SubQuestion,
+                         Topic, Transcript)
+from core.overflow.roles import plan_with_shrink, queries_with_shrink, review_with_shrink
+from core.research import DirectSteps, choose_pages, read_page, research_subquestion
 from core.runtime import build_engine, build_search
 from core.settings import RunConfig
 from tasks.caching import CACHED
@@ -33,9 +34,25 @@ def plan_topic(topic: Topic, config: RunConfig) -> ResearchPlan:
     return plan
 
 
-@task(name="research-subquestion", task_run_name="research #{subquestion.index}", **RETRYING,
+@task(name="review-findings", task_run_name="review wave {wave}: {plan.topic:.50}", **RETRYING,
       **CACHED)
-def research(subquestion: SubQuestion, config: RunConfig, max_rounds: int) -> Transcript:
+def review_findings(plan: ResearchPlan, findings: list[Finding], gaps: list[str], wave: int,
+                    limit: int, config: RunConfig) -> list[FollowUp]:
+    """The supervisor reads wave `wave`'s findings and asks follow-ups for what is open."""
+    logger = get_run_logger()
+    with acting_as("review"):
+        followups = review_with_shrink(build_engine(config).for_role("plan"), plan, findings,
+                                       gaps, wave, limit, log=logger.info)
+    for f in followups:
+        logger.info("follow-up%s: %s (why: %s)",
+                    f" to #{f.parent}" if f.parent is not None else "", f.question, f.why)
+    return followups
+
+
+@task(name="research-subquestion",
+      task_run_name="research w{subquestion.wave} #{subquestion.index}", **RETRYING, **CACHED)
+def research(subquestion: SubQuestion, config: RunConfig, max_rounds: int,
+             max_pages: int = 6) -> Transcript:
     logger = get_run_logger()
     # Steps become task runs when they cost money; for the local extractive engine over a
     # corpus, Prefect's bookkeeping per step would only slow the run down.
@@ -43,6 +60,7 @@ def research(subquestion: SubQuestion, config: RunConfig, max_rounds: int) -> Tr
                                                                   build_search(config))
     with scoped(subquestion_index=subquestion.index):
         transcript = research_subquestion(steps, subquestion, max_rounds=max_rounds,
+                                          max_pages=max_pages,
                                           results_per_query=config.results_per_query,
                                           progress=logger.info)
     logger.info("read %d sources for: %s", len(transcript.sources), subquestion.question)
@@ -55,6 +73,13 @@ def research(subquestion: SubQuestion, config: RunConfig, max_rounds: int) -> Tr
 def search_query(query: str, k: int, config: RunConfig) -> list[SearchResult]:
     with acting_as("search"):
         return build_search(config).search(query, k=k)
+
+
+@task(name="choose-pages", task_run_name="choose #{transcript.subquestion.index}: "
+      "{limit} of {candidates_count}", **RETRYING, **CACHED)
+def choose_hits(transcript: Transcript, candidates: list[SearchResult], limit: int,
+                candidates_count: int, config: RunConfig) -> list[int]:
+    return choose_pages(build_engine(config), transcript, candidates, limit)
 
 
 @task(name="read-page", task_run_name="read #{subquestion.index}: {hit.url:.80}", **RETRYING,
@@ -85,6 +110,11 @@ class TaskSteps:
     def search(self, query: str, k: int) -> list[SearchResult]:
         with transaction(commit_mode=CommitMode.EAGER):
             return search_query(query, k, self.config)
+
+    def choose(self, transcript: Transcript, candidates: list[SearchResult],
+               limit: int) -> list[int]:
+        with transaction(commit_mode=CommitMode.EAGER):
+            return choose_hits(transcript, candidates, limit, len(candidates), self.config)
 
     def read(self, subquestion: SubQuestion, hit: SearchResult) -> PageNotes:
         with transaction(commit_mode=CommitMode.EAGER):

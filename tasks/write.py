@@ -17,6 +17,7 @@ from core.overflow.recovery import compress_with_shrink, report_with_shrink
 from core.report import assemble
 from core.runtime import build_engine
 from core.settings import RunConfig
+from core.waves import for_report
 from tasks.caching import CACHED
 from tasks.retry import RETRYING
 
@@ -34,9 +35,10 @@ def write_report(plan: ResearchPlan, findings: Sequence[Finding], config: RunCon
                  report_id: str) -> Report:
     engine = build_engine(config)
     writer = engine.for_role("report")
+    sections = for_report(plan, findings)  # follow-ups join the sections they complete
     with acting_as("report"):
         draft, kept = report_with_shrink(
-            writer, plan, list(findings), window=writer.context_window(),
+            writer, plan, sections, window=writer.context_window(),
             max_output_tokens=config.max_output_tokens, log=get_run_logger().info)
     return assemble(plan, kept, draft, report_id=report_id, engine=engine.name,
                     notice=getattr(engine, "notice", None))

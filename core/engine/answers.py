@@ -1,5 +1,5 @@
 """Reading a model's answers: JSON out of prose or code fences, validated into the role's schema;
-the plan rules a re-ask enforces; a report draft mapped back onto the plan's sub-questions.
+the plan rules a re-ask enforces; a markdown report split back into the plan's parts.
 
 Nothing here calls a model: `core.engine.llm` asks, these functions read what came back and say
 precisely what was wrong, so a re-ask can quote it.
@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from core.engine import prompts
 from core.engine.base import ReportDraft, SectionDraft
-from core.engine.schemas import DraftOut, PlanOut
+from core.engine.schemas import PlanOut
 from core.models import ResearchPlan
 
 Out = TypeVar("Out", bound=BaseModel)
@@ -63,29 +63,81 @@ def plan_complaint(plan: PlanOut, low: int) -> str | None:
     return prompts.complaint_one_target_each(plan.targets, offenders) if offenders else None
 
 
+_TAGGED = re.compile(r"^\[\s*(summary|comparison|recommendation|conclusion|S\s*\d+)\s*\]\s*(.*)$",
+                     re.IGNORECASE)
+# Untagged headings a model may still write for the parts around the sections.
+_PART_WORDS = {"summary": ("executive summary", "summary", "overview", "摘要", "概要", "概述"),
+               "comparison": ("comparison", "对比", "比较"),
+               "recommendation": ("recommendation", "建议", "推荐"),
+               "conclusion": ("conclusion", "结论", "总结", "结语")}
 
 
-def draft_from(plan: ResearchPlan, out: DraftOut) -> ReportDraft:
-    indexes = [sq.index for sq in plan.subquestions]
-    returned = [s.subquestion_index for s in out.sections]
-    # The prompt numbers sub-questions from 1; a model that numbered from 0 (or ignored the
-    # numbers but wrote one section per sub-question in order) is mapped back too.
-    if all(r - 1 in indexes for r in returned):
-        mapped = [r - 1 for r in returned]
-    elif all(r in indexes for r in returned):
-        mapped = returned
-    elif len(returned) == len(indexes):
-        mapped = indexes
-    else:
-        mapped = returned
-    sections = [s.model_copy(update={"subquestion_index": i}) for s, i in zip(out.sections, mapped)]
-    drafted: dict[int, SectionDraft] = {}
-    for s in sections:
-        if s.subquestion_index in indexes and s.subquestion_index not in drafted:
-            drafted[s.subquestion_index] = SectionDraft(
-                subquestion_index=s.subquestion_index, heading=s.heading.strip(),
-                body=s.body.strip())
-    table = (out.comparison_table or "").strip() if plan.intent == "compare" else ""
-    return ReportDraft(title=out.title.strip(), summary=out.summary.strip(),
-                       sections=tuple(drafted[i] for i in indexes if i in drafted),
-                       comparison_table=strip_fence(table).strip() or None)
+def _part_of(heading: str) -> tuple[str | None, str]:
+    """(part, heading without its tag): part is summary | comparison | recommendation |
+    conclusion | S<n>, or None for a heading without a tag that names no part."""
+    tagged = _TAGGED.match(heading)
+    if tagged:
+        tag = tagged.group(1).replace(" ", "")
+        return (tag.upper() if tag[0] in "sS" and tag[1:].isdigit() else tag.lower(),
+                tagged.group(2).strip())
+    # Untagged, a part is named by a short heading that starts with its word ("Conclusion",
+    # "Summary of findings"); "Overview of fox weight" is a section about fox weight.
+    lowered = heading.strip().lower().strip("#*: ")
+    short = len(lowered.split()) <= 3
+    part = next((p for p, words in _PART_WORDS.items()
+                 if short and any(lowered.startswith(w) for w in words)), None)
+    return part, heading.strip()
+
+
+def split_markdown(text: str) -> tuple[str, list[tuple[str | None, str, str]]]:
+    """A report in markdown as (title, [(part, heading, body)]), in the order written."""
+    title, parts = "", []
+    current: list[str] | None = None
+    for line in strip_fence(text).strip().splitlines():
+        if line.startswith("# ") and not title and current is None:
+            title = line[2:].strip()
+            continue
+        if line.startswith("## "):
+            part, heading = _part_of(line[3:])
+            current = []
+            parts.append((part, heading, current))
+            continue
+        if current is not None:
+            current.append(line)
+    return title, [(p, h, "\n".join(body).strip()) for p, h, body in parts]
+
+
+def draft_from_markdown(plan: ResearchPlan, text: str) -> ReportDraft:
+    """The writer's markdown as a draft: tagged headings ([S2], [summary], ...) say which part
+    each is; untagged sections fill the plan's remaining sections in order."""
+    title, parts = split_markdown(text)
+    if not parts:
+        raise InvalidOutput("no '## ' sections found")
+    order = [sq.index for sq in plan.sections]
+    sections: dict[int, SectionDraft] = {}
+    around: dict[str, tuple[str, str]] = {}
+    loose: list[tuple[str, str]] = []
+    for part, heading, body in parts:
+        if part and part.startswith("S"):
+            index = int(part[1:]) - 1
+            if index in order and index not in sections:
+                sections[index] = SectionDraft(index, heading or plan.subquestions[index].question,
+                                               body)
+                continue
+            loose.append((heading, body))
+        elif part and part not in around:
+            around[part] = (heading, body)
+        else:
+            loose.append((heading, body))
+    for (heading, body), index in zip(loose, [i for i in order if i not in sections]):
+        sections[index] = SectionDraft(index, heading, body)
+    if not sections and "summary" not in around:
+        raise InvalidOutput("no section of the outline was found (headings need their [tags])")
+    table = around.get("comparison", ("", ""))[1] if plan.intent == "compare" else ""
+    recommendation = around.get("recommendation", ("", ""))[1] if plan.intent == "recommend" else ""
+    return ReportDraft(
+        title=title or plan.topic, summary=around.get("summary", ("", ""))[1],
+        sections=tuple(sections[i] for i in order if i in sections),
+        comparison_table=strip_fence(table).strip() or None,
+        recommendation=recommendation or None, conclusion=around.get("conclusion", ("", ""))[1],
+        headings=tuple((p, h) for p, (h, _) in around.items() if h))

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
-from core.models import Finding, ResearchPlan, Source, SubQuestion, Topic, Transcript
+from core.models import (FollowUp, Finding, ResearchPlan, SearchResult, Source, SubQuestion,
+                         Topic, Transcript)
 
 
 @dataclass(frozen=True)
@@ -23,12 +24,29 @@ class SectionDraft:
     body: str  # prose citing evidence as [E<n>]
 
 
+HEADINGS = {"summary": "Executive summary", "comparison": "Comparison",
+            "recommendation": "Recommendation", "conclusion": "Conclusion"}
+
+
 @dataclass(frozen=True)
 class ReportDraft:
+    """A report before its references are numbered: prose citing evidence as [E<n>].
+
+    Parts follow the intent: every report has a summary, the sections and a conclusion; a
+    comparison has its table, a recommendation its recommendation. `headings` holds the
+    headings the writer chose for those parts (in the report's language).
+    """
+
     title: str
     summary: str
     sections: tuple[SectionDraft, ...]
     comparison_table: str | None = None  # markdown table, for compare intents
+    recommendation: str | None = None  # for recommend intents
+    conclusion: str = ""
+    headings: tuple[tuple[str, str], ...] = ()  # (part, heading) where not the default
+
+    def heading(self, part: str) -> str:
+        return dict(self.headings).get(part) or HEADINGS[part]
 
 
 @runtime_checkable
@@ -57,9 +75,15 @@ class ResearchEngine(Protocol):
         """
         ...
 
+    def choose_pages(self, transcript: Transcript, candidates: Sequence[SearchResult],
+                     limit: int, *, max_tokens: int | None = None) -> list[int]:
+        """Which of `candidates` to read (positions in the list, best first, at most `limit`),
+        judged from their titles and snippets and what the transcript already holds."""
+        ...
+
     def condense(self, subquestion: SubQuestion, source: Source, *,
                  max_tokens: int | None = None) -> str:
-        """Notes on what `source` says about the sub-question (verbatim sentences preferred)."""
+        """Notes on what `source` says about the sub-question: sentences of the page, verbatim."""
         ...
 
     def compress(self, transcript: Transcript, *, max_tokens: int | None = None) -> Finding:
@@ -69,7 +93,15 @@ class ResearchEngine(Protocol):
         """
         ...
 
+    def review(self, plan: ResearchPlan, findings: Sequence[Finding], gaps: Sequence[str],
+               wave: int, limit: int, *, max_tokens: int | None = None,
+               scale: float = 1.0) -> list[FollowUp]:
+        """The supervisor: follow-up sub-questions (at most `limit`) for what the findings of
+        the waves so far leave open (`gaps`, from `core.waves.gaps`), or [] when done."""
+        ...
+
     def write_report(self, plan: ResearchPlan, findings: Sequence[Finding], *,
                      max_tokens: int | None = None) -> ReportDraft:
-        """One section per finding. May raise ContextOverflow; the caller shrinks findings."""
+        """One section per section of the plan. May raise ContextOverflow; the caller shrinks
+        findings."""
         ...

@@ -13,9 +13,10 @@ from typing import Sequence
 
 from core.engine.base import ReportDraft, SectionDraft
 from core.engine.text import Scorer, Sentence, overlap, sentences, terms
-from core.models import (Claim, Evidence, Finding, Intent, ResearchPlan, Source, SubQuestion,
-                         Topic, Transcript)
-from core.report import evidence_catalog
+from core.language import resolve_language
+from core.models import (Claim, Evidence, Finding, FollowUp, Intent, ResearchPlan, SearchResult,
+                         Source, SubQuestion, Topic, Transcript)
+from core.report import escape_markdown, evidence_catalog
 
 NOTICE = ("Extractive offline report: assembled by researchflow's offline engine from verbatim "
           "sentences of the sources below. It is not model-written prose; set an LLM key for a "
@@ -104,11 +105,11 @@ def _on_topic(focus: list[set[str]], context: set[str]) -> bool:
 
 
 def _cell(text: str, limit: int = 220) -> str:
-    """A table cell: pipes escaped, long claims shortened before their citation keys."""
+    """A table cell: long claims shortened before their citation keys (pipes come escaped)."""
     body, _, keys = text.rpartition(" ")
     if len(body) > limit:
         body = body[:limit].rsplit(" ", 1)[0] + " …"
-    return f"{body} {keys}".replace("|", "/")
+    return f"{body} {keys}"
 
 
 def _query_words(text: str) -> list[str]:
@@ -116,6 +117,21 @@ def _query_words(text: str) -> list[str]:
     stem is not theirs ("databases" -> "databas", which porter then makes "databa")."""
     words = [w.strip("?.,!:;\"'()").lower() for w in text.split() if terms(w)]
     return list(dict.fromkeys(words))
+
+
+def _coverage(plan: ResearchPlan, findings: Sequence[Finding],
+              sections: Sequence[SectionDraft]) -> str:
+    """An extractive report's conclusion: how much of the plan the quotes answer, not prose
+    the engine cannot write."""
+    answered = {s.subquestion_index for s in sections if s.body.strip()}
+    open_ = [sq.question for sq in plan.sections if sq.index not in answered]
+    corroborated = sum(c.confidence == "high" for f in findings for c in f.claims)
+    text = (f"Quoted evidence answers {len(plan.sections) - len(open_)} of "
+            f"{len(plan.sections)} sub-questions; {corroborated} claims are supported by more "
+            "than one page.")
+    if open_:
+        text += " Still open (no quoted evidence): " + "; ".join(open_) + "."
+    return text
 
 
 def _join(items: Sequence[str]) -> str:
@@ -171,8 +187,11 @@ class ExtractiveEngine:
                                  queries=tuple(x.format(kp=kp) for x in qs), focus=focus)
                      for i, (q, qs) in enumerate(_ASPECTS.get(intent, _ASPECTS["describe"])[:n])]
             brief = f"Research: {subject}. Answer each sub-question from quoted sources."
+        language = resolve_language(topic.language, text)
+        subqs = [sq.model_copy(update={"language": language}) for sq in subqs]
         return ResearchPlan(topic=text, brief=brief, intent=intent, targets=targets,
-                            subquestions=tuple(subqs))
+                            subquestions=tuple(subqs), language=language,
+                            report_words=topic.report_words)
 
     # -- research rounds ----------------------------------------------------------------------
     def next_queries(self, transcript: Transcript, round_index: int, *,
@@ -186,6 +205,35 @@ class ExtractiveEngine:
         if not missing or query in transcript.queries_run:
             return []
         return [query]
+
+    def choose_pages(self, transcript: Transcript, candidates: Sequence[SearchResult],
+                     limit: int, *, max_tokens: int | None = None) -> list[int]:
+        """The search backend's own ranking: the first `limit` results."""
+        return list(range(min(limit, len(candidates))))
+
+    def review(self, plan: ResearchPlan, findings: Sequence[Finding], gaps: Sequence[str],
+               wave: int, limit: int, *, max_tokens: int | None = None,
+               scale: float = 1.0) -> list[FollowUp]:
+        """One follow-up per section left without evidence: the content words of its question
+        searched together, as written (the plan's queries searched subject and aspect apart)."""
+        supported = {f.subquestion_index for f in findings if f.support}
+        asked = {q for sq in plan.subquestions for q in sq.queries}
+        out: list[FollowUp] = []
+        for sq in plan.sections:
+            covered = sq.index in supported or any(
+                f.parent == sq.index and f.index in supported for f in plan.subquestions)
+            if covered:
+                continue
+            # Subject and aspect together, in one search: the plan's queries split them.
+            words = _query_words(sq.question)
+            query = " ".join(words[:5])
+            if not query or query in asked:
+                continue
+            asked.add(query)  # sections sharing a subject get one follow-up, not one each
+            out.append(FollowUp(question=f"What do the sources say about {query}?",
+                                queries=(query,), parent=sq.index,
+                                why=f"wave {wave} found no quoted evidence for: {sq.question}"))
+        return out[:limit]
 
     def condense(self, subquestion: SubQuestion, source: Source, *,
                  max_tokens: int | None = None) -> str:
@@ -243,7 +291,9 @@ class ExtractiveEngine:
         keys = {id(ev): key for key, ev in evidence_catalog(findings)}
 
         def cite(claim: Claim) -> str:
-            return claim.text + " " + "".join(f"[{keys[id(e)]}]" for e in claim.evidence)
+            # The claim is a page's sentence: shown as written, not read as markdown.
+            return (escape_markdown(claim.text) + " "
+                    + "".join(f"[{keys[id(e)]}]" for e in claim.evidence))
 
         used: set[str] = set()
         sections, leads = [], []
@@ -257,8 +307,17 @@ class ExtractiveEngine:
                                          body="\n\n".join(cite(c) for c in fresh)))
         summary = " ".join(cite(c) for c in leads)
         table = self._comparison_table(plan, findings, cite) if plan.intent == "compare" else None
+        recommendation = None
+        if plan.intent == "recommend" and findings:
+            # The plan's last aspect asks when each option is the right choice.
+            last = max(findings, key=lambda f: f.subquestion_index)
+            picks = [cite(c) for c in last.claims[:2]]
+            recommendation = ("What the sources say about when to choose each option:\n\n"
+                              + "\n\n".join(picks)) if picks else None
         return ReportDraft(title=f"Research report: {plan.topic}", summary=summary,
-                           sections=tuple(sections), comparison_table=table)
+                           sections=tuple(sections), comparison_table=table,
+                           recommendation=recommendation,
+                           conclusion=_coverage(plan, findings, sections))
 
     def _comparison_table(self, plan: ResearchPlan, findings: Sequence[Finding], cite) -> str:
         targets = plan.targets

@@ -1,11 +1,17 @@
 """The research engine backed by any `core.llm` chat model.
 
-Each role is one model call with a JSON answer validated by `core.engine.schemas` (prompt text
-lives in `core.engine.prompts`). What the engine guarantees on top of the model:
+Roles: plan; choose which search results to read (from titles and snippets); reflect and pick
+follow-up searches; condense a page; compress a transcript into findings; review a wave of
+findings as the supervisor; write the report (`core.engine.writer`, markdown). Each is one call
+(the report may be several) sized to the model's window by `core.engine.calls`, with prompt text
+in `core.engine.prompts` and JSON answers validated by `core.engine.schemas`. What the engine
+guarantees on top of the model:
 
 - a malformed answer is re-asked once with the parse error, then raises `Fatal`: a plan, finding
   or report is never invented silently, and an error is never returned as content;
 - a compare plan whose sub-questions each cover one option is re-asked once (seed 002 §5.4);
+- condensing sends the page as numbered sentences and takes the model's ids: the notes are the
+  page's own sentences, copied in code, so no output token is spent retyping them;
 - every quote in a finding is checked against the page it came from and stored as the exact
   substring of that page's text; unverifiable quotes are dropped, titles come from the sources;
 - before compressing, the request is estimated and compacted when over budget; a
@@ -18,78 +24,49 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
-from typing import Any, Sequence, TypeVar
-
-from pydantic import BaseModel
+import re
+from typing import Any, Sequence
 
 from core.engine import prompts
+from core.engine.answers import InvalidOutput, plan_complaint
 from core.engine.base import ReportDraft
-from core.engine.answers import (InvalidOutput, draft_from, parse_answer, plan_complaint,
-                                 strip_fence)
+from core.engine.calls import ModelCalls
 from core.engine.quotes import verified_claim
-from core.engine.schemas import (CompressOut, ControllerOut, DraftOut, PlanOut, json_schema)
+from core.engine.schemas import (ChooseOut, CompressOut, CondenseOut, ControllerOut, PlanOut,
+                                 ReviewOut, json_schema)
+from core.engine.text import units
+from core.engine.writer import ReportWriter
+from core.language import resolve_language
 from core.ledger import acting_as
-from core.llm.base import ChatModel, Completion
-from core.models import (Finding, Message, ResearchPlan, Source, SubQuestion, Topic,
-                         Transcript)
+from core.models import (FollowUp, Finding, Message, ResearchPlan, SearchResult, Source,
+                         SubQuestion, Topic, Transcript)
 from core.overflow.compaction import (MIN_SUMMARY_BUDGET_TOKENS, CompactionFailed,
                                       compact_transcript, render_for_summary,
-                                      truncate_tool_result, truncate_tool_results)
-from core.overflow.limits import ContextLimits
-from core.overflow.shrink import SAFETY_MARGIN, fit_tool_results, render_findings
-from core.overflow.signals import Fatal
-from core.overflow.tokens import TokenEstimator, content_bytes, default_estimator
-
-Out = TypeVar("Out", bound=BaseModel)
+                                      truncate_tool_results)
+from core.overflow.shrink import fit_tool_results
 
 MAX_SUBQUESTIONS = 6
 MAX_NEXT_QUERIES = 3
-# Pre-flight for the output side: a role never asks for more output than this share of the
-# model's request budget, so its input keeps room and a known window costs no failed call.
-OUTPUT_SHARE = {"plan": 0.5, "queries": 0.25, "condense": 0.3, "checkpoint": 0.4,
-                "compress": 0.3, "report": 0.5}
-QUERIES_MAX_OUTPUT = 1_024  # a JSON list of three short queries
+QUERIES_MAX_OUTPUT = 1_024  # a reflection and three short queries, or a list of picks
+CONDENSE_MAX_OUTPUT = 1_024  # sentence ids and a one-line note: the page's text is never retyped
+REVIEW_MAX_OUTPUT = 2_048
+MAX_IDS = 20  # sentences kept per page (per piece of a page too big for one call)
 
 log = logging.getLogger("researchflow.engine")
 
 
-class LLMEngine:
+class LLMEngine(ModelCalls):
     """`ResearchEngine` over a `ChatModel`. Safe to share between worker threads."""
-
-    def __init__(self, model: ChatModel, *, limits: ContextLimits | None = None,
-                 estimator: TokenEstimator | None = None, max_output_tokens: int = 4096,
-                 spill_dir: Path | str | None = None) -> None:
-        self.model = model
-        self.name = f"llm:{model.provider}:{model.model}"
-        self.limits = limits if limits is not None else ContextLimits()
-        self.estimator = estimator if estimator is not None else default_estimator()
-        self.max_output_tokens = max_output_tokens
-        self.spill_dir = Path(spill_dir) if spill_dir is not None else None
 
     def for_role(self, role: str) -> "LLMEngine":
         return self
-
-    def context_window(self) -> int | None:
-        return self.limits.window(self.model.model)
-
-    def request_budget(self) -> int:
-        """Tokens one request (input + output) may use now: the window, or a learned TPM cap."""
-        return self.limits.request_budget(self.model.model)
-
-    def output_tokens(self, role: str, max_tokens: int | None = None) -> int:
-        """The output cap a role's call would ask for (see OUTPUT_SHARE)."""
-        return self._out_tokens(max_tokens, role)
-
-    def chars_for(self, tokens: int, sample: str) -> int:
-        """How many characters of text like `sample` make `tokens` tokens for this model."""
-        return self._chars(tokens, sample)
 
     # -- plan ---------------------------------------------------------------------------------
     def plan(self, topic: Topic, *, max_tokens: int | None = None) -> ResearchPlan:
         high = min(topic.max_subquestions, MAX_SUBQUESTIONS)
         low = min(3, high)
-        messages = [Message(role="system", content=prompts.plan_system(low, high)),
+        language = resolve_language(topic.language, topic.text)
+        messages = [self._system(prompts.plan_system(low, high), language),
                     Message(role="user", content=prompts.plan_user(topic.text, low, high))]
         tokens = self._out_tokens(max_tokens, "plan")
         out, convo = self._ask(messages, PlanOut, what="research plan", max_tokens=tokens)
@@ -101,18 +78,20 @@ class LLMEngine:
             except InvalidOutput:
                 pass  # the first plan was valid JSON: keep it rather than fail the topic
         subqs = tuple(SubQuestion(index=i, question=sq.question.strip(),
-                                  queries=tuple(sq.queries) or (sq.question.strip(),))
+                                  queries=tuple(sq.queries) or (sq.question.strip(),),
+                                  language=language)
                       for i, sq in enumerate(out.subquestions[:high]))
         targets = tuple(out.targets) if out.intent == "compare" else ()
         return ResearchPlan(topic=topic.text.strip(), brief=out.brief.strip(), intent=out.intent,
-                            targets=targets, subquestions=subqs)
+                            targets=targets, subquestions=subqs, language=language,
+                            report_words=topic.report_words)
 
     # -- research rounds ----------------------------------------------------------------------
     def next_queries(self, transcript: Transcript, round_index: int, *,
                      max_tokens: int | None = None, scale: float = 1.0) -> list[str]:
         """`scale` (< 1 after an overflow without numbers) shrinks the room for the notes."""
         sq = transcript.subquestion
-        system = Message(role="system", content=prompts.CONTROLLER_SYSTEM)
+        system = self._system(prompts.CONTROLLER_SYSTEM, sq.language)
         frame = prompts.controller_user(sq.question, round_index, transcript.queries_run, "")
         tokens = self._out_tokens(max_tokens or QUERIES_MAX_OUTPUT, "queries")
         schema = self._tokens(json.dumps(json_schema(ControllerOut)))
@@ -121,6 +100,8 @@ class LLMEngine:
         user = prompts.controller_user(sq.question, round_index, transcript.queries_run, notes)
         out, _ = self._ask([system, Message(role="user", content=user)], ControllerOut,
                            what="decision on further searches", max_tokens=tokens)
+        if out.reflection:
+            log.info("sub-question %d, round %d: %s", sq.index, round_index + 1, out.reflection)
         if out.enough:
             return []
         seen = {_query_key(q) for q in transcript.queries_run}
@@ -131,176 +112,125 @@ class LLMEngine:
                 fresh.append(q)
         return fresh[:MAX_NEXT_QUERIES]
 
+    def choose_pages(self, transcript: Transcript, candidates: Sequence[SearchResult],
+                     limit: int, *, max_tokens: int | None = None) -> list[int]:
+        """Positions in `candidates` to read, judged from titles and snippets."""
+        if not candidates or limit <= 0:
+            return []
+        sq = transcript.subquestion
+        system = self._system(prompts.choose_system(limit), sq.language)
+        listing = "\n".join(f"{i + 1}. {h.title} <{h.url}>\n   {h.snippet}"
+                            for i, h in enumerate(candidates))
+        tokens = self._out_tokens(max_tokens or QUERIES_MAX_OUTPUT, "queries")
+        frame = [system, Message(role="user", content=prompts.choose_user(sq.question, listing,
+                                                                          ""))]
+        notes = self._fit_text(_notes(transcript), frame, tokens,
+                               reserve=self._tokens(json.dumps(json_schema(ChooseOut))), scale=0.5)
+        user = Message(role="user", content=prompts.choose_user(sq.question, listing, notes))
+        out, _ = self._ask([system, user], ChooseOut, what="choice of pages to read",
+                           max_tokens=tokens)
+        picked = [n - 1 for n in out.read if 1 <= n <= len(candidates)]
+        if out.why:
+            log.info("sub-question %d reads %s: %s", sq.index, [n + 1 for n in picked], out.why)
+        return picked[:limit]
+
     def condense(self, subquestion: SubQuestion, source: Source, *,
                  max_tokens: int | None = None) -> str:
-        """Notes on one page (or one chunk of a page: `core.overflow.recovery` chunks a page
-        bigger than the window before it gets here; the cut below is the last safety net)."""
-        system = Message(role="system", content=prompts.CONDENSE_SYSTEM)
-        tokens = self._out_tokens(max_tokens, "condense")
+        """The page's sentences that matter, chosen by number and copied here, in code, so
+        every line of the notes is the page's own text (or one chunk of a page:
+        `core.overflow.roles` chunks a page bigger than the window before it gets here; the
+        cut below is the last safety net)."""
+        system = self._system(prompts.CONDENSE_SYSTEM, subquestion.language)
+        tokens = self._out_tokens(max_tokens or CONDENSE_MAX_OUTPUT, "condense")
         frame = prompts.condense_user(subquestion.question, source.title, source.url, "")
-        page = self._fit_text(source.text, [system, Message(role="user", content=frame)],
-                              tokens)
-        messages = [system, Message(role="user",
-                                    content=prompts.condense_user(subquestion.question,
-                                                                  source.title, source.url,
-                                                                  page))]
-        completion = self._call(messages, max_tokens=tokens)
-        if completion.truncated:
-            # Never silent: ask again with the largest cap that still fits, once.
-            bigger = self._out_room(messages)
-            if bigger > tokens:
-                completion = self._call(messages, max_tokens=bigger)
-            if completion.truncated:
-                log.warning("notes on %s were cut at %d output tokens; keeping what came",
-                            source.url, max(bigger, tokens))
-        text = strip_fence(completion.text).strip()
-        return "" if text.strip(" .").upper() == prompts.CONDENSE_NONE else text
+        pieces = units(source.text)
+        numbered = self._fit_text(_numbered(pieces), [system, Message(role="user", content=frame)],
+                                  tokens, reserve=self._tokens(json.dumps(json_schema(CondenseOut))))
+        shown = {int(n) for n in re.findall(r"^\[(\d+)\] ", numbered, re.M)}
+        messages = [system, Message(role="user", content=prompts.condense_user(
+            subquestion.question, source.title, source.url, numbered))]
+        out, _ = self._ask(messages, CondenseOut, what=f"notes on {source.url}",
+                           max_tokens=tokens)
+        # The page's own text: `units` spans hold no line break, so each is one line of notes.
+        picked = [pieces[n - 1].text for n in out.ids if n in shown and n <= len(pieces)]
+        if not picked:
+            return ""
+        note = f"({out.note.strip()})\n" if out.note.strip() else ""
+        return note + "\n".join(picked[:MAX_IDS])
 
     def condense_room(self, subquestion: SubQuestion, source: Source, *,
                       max_tokens: int | None = None) -> int:
         """Tokens of page text one condense call can take at the current limits."""
-        system = Message(role="system", content=prompts.CONDENSE_SYSTEM)
+        system = self._system(prompts.CONDENSE_SYSTEM, subquestion.language)
         frame = prompts.condense_user(subquestion.question, source.title, source.url, "")
-        tokens = self._out_tokens(max_tokens, "condense")
-        return max(0, self._input_budget(tokens)
-                   - self._tokens([system, Message(role="user", content=frame)]))
+        tokens = self._out_tokens(max_tokens or CONDENSE_MAX_OUTPUT, "condense")
+        schema = self._tokens(json.dumps(json_schema(CondenseOut)))
+        # Numbering adds a few characters per sentence: keep a tenth of the room for it.
+        return max(0, int(0.9 * (self._input_budget(tokens) - schema
+                                 - self._tokens([system, Message(role="user", content=frame)]))))
 
     # -- compress -----------------------------------------------------------------------------
     def compress(self, transcript: Transcript, *, max_tokens: int | None = None) -> Finding:
         out_tokens = self._out_tokens(max_tokens, "compress")
         sq = transcript.subquestion
         # The instruction goes first: compaction keeps the first message intact.
-        head = [Message(role="system", content=prompts.compress_system(sq.question)),
+        head = [self._system(prompts.compress_system(sq.question), sq.language),
                 *transcript.messages]
         request = Message(role="user", content=prompts.COMPRESS_REQUEST)
         schema = json_schema(CompressOut)
         budget = (self._input_budget(out_tokens) - self._tokens(request)
                   - self._tokens(json.dumps(schema)))
         if self._tokens(head) > budget:
-            head = self._compact(head, budget)
+            head = self._compact(head, budget, sq.language)
         out, _ = self._ask([*head, request], CompressOut, what="finding", max_tokens=out_tokens)
         claims = tuple(verified_claim(c.text, c.evidence, c.confidence, transcript.sources)
                        for c in out.claims)
         return Finding(subquestion_index=sq.index, subquestion=sq.question, claims=claims,
                        raw_notes=_notes(transcript))
 
+    # -- supervisor ---------------------------------------------------------------------------
+    def review(self, plan: ResearchPlan, findings: Sequence[Finding], gaps: Sequence[str],
+               wave: int, limit: int, *, max_tokens: int | None = None,
+               scale: float = 1.0) -> list[FollowUp]:
+        if limit <= 0:
+            return []
+        system = self._system(prompts.review_system(limit), plan.language)
+        tokens = self._out_tokens(max_tokens or REVIEW_MAX_OUTPUT, "review")
+        frame = Message(role="user", content=prompts.review_user(plan, "", gaps, wave))
+        digest = self._fit_text(render_digest(plan, findings), [system, frame], tokens,
+                                reserve=self._tokens(json.dumps(json_schema(ReviewOut))),
+                                scale=scale)
+        user = Message(role="user", content=prompts.review_user(plan, digest, gaps, wave))
+        out, _ = self._ask([system, user], ReviewOut, what="review of the findings",
+                           max_tokens=tokens)
+        if out.done and not out.followups:
+            return []
+        asked = {_query_key(sq.question) for sq in plan.subquestions}
+        followups = []
+        for f in out.followups:
+            if _query_key(f.question) in asked:
+                continue  # a rewording the model was told not to send is still not researched
+            asked.add(_query_key(f.question))
+            parent = f.fills - 1 if f.fills is not None else None
+            followups.append(FollowUp(question=f.question.strip(), queries=tuple(f.queries),
+                                      why=f.why.strip(), parent=parent))
+        return followups[:limit]
+
     # -- report -------------------------------------------------------------------------------
     def write_report(self, plan: ResearchPlan, findings: Sequence[Finding], *,
                      max_tokens: int | None = None) -> ReportDraft:
-        out_tokens = self._out_tokens(max_tokens, "report")
-        messages = [Message(role="system", content=prompts.REPORT_SYSTEM),
-                    Message(role="user",
-                            content=prompts.report_user(plan, render_findings(findings)))]
-        out, _ = self._ask(messages, DraftOut, what="report", max_tokens=out_tokens)
-        return draft_from(plan, out)
+        return ReportWriter(self, plan).write(findings, self._out_tokens(max_tokens, "report"))
 
     def report_frame_tokens(self, plan: ResearchPlan) -> int:
-        """Estimated tokens of the report request around the findings: prompts, plan, schema.
+        """Estimated tokens of the report request around the findings: prompts and plan.
 
         The shrink loop budgets the findings against what is left of the window after this.
         """
-        frame = [Message(role="system", content=prompts.REPORT_SYSTEM),
-                 Message(role="user", content=prompts.report_user(plan, ""))]
-        schema = json.dumps(json_schema(DraftOut))
-        return (self.estimator.estimate(frame, model=self.model.model)
-                + self.estimator.estimate(schema, model=self.model.model))
+        return self._tokens([self._system(prompts.REPORT_SYSTEM, plan.language),
+                             Message(role="user", content=prompts.report_user(plan, ""))])
 
-    # -- model calls --------------------------------------------------------------------------
-    def _call(self, messages: Sequence[Message], *, max_tokens: int,
-              schema: dict[str, Any] | None = None) -> Completion:
-        """One call; ContextOverflow and every other signal propagate untouched."""
-        completion = self.model.complete(messages, max_tokens=max_tokens, json_schema=schema)
-        sent = content_bytes(messages) + (len(json.dumps(schema)) if schema else 0)
-        self.estimator.calibrate(sent, completion.usage.input_tokens, model=self.model.model)
-        return completion
-
-    def _ask(self, messages: list[Message], shape: type[Out], *, what: str,
-             max_tokens: int | None = None, reask: bool = True) -> tuple[Out, list[Message]]:
-        """Ask for JSON of `shape`; on a bad answer re-ask once, then give up.
-
-        An answer cut at its output cap is asked again with the largest cap that still fits the
-        window, or, when there is no such room, with a request to answer more concisely; any
-        other bad answer is re-asked with the parse error.
-
-        Returns the parsed answer and the conversation including it (for a follow-up complaint).
-        Without `reask`, a bad answer raises `InvalidOutput` at once.
-        """
-        schema = json_schema(shape)
-        tokens = self._out_tokens(max_tokens)
-        for attempt in range(2 if reask else 1):
-            completion = self._call(messages, max_tokens=tokens, schema=schema)
-            answered = [*messages, Message(role="assistant", content=completion.text)]
-            try:
-                return parse_answer(completion.text, shape), answered
-            except InvalidOutput as exc:
-                error = exc
-            if attempt == 0 and reask:
-                truncated = completion.truncated
-                room = self._out_room(messages) if truncated else 0
-                if room > tokens * 1.25:
-                    tokens = room  # the same question with a larger cap that still fits
-                    continue
-                messages = [*answered, Message(role="user", content=prompts.complaint_invalid_json(
-                    str(error), truncated))]
-        if not reask:
-            raise error
-        raise Fatal(f"{self.name}: the model could not produce a valid {what} "
-                    f"(twice an invalid answer; last error: {error})",
-                    provider=self.model.provider, model=self.model.model,
-                    hint="try a stronger model, or one that supports structured output")
-
-    # -- budgets ------------------------------------------------------------------------------
-    def _tokens(self, content: str | Message | Sequence[Message]) -> int:
-        return self.estimator.estimate(content, model=self.model.model)
-
-    def _input_budget(self, out_tokens: int) -> int:
-        # The margin covers the gap between our estimate and the provider's tokenizer; the
-        # output side counts what the backend really sends (thinking allowance included).
-        budget = int(self.limits.request_budget(self.model.model) * (1 - SAFETY_MARGIN))
-        if not self._window_holds_output():
-            return budget
-        return max(0, budget - self._sent_cap(out_tokens))
-
-    def _window_holds_output(self) -> bool:
-        return bool(getattr(self.model, "window_includes_output", True))
-
-    def _sent_cap(self, out_tokens: int) -> int:
-        cap = getattr(self.model, "output_cap", None)
-        return cap(out_tokens) if callable(cap) else out_tokens
-
-    def _out_tokens(self, max_tokens: int | None, role: str = "report") -> int:
-        """The caller's max_tokens, else the default; never above the model's known output cap,
-        nor above the role's share of the request budget (the output-side pre-flight)."""
-        tokens = max_tokens or self.max_output_tokens
-        cap = self.limits.max_output(self.model.model)
-        if cap:
-            tokens = min(tokens, cap)
-        budget = self.limits.request_budget(self.model.model) * (1 - SAFETY_MARGIN)
-        return max(1, min(tokens, int(budget * OUTPUT_SHARE.get(role, 0.5))))
-
-    def _out_room(self, messages: Sequence[Message]) -> int:
-        """The largest output that fits beside `messages` (for a truncated answer's re-ask)."""
-        budget = int(self.limits.request_budget(self.model.model) * (1 - SAFETY_MARGIN))
-        cap = self.limits.max_output(self.model.model)
-        if not self._window_holds_output():
-            return cap or budget
-        room = budget - self._tokens(messages) - (self._sent_cap(1) - 1)  # thinking stays
-        return max(0, min(room, cap) if cap else room)
-
-    def _chars(self, tokens: int, sample: str) -> int:
-        ratio = self.estimator.chars_per_token(sample[:4000], model=self.model.model)
-        return max(0, int(tokens * ratio))
-
-    def _fit_text(self, text: str, frame: Sequence[Message], out_tokens: int, *,
-                  reserve: int = 0, scale: float = 1.0) -> str:
-        """`text` cut (head + tail, spilled to disk when asked) to fit beside `frame`, leaving
-        `reserve` tokens (an output schema) and using `scale` of the room that is left."""
-        room = int((self._input_budget(out_tokens) - self._tokens(frame) - reserve) * scale)
-        if self._tokens(text) <= room:
-            return text
-        return truncate_tool_result(text, self._chars(room, text), self.spill_dir)
-
-    def _compact(self, messages: list[Message], budget: int) -> list[Message]:
+    def _compact(self, messages: list[Message], budget: int,
+                 language: str = "en") -> list[Message]:
         """The pre-emptive path (seed 003): cap tool results, then checkpoint older turns.
 
         Each step keeps the first message (the compression instruction) and never splits a tool
@@ -324,7 +254,8 @@ class LLMEngine:
         for keep_recent in (8, 4, 0):
             try:
                 best = compact_transcript(best, keep_recent=keep_recent,
-                                          summarize=self._summarize,
+                                          summarize=lambda batch, prior: self._summarize(
+                                              batch, prior, language),
                                           budget_tokens=max(MIN_SUMMARY_BUDGET_TOKENS, budget // 2),
                                           estimator=self.estimator, model=self.model.model)
             except CompactionFailed:
@@ -333,16 +264,35 @@ class LLMEngine:
                 break
         return best
 
-    def _summarize(self, batch: list[Message], prior: str | None) -> str:
+    def _summarize(self, batch: list[Message], prior: str | None, language: str) -> str:
         """Compaction's summarizer: the engine's own model writes the checkpoint."""
         with acting_as("checkpoint"):
-            return self._summarize_turns(batch, prior)
+            return self._summarize_turns(batch, prior, language)
 
-    def _summarize_turns(self, batch: list[Message], prior: str | None) -> str:
-        messages = [Message(role="system", content=prompts.CHECKPOINT_SYSTEM),
+    def _summarize_turns(self, batch: list[Message], prior: str | None, language: str) -> str:
+        messages = [self._system(prompts.CHECKPOINT_SYSTEM, language),
                     Message(role="user",
                             content=prompts.checkpoint_user(render_for_summary(batch), prior))]
         return self._call(messages, max_tokens=self._out_tokens(None, "checkpoint")).text
+
+
+def _numbered(pieces: Sequence[Any]) -> str:
+    return "\n".join(f"[{i}] {p.clean}" for i, p in enumerate(pieces, start=1))
+
+
+def render_digest(plan: ResearchPlan, findings: Sequence[Finding]) -> str:
+    """What the supervisor reviews: each sub-question with its claims, their confidence and
+    how many quotes back them (the quotes themselves are not needed to judge coverage)."""
+    by_index = {f.subquestion_index: f for f in findings}
+    parts = []
+    for sq in plan.subquestions:
+        tag = f" (follow-up to {sq.parent + 1})" if sq.parent is not None else ""
+        lines = [f"Sub-question {sq.index + 1}{tag}: {sq.question}"]
+        finding = by_index.get(sq.index)
+        claims = finding.claims if finding else ()
+        lines += [f"- ({c.confidence}, {len(c.evidence)} quote(s)) {c.text}" for c in claims]
+        parts.append("\n".join(lines if claims else [*lines, "- (no findings)"]))
+    return "\n\n".join(parts)
 
 
 def _query_key(query: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from core.language import language_name
 from core.models import ResearchPlan
 
 # --- plan -------------------------------------------------------------------------------------
@@ -73,14 +74,37 @@ def complaint_invalid_json(error: str, truncated: bool) -> str:
     return f"{why}\nReply again with only the JSON object, no prose and no code fences."
 
 
-# --- controller -------------------------------------------------------------------------------
+# --- researcher: choose what to read, reflect, search again ----------------------------------
+
+CHOOSE_SYSTEM = """\
+You direct a web researcher working on one sub-question. A search returned the results below, \
+each numbered, with its title, URL and snippet. Choose which pages to read: those most likely to \
+answer what is still missing, preferring primary, specific and recent sources. Skip duplicates, \
+aggregators, and pages whose title and snippet show they are off-topic.
+
+Return only a JSON object: {"read": [int], "why": str}
+- "read": at most {limit} result numbers, best first; [] when none is worth reading.
+- "why": one sentence on what you expect these pages to add.
+"""
+
+
+def choose_system(limit: int) -> str:
+    return CHOOSE_SYSTEM.replace("{limit}", str(limit))
+
+
+def choose_user(subquestion: str, listing: str, notes: str) -> str:
+    return (f"Sub-question: {subquestion}\n\nWhat the pages read so far say:\n"
+            f"{notes or '(nothing read yet)'}\n\nSearch results:\n{listing}")
+
 
 CONTROLLER_SYSTEM = """\
 You direct a web researcher working on one sub-question. Given what has been searched and the \
-notes gathered so far, decide whether the notes answer the sub-question well enough to write a \
-sourced paragraph, and if not, which searches to run next.
+notes gathered so far, reflect on what the notes establish and what is still missing, then \
+decide whether they answer the sub-question well enough to write a sourced paragraph, and if \
+not, which searches to run next.
 
-Return only a JSON object: {"enough": bool, "queries": [str]}
+Return only a JSON object: {"reflection": str, "enough": bool, "queries": [str]}
+- "reflection": two or three sentences: what is established, what is missing or disputed.
 - "enough": true when the notes already answer the sub-question (then "queries" is []).
 - Otherwise give 1 to 3 new short web-search queries aimed at what is still missing.
 - Never repeat, or trivially reword, a query that was already run.
@@ -97,23 +121,23 @@ def controller_user(subquestion: str, round_index: int, queries_run: Sequence[st
 # --- condense ---------------------------------------------------------------------------------
 
 CONDENSE_SYSTEM = """\
-You extract evidence from one web page for a researcher.
+You pick the evidence on one web page for a researcher.
 
-Copy, VERBATIM and in page order, every sentence of the page that helps answer the \
-sub-question: facts, figures, dates, names, definitions, opinions attributed to someone. Copy \
-each sentence exactly as written, character for character: do not paraphrase, translate, \
-summarise, fix typos or join sentences. One sentence (or table row) per line. Prefer sentences \
-that carry numbers and specifics.
+The page comes as numbered sentences: [1] ..., [2] ... Choose every sentence that helps answer \
+the sub-question: facts, figures, dates, names, definitions, opinions attributed to someone. \
+Prefer sentences that carry numbers and specifics. Do not copy the sentences: answer with their \
+numbers, and the sentences are taken from the page exactly as written.
 
-If nothing on the page is relevant, reply with exactly: NONE
+Return only a JSON object: {"ids": [int], "note": str}
+- "ids": the numbers of the useful sentences, in page order, at most 20; [] when nothing on \
+the page is relevant.
+- "note": one short sentence on what the page contributes ("" when nothing).
 """
 
-CONDENSE_NONE = "NONE"
 
-
-def condense_user(subquestion: str, title: str, url: str, page_text: str) -> str:
+def condense_user(subquestion: str, title: str, url: str, numbered_text: str) -> str:
     return (f"Sub-question: {subquestion}\n\nPage title: {title}\nPage URL: {url}\n\n"
-            f"Page text:\n<<<\n{page_text}\n>>>")
+            f"Page sentences:\n<<<\n{numbered_text}\n>>>")
 
 
 # --- compress ---------------------------------------------------------------------------------
@@ -169,6 +193,37 @@ def checkpoint_user(history: str, prior: str | None) -> str:
     return f"Turns to summarize:\n{history}\n\nReturn the checkpoint."
 
 
+# --- supervisor: review a wave of findings ----------------------------------------------------
+
+REVIEW_SYSTEM = """\
+You lead a research team. Researchers have worked through the sub-questions of a plan; review \
+what they found against the brief before the report is written. Look for: sub-questions with no \
+or thin evidence, claims marked conflict that another source could settle, and parts of the \
+brief that no sub-question covers.
+
+Return only a JSON object:
+{"done": bool, "followups": [{"question": str, "queries": [str], "why": str, \
+"fills": int | null}]}
+- "done": true when the findings answer the brief well enough (then "followups" is []).
+- "followups": at most {limit} new sub-questions, each answerable from public web pages and \
+not a rewording of one already researched; "queries": 1 to 3 short web-search queries; "why": \
+one sentence naming the gap it fills; "fills": the number of the sub-question whose gap it \
+fills, or null for a part of the brief nothing covers yet.
+"""
+
+
+def review_system(limit: int) -> str:
+    return REVIEW_SYSTEM.replace("{limit}", str(limit))
+
+
+def review_user(plan: ResearchPlan, findings_text: str, gaps: Sequence[str], wave: int) -> str:
+    lines = [f"Topic: {plan.topic}", f"Brief: {plan.brief}", f"Intent: {plan.intent}",
+             f"Waves of research so far: {wave}", "", "Findings by sub-question:",
+             findings_text.strip() or "(no findings)", "", "Gaps found by checking the findings:"]
+    lines += [f"- {g}" for g in gaps] or ["- (none)"]
+    return "\n".join(lines)
+
+
 # --- write report -----------------------------------------------------------------------------
 
 REPORT_SYSTEM = """\
@@ -178,34 +233,108 @@ Each finding lists claims; each claim is followed by its evidence, and every pie
 has a key such as [E3] with a verbatim quote from a source. The references are numbered later, \
 in code: you cite by key only.
 
-Return only a JSON object:
-{"title": str, "summary": str,
- "sections": [{"subquestion_index": int, "heading": str, "body": str}],
- "comparison_table": str | null}
+Write the report as markdown, following the outline you are given exactly. Every heading line \
+starts with its tag in square brackets ([summary], [S1], [conclusion], ...); keep the tags, they \
+are removed in code. Headings after the tag are yours to word.
 
 Rules:
-- Write exactly one section per sub-question of the plan; its subquestion_index is the number \
-of that sub-question as listed (Sub-question 1 -> 1).
 - Cite the evidence for each statement right after it as [E<n>] (several: [E1][E4]). Cite only \
 keys that appear in the findings; never invent keys, URLs or sources.
 - Every number in the prose must come from a quote of the evidence it cites.
-- When no evidence supports a point the section should cover, write "[insufficient evidence]" \
+- When no evidence supports a point a section should cover, write "[insufficient evidence]" \
 instead of filling the gap from your own knowledge.
 - Where sources disagree (claims marked conflict), present both sides with their citations; do \
 not pick a winner.
-- summary: three to five sentences answering the topic, with citations.
-- comparison_table: only for intent "compare": a markdown table with one row per dimension of \
-difference and one column per target, each cell a short phrase with its [E<n>] citation (or \
-"[insufficient evidence]"); otherwise null.
+- Write analysis, not a list of quotes: connect the findings, explain what they mean for the \
+topic, and say how strong the evidence is. Do not repeat the quotes' wording at length.
 """
 
+_PARTS = {
+    "summary": "## [summary] Executive summary\n(three to five sentences that answer the topic, "
+               "with citations)",
+    "comparison": "## [comparison] Comparison\n(a markdown table: one row per dimension of "
+                  "difference, one column per target ({targets}); each cell a short phrase with "
+                  "its [E<n>] citation, or \"[insufficient evidence]\")",
+    "recommendation": "## [recommendation] Recommendation\n(the recommendation; the criteria it "
+                      "rests on; and when each option is the right choice, each with citations)",
+    "conclusion": "## [conclusion] Conclusion\n(what the evidence adds up to: the answer, how "
+                  "confident it is, and what is still open)",
+}
 
-def report_user(plan: ResearchPlan, findings_text: str) -> str:
+
+def frame_parts(plan: ResearchPlan) -> list[str]:
+    """The report's parts around the sections, in order, for the plan's intent."""
+    parts = ["summary"]
+    if plan.intent == "compare" and plan.targets:
+        parts.append("comparison")
+    return parts + (["recommendation"] if plan.intent == "recommend" else []) + ["conclusion"]
+
+
+def _part(name: str, plan: ResearchPlan) -> str:
+    return _PARTS[name].replace("{targets}", ", ".join(plan.targets))
+
+
+def _section_outline(plan: ResearchPlan, words: int | None = None) -> list[str]:
+    size = f", about {words} words" if words else ""
+    return [f"## [S{sq.index + 1}] <heading for sub-question {sq.index + 1}>\n(the answer to "
+            f"\"{sq.question}\" from its findings{size})" for sq in plan.sections]
+
+
+def report_outline(plan: ResearchPlan) -> str:
+    """The whole report's outline: title, summary, [comparison], sections, [recommendation],
+    conclusion."""
+    parts = frame_parts(plan)
+    head = [_part(p, plan) for p in parts if p in ("summary", "comparison")]
+    tail = [_part(p, plan) for p in parts if p in ("recommendation", "conclusion")]
+    return "\n\n".join(["# <title>", *head, *_section_outline(plan), *tail])
+
+
+def _plan_lines(plan: ResearchPlan) -> list[str]:
     lines = [f"Topic: {plan.topic}", f"Brief: {plan.brief}", f"Intent: {plan.intent}"]
     if plan.targets:
         lines.append("Targets: " + ", ".join(plan.targets))
     lines += ["", "Sub-questions:"]
-    # Numbered from 1 as `core.overflow.shrink.render_findings` numbers them, so both parts agree.
-    lines += [f"Sub-question {sq.index + 1}: {sq.question}" for sq in plan.subquestions]
-    lines += ["", "Findings:", findings_text.strip() or "(no findings)"]
-    return "\n".join(lines)
+    # Numbered from 1 as `core.overflow.shrink.render_findings` numbers them, so both agree.
+    lines += [f"Sub-question {sq.index + 1}: {sq.question}" for sq in plan.sections]
+    return lines
+
+
+def report_user(plan: ResearchPlan, findings_text: str) -> str:
+    return "\n".join([*_plan_lines(plan), "", "Findings:", findings_text.strip() or
+                      "(no findings)", "", f"Write the report, about {plan.report_words} words, "
+                      "with exactly this outline:", "", report_outline(plan)])
+
+
+def section_user(plan: ResearchPlan, index: int, findings_text: str, words: int) -> str:
+    """One section of a report written section by section."""
+    outline = next(o for o, sq in zip(_section_outline(plan, words), plan.sections)
+                   if sq.index == index)
+    return "\n".join([*_plan_lines(plan), "", "Findings for this section:",
+                      findings_text.strip() or "(no findings)", "",
+                      "Write only this section of the report (its heading line and its prose):",
+                      "", outline])
+
+
+def frame_user(plan: ResearchPlan, sections_text: str, words: int) -> str:
+    """The title and the parts around sections already written (section-by-section mode)."""
+    outline = "\n\n".join(["# <title>", *(_part(p, plan) for p in frame_parts(plan))])
+    return "\n".join([*_plan_lines(plan), "", "The sections of the report, already written "
+                      "from the verified findings:", "", sections_text.strip(), "",
+                      f"Write the title and these parts (about {words} words in all), citing "
+                      "the keys the sections cite, with exactly this outline:", "", outline])
+
+
+def complaint_report_outline(error: str) -> str:
+    return (f"Your report did not follow the outline: {error}. Write it again as markdown with "
+            "every heading line starting with its tag in square brackets, as given.")
+
+
+# --- framing: every role's system prompt ends with the date and the language ---------------------
+
+def framing(today: str, language: str) -> str:
+    name = language_name(language)
+    return (f"\n\nToday's date is {today}. Write everything you write yourself (questions, "
+            f"notes, reflections, claims, headings, report prose) in {name} ({language}). "
+            "Quotes are the one exception: they stay exactly as the page wrote them, in its own "
+            f"language. Search queries may be in {name} or in English, whichever finds better "
+            "sources.")

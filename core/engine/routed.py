@@ -1,8 +1,8 @@
 """One research engine whose roles run on different models (a model per role).
 
-`RoutedEngine` holds one `LLMEngine` per distinct model and sends each role to its own: plan,
-queries (choosing follow-up searches), condense, compress (with its checkpoint summaries) and
-report. Callers that fit a role's request to its model's window ask `for_role(role)` for the
+`RoutedEngine` holds one `LLMEngine` per distinct model and sends each role to its own: plan
+(and the supervisor's review), queries (choosing pages and follow-up searches), condense,
+compress (with its checkpoint summaries) and report. Callers that fit a role's request to its model's window ask `for_role(role)` for the
 engine behind it, so windows, output caps and what an overflow taught stay per model.
 """
 
@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from core.engine.base import ReportDraft
-from core.models import Finding, ResearchPlan, Source, SubQuestion, Topic, Transcript
+from core.models import (FollowUp, Finding, ResearchPlan, SearchResult, Source, SubQuestion,
+                         Topic, Transcript)
 
 ROLES = ("plan", "queries", "condense", "compress", "report")
 
@@ -41,6 +42,17 @@ class RoutedEngine:
                      max_tokens: int | None = None, scale: float = 1.0) -> list[str]:
         return self.engines["queries"].next_queries(transcript, round_index,
                                                     max_tokens=max_tokens, scale=scale)
+
+    def choose_pages(self, transcript: Transcript, candidates: Sequence[SearchResult],
+                     limit: int, *, max_tokens: int | None = None) -> list[int]:
+        return self.engines["queries"].choose_pages(transcript, candidates, limit,
+                                                    max_tokens=max_tokens)
+
+    def review(self, plan: ResearchPlan, findings: Sequence[Finding], gaps: Sequence[str],
+               wave: int, limit: int, *, max_tokens: int | None = None,
+               scale: float = 1.0) -> list[FollowUp]:
+        return self.engines["plan"].review(plan, findings, gaps, wave, limit,
+                                           max_tokens=max_tokens, scale=scale)
 
     def condense(self, subquestion: SubQuestion, source: Source, *,
                  max_tokens: int | None = None) -> str:

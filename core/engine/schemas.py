@@ -9,9 +9,9 @@ re-asked once.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 
 class _Out(BaseModel):
@@ -28,23 +28,41 @@ def _clean_strings(values: list[Any]) -> list[str]:
     return out
 
 
+def _strings(v: Any) -> list[str]:
+    return _clean_strings([v] if isinstance(v, str) else v or [])
+
+
+def _ints(v: Any) -> list[int]:
+    """Numbers as a model writes them: [3, "7", "[9]"]; anything else is skipped."""
+    if isinstance(v, (int, str)):
+        v = [v]
+    out: list[int] = []
+    for item in v or []:
+        try:
+            n = int(str(item).strip(" []#"))
+        except ValueError:
+            continue
+        if n not in out:
+            out.append(n)
+    return out
+
+
+# Lenient list fields: a lone value becomes a list; blanks, duplicates and strays are dropped.
+Strings = Annotated[list[str], BeforeValidator(_strings)]
+Queries = Annotated[list[str], BeforeValidator(lambda v: _strings(v)[:3])]  # 1-3 searches
+Numbers = Annotated[list[int], BeforeValidator(_ints)]
+
+
 class PlannedSubQuestion(_Out):
     question: str = Field(min_length=3)
-    queries: list[str] = Field(default_factory=list, description="1-3 web search queries")
-
-    @field_validator("queries", mode="before")
-    @classmethod
-    def _queries(cls, v: Any) -> list[str]:
-        if isinstance(v, str):
-            v = [v]
-        return _clean_strings(v or [])[:3]
+    queries: Queries = Field(default_factory=list, description="1-3 web search queries")
 
 
 class PlanOut(_Out):
     brief: str = Field(min_length=1)
     intent: Literal["describe", "compare", "recommend"] = "describe"
-    targets: list[str] = Field(default_factory=list,
-                               description="the options being compared (compare intent only)")
+    targets: Strings = Field(default_factory=list,
+                             description="the options being compared (compare intent only)")
     subquestions: list[PlannedSubQuestion] = Field(min_length=1)
 
     @field_validator("intent", mode="before")
@@ -52,22 +70,39 @@ class PlanOut(_Out):
     def _intent(cls, v: Any) -> Any:
         return v.strip().lower() if isinstance(v, str) else v
 
-    @field_validator("targets", mode="before")
-    @classmethod
-    def _targets(cls, v: Any) -> list[str]:
-        return _clean_strings(v or [])
-
 
 class ControllerOut(_Out):
+    reflection: str = ""
     enough: bool
-    queries: list[str] = Field(default_factory=list)
+    queries: Strings = Field(default_factory=list)
 
-    @field_validator("queries", mode="before")
+
+class ChooseOut(_Out):
+    read: Numbers = Field(default_factory=list)
+    why: str = ""
+
+
+class CondenseOut(_Out):
+    ids: Numbers = Field(default_factory=list)
+    note: str = ""
+
+
+class FollowUpOut(_Out):
+    question: str = Field(min_length=3)
+    queries: Queries = Field(default_factory=list)
+    why: str = ""
+    fills: int | None = None
+
+    @field_validator("fills", mode="before")
     @classmethod
-    def _queries(cls, v: Any) -> list[str]:
-        if isinstance(v, str):
-            v = [v]
-        return _clean_strings(v or [])
+    def _fills(cls, v: Any) -> int | None:
+        found = _ints(v) if v is not None else []
+        return found[0] if found else None
+
+
+class ReviewOut(_Out):
+    done: bool = False
+    followups: list[FollowUpOut] = Field(default_factory=list)
 
 
 class EvidenceOut(_Out):
@@ -88,19 +123,6 @@ class ClaimOut(_Out):
 
 class CompressOut(_Out):
     claims: list[ClaimOut] = Field(default_factory=list)
-
-
-class SectionOut(_Out):
-    subquestion_index: int
-    heading: str = Field(min_length=1)
-    body: str = ""
-
-
-class DraftOut(_Out):
-    title: str = Field(min_length=1)
-    summary: str = ""
-    sections: list[SectionOut] = Field(default_factory=list)
-    comparison_table: str | None = None
 
 
 def json_schema(model: type[BaseModel]) -> dict[str, Any]:

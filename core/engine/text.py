@@ -90,6 +90,34 @@ def sentences(text: str, *, min_chars: int = 40, max_chars: int = 600) -> list[S
     return out
 
 
+_UNIT_END = re.compile(r"(?<=[。！？])\s*|(?<=[.!?])\s+|\n")
+
+
+def units(text: str, *, min_chars: int = 12, max_chars: int = 1_200) -> list[Sentence]:
+    """Every sentence or line of `text` (table rows, list items and short facts included) as
+    exact spans: what a model picks evidence from by number. Blank and tiny pieces are
+    skipped; a longer piece is cut at its last space before `max_chars`."""
+    out: list[Sentence] = []
+    pos = 0
+    for m in list(_UNIT_END.finditer(text)) + [None]:
+        end = m.start() if m else len(text)
+        raw = text[pos:end]
+        start = pos + len(raw) - len(raw.lstrip())
+        span = raw.strip()
+        pos = m.end() if m else len(text)
+        while span:
+            piece = span if len(span) <= max_chars else span[:span.rfind(" ", 0, max_chars) + 1
+                                                              or max_chars]
+            kept = piece.rstrip()
+            cjk = len(_CJK.findall(kept))
+            if len(kept) + cjk >= min_chars and any(ch.isalnum() for ch in kept):
+                out.append(Sentence(kept, start, start + len(kept)))
+            rest = span[len(piece):]
+            start += len(piece) + len(rest) - len(rest.lstrip())
+            span = rest.lstrip()
+    return out
+
+
 def _is_title(line: str, after: str) -> bool:
     """A short unpunctuated line before a capitalised one: a title (an HTML <h1> after
     extraction, a plain-text heading), not the first line of a wrapped sentence."""

@@ -1,4 +1,5 @@
-"""The shrink path for the roles besides compress and report: plan, follow-up queries, condense.
+"""The shrink path for the roles besides compress and report: plan, choosing pages, follow-up
+queries, condense, and the supervisor's review.
 
 Same rules as `core.overflow.recovery` (whose loop they reuse): before the call the engine fits
 the request to the model's window (known, learned or default; the output side by each role's
@@ -15,9 +16,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
-from core.models import ResearchPlan, Source, SubQuestion, Topic, Transcript
+from core.models import (Finding, FollowUp, ResearchPlan, SearchResult, Source, SubQuestion,
+                         Topic, Transcript)
 from core.overflow.chunking import merge_notes, pieces_for, split_text
 from core.overflow.recovery import (DEFAULT_MAX_ATTEMPTS, WHAT_TO_CHANGE, learn_from,
                                     run_with_shrink)
@@ -27,7 +29,7 @@ from core.overflow.signals import ContextOverflow, Fatal
 T = TypeVar("T")
 log = logging.getLogger("researchflow.overflow")
 
-MIN_OUTPUT = {"plan": 512, "queries": 128, "condense": 256}
+MIN_OUTPUT = {"plan": 512, "queries": 128, "condense": 256, "review": 256}
 MAX_SPLITS = 3  # a piece that overflows is split at most this many levels deep
 
 
@@ -84,6 +86,29 @@ def queries_with_shrink(engine: Any, transcript: Transcript, round_index: int, *
                                       scale=s.scale),
         what=f"next queries for sub-question {transcript.subquestion.index}",
         shrinkable_input=True, log=log)
+
+
+def choose_with_shrink(engine: Any, transcript: Transcript, candidates: Sequence[SearchResult],
+                       limit: int, *, log: Callable[[str], None] = lambda _: None) -> list[int]:
+    if not _fits_model(engine):
+        return engine.choose_pages(transcript, candidates, limit)
+    return _small_call(
+        engine, "queries",
+        lambda s: engine.choose_pages(transcript, candidates, limit, max_tokens=s.max_tokens),
+        what=f"choice of pages for sub-question {transcript.subquestion.index}",
+        shrinkable_input=False, log=log)
+
+
+def review_with_shrink(engine: Any, plan: ResearchPlan, findings: Sequence[Finding],
+                       gaps: Sequence[str], wave: int, limit: int, *,
+                       log: Callable[[str], None] = lambda _: None) -> list[FollowUp]:
+    if not _fits_model(engine):
+        return engine.review(plan, findings, gaps, wave, limit)
+    return _small_call(
+        engine, "review",
+        lambda s: engine.review(plan, findings, gaps, wave, limit, max_tokens=s.max_tokens,
+                                scale=s.scale),
+        what=f"review of wave {wave}", shrinkable_input=True, log=log)
 
 
 def condense_with_shrink(engine: Any, subquestion: SubQuestion, source: Source, *,

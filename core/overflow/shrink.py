@@ -198,6 +198,12 @@ def render_findings(findings: Sequence[Finding]) -> str:
     Keys come from `core.report.evidence_catalog`, so the prompt, the budget and the reference
     numbering all see the same evidence.
     """
+    return "\n\n".join(finding_blocks(findings))
+
+
+def finding_blocks(findings: Sequence[Finding]) -> list[str]:
+    """`render_findings` one finding at a time (keys still numbered across all of them), for
+    a report written section by section."""
     keys = iter(key for key, _ in evidence_catalog(findings))
     parts = []
     for f in findings:
@@ -209,7 +215,7 @@ def render_findings(findings: Sequence[Finding]) -> str:
             if not claim.evidence:
                 lines.append("  (no quoted evidence)")
         parts.append("\n".join(lines))
-    return "\n\n".join(parts)
+    return parts
 
 
 def window_budget_chars(window: int, *, prompt_overhead_tokens: int, max_output_tokens: int,

@@ -68,9 +68,9 @@ def respond(body: dict[str, Any]) -> str:
             "targets": ["DuckDB", "SQLite"],
             "subquestions": [{"question": f"How do DuckDB and SQLite differ in {dim}?",
                               "queries": [f"duckdb sqlite {dim}"]} for dim in CLAIMS]})
-    if "extract evidence from one web page" in system:
-        page = next(p for url, p in PAGES.items() if url in _last_user(body))
-        return "\n".join(line for line in page.text.splitlines() if line.strip())
+    if "pick the evidence on one web page" in system:  # every sentence, by its number
+        ids = re.findall(r"^\[(\d+)\] ", _last_user(body), re.M)
+        return json.dumps({"ids": [int(i) for i in ids], "note": "About the database."})
     if "compressing a researcher's working notes" in system:
         dim = next(d for d in CLAIMS if d in system)
         text, evidence = CLAIMS[dim]
@@ -80,16 +80,19 @@ def respond(body: dict[str, Any]) -> str:
         ) + "\n```"
     if "write a research report" in system:
         prompt = _last_user(body)
-        blocks = re.split(r"^### Sub-question (\d+): .*$", prompt, flags=re.M)[1:]
-        sections = []
-        for number, block in zip(blocks[::2], blocks[1::2]):
-            keys = "".join(f"[{k}]" for k in re.findall(r"\[(E\d+)\]", block))
-            sections.append({"subquestion_index": int(number), "heading": f"Dimension {number}",
-                             "body": f"The sources say so {keys}."})
-        return json.dumps({"title": "DuckDB vs SQLite", "summary": "They differ [E1].",
-                           "sections": sections,
-                           "comparison_table": "| Dimension | DuckDB | SQLite |\n|---|---|---|\n"
-                                               "| Licence | MIT [E3] | public domain [E4] |"})
+        outline = prompt.rsplit("outline:", 1)[-1]
+        blocks = dict(re.findall(r"^### Sub-question (\d+): .*\n((?:.+\n?)*)", prompt, re.M))
+        parts = ["# DuckDB vs SQLite"]
+        for tag in re.findall(r"^## \[(\w+)\]", outline, re.M):
+            if tag.startswith("S"):
+                keys = "".join(f"[{k}]" for k in re.findall(r"\[(E\d+)\]", blocks[tag[1:]]))
+                parts.append(f"## [{tag}] Dimension {tag[1:]}\n\nThe sources say so {keys}.")
+            elif tag == "comparison":
+                parts.append("## [comparison] Comparison\n\n| Dimension | DuckDB | SQLite |\n"
+                             "|---|---|---|\n| Licence | MIT [E3] | public domain [E4] |")
+            else:
+                parts.append(f"## [{tag}] {tag.title()}\n\nThey differ [E1].")
+        return "\n\n".join(parts)
     return "Checkpoint: " + _last_user(body)[:200]
 
 

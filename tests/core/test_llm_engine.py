@@ -197,15 +197,16 @@ def test_next_queries_is_empty_when_the_model_says_enough() -> None:
     assert engine_for(model).next_queries(transcript_with([FOX]), 1) == []
 
 
-def test_condense_returns_nothing_for_none_and_cuts_a_page_to_the_window() -> None:
-    model = QueueModel("NONE", "The quick brown fox.")
+def test_condense_returns_nothing_for_no_ids_and_cuts_a_page_to_the_window() -> None:
+    model = QueueModel('{"ids": [], "note": ""}', '{"ids": [1, 99999], "note": "Weights."}')
     engine = engine_for(model, window=3_000, max_output_tokens=500)
     sq = SubQuestion(index=0, question="How heavy is the fox?")
     assert engine.condense(sq, FOX) == ""
 
     page = Source(url="https://big.example", title="Big",
-                  text="HEAD " + "filler sentence. " * 5_000 + " TAIL")
-    assert engine.condense(sq, page) == "The quick brown fox."
+                  text="HEAD filler sentence. " + "filler sentence. " * 5_000 + " TAIL of the page.")
+    # The note, then the page's own sentence 1; an id the model never saw is ignored.
+    assert engine.condense(sq, page) == "(Weights.)\nHEAD filler sentence."
     sent = model.sent[1].messages
     est = TokenEstimator()
     assert est.estimate(sent) + 500 <= ContextLimits({}, default=3_000).request_budget("fake-1")
@@ -358,41 +359,46 @@ def make_plan(intent: str = "describe") -> ResearchPlan:
                                       SubQuestion(index=1, question="How fast?")))
 
 
-def draft_json(first_index: int = 1, table: str | None = "| x | fox | hen |") -> str:
-    return json.dumps({"title": "Foxes", "summary": "Foxes weigh 12 kg [E1].",
-                       "sections": [{"subquestion_index": first_index, "heading": "Weight",
-                                     "body": "A fox weighs 12 kg [E1]."},
-                                    {"subquestion_index": first_index + 1, "heading": "Speed",
-                                     "body": "Foxes run fast [E3]."}],
-                       "comparison_table": table})
+def draft_markdown(table: str = "| x | fox | hen |") -> str:
+    return "\n".join(["# Foxes", "## [summary] Executive summary", "Foxes weigh 12 kg [E1].",
+                      "## [comparison] Side by side", table, "## [S1] Weight",
+                      "A fox weighs 12 kg [E1].", "## [S2] Speed", "Foxes run fast [E3].",
+                      "## [conclusion] In the end", "Foxes are heavy and fast [E1][E3]."])
 
 
 def test_write_report_prompt_cites_the_same_keys_as_the_evidence_catalog() -> None:
-    model = QueueModel(draft_json())
+    model = QueueModel(draft_markdown())
     findings = make_findings()
-    draft = engine_for(model).write_report(make_plan(), findings, max_tokens=777)
+    plan = make_plan().model_copy(update={"report_words": 200})
+    draft = engine_for(model).write_report(plan, findings, max_tokens=777)
 
     prompt = model.sent[0].messages[-1].content
     assert set(re.findall(r"\[(E\d+)\]", prompt)) == {k for k, _ in evidence_catalog(findings)}
     for key, ev in evidence_catalog(findings):  # each key sits next to its own quote
         line = next(l for l in prompt.splitlines() if f"[{key}]" in l)
         assert ev.quote in line or ev.quote in prompt.split(f"[{key}]", 1)[1][:400]
-    assert "How fast?" in prompt and "Compare them." in prompt
-    assert model.sent[0].max_tokens == 777
+    assert "How fast?" in prompt and "Compare them." in prompt and "about 200 words" in prompt
+    assert model.sent[0].max_tokens == 777 and model.sent[0].json_schema is None  # markdown
     assert [(s.subquestion_index, s.heading) for s in draft.sections] == [(0, "Weight"),
                                                                           (1, "Speed")]
+    assert draft.summary == "Foxes weigh 12 kg [E1]."
+    assert (draft.conclusion, draft.heading("conclusion")) == (
+        "Foxes are heavy and fast [E1][E3].", "In the end")
     assert draft.comparison_table is None  # describe intent: no table even if the model sent one
 
 
-def test_write_report_keeps_the_table_for_compare_and_accepts_zero_based_sections() -> None:
-    model = QueueModel(draft_json(first_index=0))
-    draft = engine_for(model).write_report(make_plan("compare"), make_findings())
+def test_write_report_keeps_the_table_for_compare() -> None:
+    model = QueueModel(draft_markdown())
+    plan = make_plan("compare").model_copy(update={"report_words": 200})
+    draft = engine_for(model).write_report(plan, make_findings())
     assert [s.subquestion_index for s in draft.sections] == [0, 1]
     assert draft.comparison_table == "| x | fox | hen |"
     assert "Targets: fox, hen" in model.sent[0].messages[-1].content
+    assert "## [comparison]" in model.sent[0].messages[-1].content  # the outline asks for it
 
 
-def test_write_report_invalid_twice_is_fatal() -> None:
+def test_write_report_without_the_outline_twice_is_fatal() -> None:
     model = QueueModel('{"summary": "no title"}', "nope")
-    with pytest.raises(Fatal, match="valid report"):
+    with pytest.raises(Fatal, match="follows the outline"):
         engine_for(model).write_report(make_plan(), make_findings())
+    assert "did not follow the outline" in model.sent[1].messages[-1].content

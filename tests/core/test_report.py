@@ -90,7 +90,7 @@ def test_references_numbered_in_order_of_first_use_not_catalog_order() -> None:
     assert [(c.number, c.url, c.quote) for c in report.citations] == [
         (1, GIL.url, GIL.quote), (2, LOOP.url, LOOP.quote), (3, POOL.url, POOL.quote),
         (4, LOOP_OTHER.url, LOOP_OTHER.quote)]  # first used by "Disputed findings", last
-    assert _section(report.markdown, "Summary") == "Only one thread runs bytecode [1]."
+    assert _section(report.markdown, "Executive summary") == "Only one thread runs bytecode [1]."
     assert _section(report.markdown, "Question 0?") == (
         "Loops run in one thread [2]. Pools start workers [3].")
     assert _section(report.markdown, "Question 1?") == "Bytecode again [1]."

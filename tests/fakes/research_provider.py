@@ -1,8 +1,10 @@
 """A loopback LLM provider that plays every research role, in any of the three wire formats.
 
 `ResearchProvider("anthropic", fault_rate=0.2)` is a `ScriptedServer` handler: it recognises the
-engine's role from the system prompt, answers it from what it was sent (plans, one follow-up
-query, verbatim page sentences, findings quoting them, a report citing them), reports usage the
+engine's role from the system prompt, answers it from what it was sent (plans shaped by the
+topic's intent, a choice of the first results, one follow-up query, the ids of page sentences,
+findings quoting them, follow-ups for sections without evidence, a markdown report citing them,
+in Chinese when asked for Chinese), reports usage the
 way the provider does, and answers a share of calls with that provider's real fault bodies (429
 with retry-after, 500, 503, Anthropic's 529). It counts what a user would want to know on a bad
 day: calls, faults, and *successful calls repeated* (a request byte-identical to one already
@@ -17,18 +19,53 @@ import random
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Sequence
 
 from tests.fakes import providers as fake
 from tests.fakes.http import Recorded, Reply
 
-ROLES = {"planner of a research team": "plan", "direct a web researcher": "queries",
-         "extract evidence from one web page": "condense",
+ROLES = {"planner of a research team": "plan", "Choose which pages to read": "choose",
+         "direct a web researcher": "queries", "pick the evidence on one web page": "condense",
          "compressing a researcher's working notes": "compress",
-         "keep a researcher's memory short": "checkpoint", "write a research report": "report"}
+         "keep a researcher's memory short": "checkpoint", "You lead a research team": "review",
+         "write a research report": "report"}
+# The plan always has a dimension the pages say nothing about: its researcher condenses
+# nothing, its section has no evidence, and the supervisor asks a follow-up (wave 2).
+UNCOVERED = "licensing"
+CHOSEN = 3  # results read per search round
+# How each SDK is pointed at a loopback provider: (key variable, base-URL variable, URL suffix),
+# and the models tests name for each.
+SDK_ENV = {"openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL", "/v1"),
+           "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", ""),
+           "gemini": ("GEMINI_API_KEY", "RESEARCHFLOW_GEMINI_BASE_URL", "")}
+TEST_MODELS = {"openai": "openai:gpt-4o-mini", "anthropic": "anthropic:claude-sonnet-4-5",
+               "gemini": "gemini:gemini-2.5-flash"}
 FAULTS: dict[str, tuple[str, ...]] = {"openai": ("429", "500", "503"),
                                       "anthropic": ("429", "500", "529"),
                                       "gemini": ("429", "500", "503")}
+
+
+ZH_PAGE = ("# 线程和异步IO\n\n线程在等待网络数据时会阻塞当前线程，操作系统会切换到其他线程。\n\n"
+           "异步IO在等待网络数据时把控制权交还给事件循环，可以同时处理很多连接。\n\n"
+           "每个线程都需要自己的栈内存，所以同时运行的线程数量受内存限制。\n")
+
+
+def write_pages(folder: Path, subjects: Sequence[str], *, sentences: int = 12,
+                chinese: bool = False) -> Path:
+    """A corpus this provider's answers work on: per subject a page of `sentences` sentences
+    naming threading and asyncio with a figure each (and a Chinese page when asked)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for j, subject in enumerate(subjects):
+        lines = [f"# {subject.title()} in threading and asyncio", ""] + [
+            f"{subject.capitalize()} example {i} shows that a threading or asyncio program waits "
+            f"on input or output for {i * 7 + j} milliseconds before it resumes."
+            for i in range(sentences)]
+        name = re.sub(r"\W+", "-", subject.lower())
+        (folder / f"{name}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if chinese:
+        (folder / "zh.md").write_text(ZH_PAGE, encoding="utf-8")
+    return folder
 
 
 def system_text(provider: str, body: dict[str, Any]) -> str:
@@ -120,26 +157,46 @@ class ResearchProvider:
 
 def answer(role: str, provider: str, body: dict[str, Any]) -> str:
     last = last_user_text(provider, body)
+    chinese = "Chinese (zh)" in system_text(provider, body)
     if role == "plan":
         topic = re.search(r"Topic: (.*)", last)
         subject = topic.group(1).strip() if topic else "the topic"
         # Sub-questions name the topic, so two topics never share a cached step.
         label = re.sub(r"[^\w ]", "", subject)[-40:].strip()
-        return json.dumps({"brief": f"What to know about {subject}.", "intent": "compare",
-                           "targets": ["threading", "asyncio"], "subquestions": [
+        intent = ("recommend" if re.search(r"(?i)should i|which|建议|应该", subject) else
+                  "compare" if re.search(r"(?i) vs |versus|differ|区别|比较", subject) else
+                  "describe")
+        return json.dumps({"brief": f"What to know about {subject}.", "intent": intent,
+                           "targets": ["threading", "asyncio"] if intent == "compare" else [],
+                           "subquestions": [
             {"question": f"How do threading and asyncio differ in {d} ({label})?",
              "queries": [f"threading asyncio {d}"]}
-            for d in ("memory", "blocking", "waiting", "scheduling")]})
+            for d in ("memory", "blocking", "waiting", UNCOVERED)]})
+    if role == "choose":
+        numbers = re.findall(r"^(\d+)\. ", last, re.M)
+        limit = re.search(r"at most (\d+) result numbers", system_text(provider, body))
+        keep = min(CHOSEN, int(limit.group(1)) if limit else CHOSEN)
+        return json.dumps({"read": [int(n) for n in numbers[:keep]],
+                           "why": "the first results name the sub-question's terms"})
     if role == "queries":  # one follow-up round, then enough
         if "details" in last:
-            return json.dumps({"enough": True, "queries": []})
+            return json.dumps({"reflection": "The notes answer it.", "enough": True,
+                               "queries": []})
         question = re.search(r"Sub-question: (.*)", last)
         dimension = re.search(r"differ in (\w+)", question.group(1)) if question else None
         word = dimension.group(1) if dimension else "threads"
-        return json.dumps({"enough": False, "queries": [f"asyncio {word} details"]})
-    if role == "condense":  # the page's sentences, verbatim
-        page = last.split("Page text:", 1)[-1]
-        return "\n".join(re.findall(r"[A-Z][^.\n]{20,}\.", page)[:8]) or "NONE"
+        return json.dumps({"reflection": "Timings are known; details are missing.",
+                           "enough": False, "queries": [f"asyncio {word} details"]})
+    if role == "condense":  # the ids of the page's sentences, never their text
+        question = re.search(r"Sub-question: (.*)", last)
+        if question and UNCOVERED in question.group(1):
+            return json.dumps({"ids": [], "note": ""})
+        page = last.split("Page sentences:", 1)[-1]
+        ids = [int(n) for n, text in re.findall(r"^\[(\d+)\] (.*)$", page, re.M)
+               if re.match(r"[A-Z\u4e00-\u9fff][^\n]{8,}[.。]$", text)]
+        ids = ids if len(ids) <= 8 else ids[:4] + ids[-4:]  # from the top and the bottom
+        return json.dumps({"ids": ids, "note": "页面给出了时间。" if chinese else
+                           "The page gives timings."})
     if role == "compress":
         texts = fake.request_texts(provider, body)
         claims = []
@@ -147,16 +204,55 @@ def answer(role: str, provider: str, body: dict[str, Any]) -> str:
             url, lines = block
             claims += [{"text": f"The source says: {line.strip()}", "confidence": "medium",
                         "evidence": [{"url": url, "quote": line.strip()}]}
-                       for line in lines.splitlines()[:3] if line.strip().endswith(".")]
+                       for line in lines.splitlines()[:3] if line.strip().endswith((".", "。"))]
         return json.dumps({"claims": claims[:6]})
+    if role == "review":
+        empty = re.findall(r"Sub-question (\d+) \(([^\n]*?)\): no quoted evidence", last)
+        if not empty:
+            return json.dumps({"done": True, "followups": []})
+        return json.dumps({"done": False, "followups": [
+            {"question": f"Which pages explain how threading and asyncio handle waiting "
+                         f"(section {n}, {topic_label(question)})?",
+             "queries": ["threading asyncio waiting"],
+             "why": f"sub-question {n} has no evidence", "fills": int(n)}
+            for n, question in empty]})
     if role == "report":
-        keys = re.findall(r"\[(E\d+)\]", last)
-        return json.dumps({"title": "Threads and coroutines", "summary": "In short.",
-                           "sections": [{"subquestion_index": i + 1, "heading": f"Part {i + 1}",
-                                         "body": f"What the sources say [{k}]."}
-                                        for i, k in enumerate(keys[:3])],
-                           "comparison_table": None})
+        return report_markdown(last, chinese)
     return "Summary of earlier research."
+
+
+def topic_label(question: str) -> str:
+    """The topic label a planned question ends with, so follow-ups stay topic-specific."""
+    found = re.search(r"\(([^()]*)\)\?*$", question)
+    return found.group(1) if found else ""
+
+
+_HEADINGS = {"summary": ("Executive summary", "执行摘要"), "comparison": ("Comparison", "对比"),
+             "recommendation": ("Recommendation", "建议"), "conclusion": ("Conclusion", "结论")}
+
+
+def report_markdown(prompt: str, chinese: bool) -> str:
+    """A report following the outline the prompt gives, each part citing keys it was shown."""
+    outline = prompt.rsplit("outline:", 1)[-1] if "outline:" in prompt else prompt
+    tags = re.findall(r"^## \[(\w+)\]", outline, re.M)
+    blocks = dict(re.findall(r"### Sub-question (\d+): [^\n]*\n((?:.+\n?)*)", prompt))
+    keys = list(dict.fromkeys(re.findall(r"\[(E\d+)\]", prompt.split("outline:", 1)[0])))
+    said = "来源如此说" if chinese else "What the sources say"
+    parts = [] if outline.lstrip().startswith("## ") else [
+        "# " + ("线程与协程" if chinese else "Threads and coroutines")]
+    for tag in tags:
+        if tag.startswith("S"):
+            own = re.findall(r"\[(E\d+)\]", blocks.get(tag[1:], ""))
+            heading = f"Part {tag[1:]}" if not chinese else f"第{tag[1:]}部分"
+            body = f"{said} [{own[0]}]." if own else "[insufficient evidence]"
+        else:
+            heading = _HEADINGS[tag][1 if chinese else 0]
+            cited = "".join(f"[{k}]" for k in keys[:2])
+            body = (f"| dimension | threading | asyncio |\n|---|---|---|\n| waiting | "
+                    f"blocks {cited} | yields {cited} |" if tag == "comparison"
+                    else f"{said} {cited}.")
+        parts.append(f"## [{tag}] {heading}\n\n{body}")
+    return "\n\n".join(parts)
 
 
 def role_of(provider: str, body: dict[str, Any]) -> str:

@@ -21,30 +21,19 @@ from flows.cli import app
 from flows.research import research_topic
 from tests.fakes import providers as fake
 from tests.fakes.http import ScriptedServer
-from tests.fakes.research_provider import ResearchProvider
+from tests.fakes.research_provider import SDK_ENV, TEST_MODELS, ResearchProvider, write_pages
 from tasks.retry import RETRIES
 from tests.flows.prefect_api import artifacts
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 
-SPECS = {"openai": "openai:gpt-4o-mini", "anthropic": "anthropic:claude-sonnet-4-5",
-         "gemini": "gemini:gemini-2.5-flash"}
-ENV = {"openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL", "/v1"),
-       "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", ""),
-       "gemini": ("GEMINI_API_KEY", "RESEARCHFLOW_GEMINI_BASE_URL", "")}
+SPECS, ENV = TEST_MODELS, SDK_ENV
 SECRET = "sk-test-BADDAY-0a1b2c3d4e5f"
 
 
 @pytest.fixture()
 def pages(tmp_path: Path) -> Path:
-    folder = tmp_path / "pages"
-    folder.mkdir()
-    for j, subject in enumerate(("Memory", "Blocking", "Waiting", "Scheduling")):
-        lines = [f"# {subject} in threading and asyncio", ""] + [
-            f"{subject} example {i} shows that a threading or asyncio program waits on input "
-            f"or output for {i * 7 + j} milliseconds before it resumes." for i in range(12)]
-        (folder / f"{subject.lower()}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return folder
+    return write_pages(tmp_path / "pages", ("Memory", "Blocking", "Waiting", "Scheduling"))
 
 
 @pytest.fixture()
@@ -122,7 +111,9 @@ def test_a_rerun_after_a_failure_pays_only_for_what_had_not_finished(pages, db_p
     assert again.is_completed(), again.message
     spent = {role: n - before.get(role, 0) for role, n in provider_fake.by_role.items()
              if n != before.get(role, 0)}
-    assert spent == {"report": 1}  # plan, searches, pages, compress: all from the cache
+    # Plan, searches, pages, compress: all from the cache. Only the report is paid again (at
+    # this output cap it is written section by section, so in a few calls).
+    assert set(spent) == {"report"}
     assert provider_fake.repeated_successes == 0
     _, rows = query_readonly(db_path, "SELECT status, error FROM topics")
     assert rows == [("succeeded", None)]
@@ -235,7 +226,7 @@ def test_a_batch_rerun_after_one_topic_failed_repeats_no_call(pages, db_path, tm
     assert research_batch(**kwargs).is_completed()
     spent = {role: n - before.get(role, 0) for role, n in provider_fake.by_role.items()
              if n != before.get(role, 0)}
-    assert spent == {"report": 1}  # only the refused report: every finished call was reused
+    assert set(spent) == {"report"}  # only the refused report: every finished call was reused
     assert provider_fake.repeated_successes == 0
     assert len(ResultStore(db_path).list_reports("rerun")) == 2
 

@@ -1,0 +1,138 @@
+"""The LLM engine's report writer: markdown prose citing evidence keys, sized by a word target.
+
+A report of `plan.report_words` words is written in one call when its output fits the role's
+output cap; otherwise (or when a one-call report comes back cut off and no larger cap fits) it
+is written section by section: one call per section with that section's findings, then one
+call for the title, executive summary, comparison or recommendation, and conclusion around the
+sections. Either way the answer is markdown split back into the plan's parts by the tags of
+its headings (`core.engine.answers.draft_from_markdown`); references are numbered later, in code.
+
+Nothing here retries a provider fault or shrinks on overflow: a `ContextOverflow` reaches the
+report shrink loop (core.overflow.recovery), which cuts findings and calls again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Sequence
+
+from core.engine import prompts
+from core.engine.answers import InvalidOutput, draft_from_markdown, split_markdown
+from core.engine.base import ReportDraft
+from core.language import is_cjk
+from core.models import Finding, Message, ResearchPlan
+from core.overflow.shrink import finding_blocks
+from core.overflow.signals import Fatal
+
+if TYPE_CHECKING:  # the engine imports this module
+    from core.engine.llm import LLMEngine
+
+log = logging.getLogger("researchflow.engine")
+
+OUTLINE_TOKENS = 300  # headings, tags and citation keys around the prose
+MIN_SECTION_WORDS = 150
+
+
+def report_tokens(words: int, language: str) -> int:
+    """Output tokens for `words` words of report prose in `language`, with room to spare.
+
+    English runs about 1.4 tokens a word; in Chinese, Japanese and Korean a "word" of the
+    target is a character or two, about 2 tokens.
+    """
+    per_word = 2.0 if is_cjk(language) else 1.4
+    return int(words * per_word * 1.2) + OUTLINE_TOKENS
+
+
+class ReportWriter:
+    def __init__(self, engine: "LLMEngine", plan: ResearchPlan) -> None:
+        self.engine = engine
+        self.plan = plan
+
+    def write(self, findings: Sequence[Finding], cap: int) -> ReportDraft:
+        """The report within `cap` output tokens per call."""
+        needed = report_tokens(self.plan.report_words, self.plan.language)
+        if needed > cap:
+            log.info("report of ~%d words needs ~%d output tokens > %d per call: writing it "
+                     "section by section", self.plan.report_words, needed, cap)
+            return self.by_section(findings, cap)
+        messages = [self._system(),
+                    Message(role="user", content=prompts.report_user(
+                        self.plan, "\n\n".join(finding_blocks(findings))))]
+        try:  # asked with the whole cap: the prompt sets the length, the cap only stops runaways
+            return self._ask(messages, cap, what="report")
+        except _CutOff:
+            log.info("the report came back cut off at its output cap: writing it section by "
+                     "section")
+            return self.by_section(findings, cap)
+
+    def by_section(self, findings: Sequence[Finding], cap: int) -> ReportDraft:
+        plan = self.plan
+        blocks = dict(zip((f.subquestion_index for f in findings), finding_blocks(findings)))
+        words = max(MIN_SECTION_WORDS, plan.report_words // (len(plan.sections) + 2))
+        written = []
+        for sq in plan.sections:
+            user = prompts.section_user(plan, sq.index, blocks.get(sq.index, ""), words)
+            text = self._text([self._system(), Message(role="user", content=user)], cap,
+                              what=f"section {sq.index + 1} of the report")
+            _, parts = split_markdown(text)
+            heading, body = (parts[0][1], parts[0][2]) if parts else (sq.question, text.strip())
+            written.append(f"## [S{sq.index + 1}] {heading or sq.question}\n\n{body}")
+        sections = "\n\n".join(written)
+        frame_words = max(MIN_SECTION_WORDS, 2 * words)
+        user = prompts.frame_user(plan, sections, frame_words)
+        frame = self._text([self._system(), Message(role="user", content=user)], cap,
+                           what="summary and conclusion of the report")
+        title, parts = split_markdown(frame)
+        # The frame's parts around the sections, in the report's order.
+        head = "\n\n".join(f"## {_tagged(p, h)}\n\n{b}" for p, h, b in parts)
+        return draft_from_markdown(plan, f"# {title or plan.topic}\n\n{head}\n\n{sections}")
+
+    # -- calls ----------------------------------------------------------------------------------
+    def _system(self) -> Message:
+        return self.engine.system(prompts.REPORT_SYSTEM, self.plan.language)
+
+    def _text(self, messages: list[Message], tokens: int, *, what: str) -> str:
+        completion = self.engine.complete(messages, max_tokens=tokens)
+        if completion.truncated:
+            room = self.engine.out_room(messages)
+            if room > tokens * 1.25:
+                completion = self.engine.complete(messages, max_tokens=room)
+            if completion.truncated:
+                log.warning("%s was cut at its output cap; keeping what came", what)
+        return completion.text
+
+    def _ask(self, messages: list[Message], tokens: int, *, what: str) -> ReportDraft:
+        """The whole report in one answer; re-asked once when it does not follow the outline."""
+        error: InvalidOutput | None = None
+        for attempt in range(2):
+            completion = self.engine.complete(messages, max_tokens=tokens)
+            if completion.truncated:
+                room = self.engine.out_room(messages)
+                if room <= tokens * 1.25:
+                    raise _CutOff()
+                tokens = room
+                completion = self.engine.complete(messages, max_tokens=tokens)
+                if completion.truncated:
+                    raise _CutOff()
+            try:
+                return draft_from_markdown(self.plan, completion.text)
+            except InvalidOutput as exc:
+                error = exc
+            if attempt == 0:
+                messages = [*messages, Message(role="assistant", content=completion.text),
+                            Message(role="user", content=prompts.complaint_report_outline(
+                                str(error)))]
+        model = self.engine.model
+        raise Fatal(f"{self.engine.name}: the model could not write a {what} that follows the "
+                    f"outline (twice; last problem: {error})", provider=model.provider,
+                    model=model.model, hint="try a stronger model")
+
+
+class _CutOff(Exception):
+    """A one-call report hit its output cap and no larger cap fits."""
+
+
+def _tagged(part: str | None, heading: str) -> str:
+    if part is None:
+        return heading
+    return f"[{part}] {heading}"
