@@ -36,9 +36,6 @@ if str(ROOT) not in sys.path:  # run as a script: make core/ and tests.fakes imp
     sys.path.insert(0, str(ROOT))
 
 PROVIDERS = ("openai", "anthropic", "gemini")
-ENV = {"openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL", "/v1"),
-       "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", ""),
-       "gemini": ("GEMINI_API_KEY", "RESEARCHFLOW_GEMINI_BASE_URL", "")}
 SUBJECTS = ("memory use", "blocking calls", "waiting on sockets", "scheduling", "locks",
             "timers", "cancellation", "thread pools")
 
@@ -61,14 +58,9 @@ class Row:
 
 
 def write_corpus(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for j, subject in enumerate(SUBJECTS):
-        lines = [f"# {subject.title()} in threading and asyncio", ""] + [
-            f"{subject.capitalize()} example {i} shows that a threading or asyncio program "
-            f"waits on input or output for {i * 7 + j} milliseconds before it resumes."
-            for i in range(40)]
-        (folder / f"page{j}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return folder
+    from tests.fakes.research_provider import write_pages
+
+    return write_pages(folder, SUBJECTS, sentences=40)
 
 
 def run_config(provider: str, rate: float, n_topics: int, work: Path, corpus: Path,
@@ -77,7 +69,7 @@ def run_config(provider: str, rate: float, n_topics: int, work: Path, corpus: Pa
     from core.store import ResultStore, query_readonly
     from flows.batch import research_batch
     from tests.fakes.http import ScriptedServer
-    from tests.fakes.research_provider import ResearchProvider
+    from tests.fakes.research_provider import SDK_ENV, ResearchProvider
 
     label = f"{provider}-{int(rate * 100)}"
     csv = work / f"{label}.csv"
@@ -86,7 +78,7 @@ def run_config(provider: str, rate: float, n_topics: int, work: Path, corpus: Pa
         for i in range(n_topics)), encoding="utf-8")
     db = work / f"{label}.duckdb"
     fake = ResearchProvider(provider, fault_rate=rate, seed=seed)
-    key_var, url_var, suffix = ENV[provider]
+    key_var, url_var, suffix = SDK_ENV[provider]
     runtime.reset()
     with ScriptedServer(default=fake) as server:
         os.environ[key_var] = "sk-bench-not-a-real-key"
