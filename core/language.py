@@ -206,8 +206,7 @@ def resolve_language(option: str | None, text: str) -> str:
     code = _BY_NAME.get(_fold(option))
     if code:
         return code
-    known = ", ".join(f"{c} ({names[0]}, {names[1]})" for c, names in LANGUAGES.items())
+    # One line: it is shown to the user as is (CLI, a CSV row's error).
     raise ValueError(
-        f"unknown language {option!r}: give an ISO 639-1 code, optionally with a region or "
-        f"script ('zh', 'zh-CN', 'pt-BR'), an English name ('Chinese', 'German') or a native name "
-        f"('中文', 'Deutsch'). Known: {known}")
+        f"unknown language {option!r}: give an ISO 639-1 code ('zh', 'zh-CN', 'pt-BR') or a "
+        f"name ('Chinese', '中文', 'Deutsch'); known codes: {', '.join(LANGUAGES)}")

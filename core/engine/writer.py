@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # the engine imports this module
 log = logging.getLogger("researchflow.engine")
 
 OUTLINE_TOKENS = 300  # headings, tags and citation keys around the prose
+HEADROOM = 1.5  # output cap over the estimate for the target length
 MIN_SECTION_WORDS = 150
 
 
@@ -58,8 +59,9 @@ class ReportWriter:
         messages = [self._system(),
                     Message(role="user", content=prompts.report_user(
                         self.plan, "\n\n".join(finding_blocks(findings))))]
-        try:  # asked with the whole cap: the prompt sets the length, the cap only stops runaways
-            return self._ask(messages, cap, what="report")
+        # The target sizes the cap, with headroom: a model that overshoots a little is not cut.
+        try:
+            return self._ask(messages, min(cap, int(needed * HEADROOM)), what="report")
         except _CutOff:
             log.info("the report came back cut off at its output cap: writing it section by "
                      "section")
@@ -72,7 +74,8 @@ class ReportWriter:
         written = []
         for sq in plan.sections:
             user = prompts.section_user(plan, sq.index, blocks.get(sq.index, ""), words)
-            text = self._text([self._system(), Message(role="user", content=user)], cap,
+            text = self._text([self._system(), Message(role="user", content=user)],
+                              min(cap, int(report_tokens(words, plan.language) * HEADROOM)),
                               what=f"section {sq.index + 1} of the report")
             _, parts = split_markdown(text)
             heading, body = (parts[0][1], parts[0][2]) if parts else (sq.question, text.strip())
@@ -80,7 +83,8 @@ class ReportWriter:
         sections = "\n\n".join(written)
         frame_words = max(MIN_SECTION_WORDS, 2 * words)
         user = prompts.frame_user(plan, sections, frame_words)
-        frame = self._text([self._system(), Message(role="user", content=user)], cap,
+        frame = self._text([self._system(), Message(role="user", content=user)],
+                           min(cap, int(report_tokens(frame_words, plan.language) * HEADROOM)),
                            what="summary and conclusion of the report")
         title, parts = split_markdown(frame)
         # The frame's parts around the sections, in the report's order.

@@ -14,7 +14,7 @@ import pytest
 
 from core.engine.base import ReportDraft
 from core.engine.llm import LLMEngine
-from core.engine.writer import report_tokens
+from core.engine.writer import HEADROOM, MIN_SECTION_WORDS, report_tokens
 from core.llm.base import Completion
 from core.models import Claim, Evidence, Finding, ResearchPlan
 from core.overflow.limits import ContextLimits, ModelLimits
@@ -132,7 +132,9 @@ def test_a_one_call_report_cut_off_without_more_room_is_rewritten_section_by_sec
     draft = engine.write_report(sized(words=300), make_findings())
 
     assert len(model.sent) == 4
-    assert [s.max_tokens for s in model.sent] == [1_000] * 4
+    # Every call within the model's cap, each sized by its share of the target length.
+    section = int(report_tokens(MIN_SECTION_WORDS, "en") * HEADROOM)
+    assert [s.max_tokens for s in model.sent] == [1_000, section, section, 1_000]
     assert "Write only this section" in model.sent[1].messages[-1].content
     assert [s.heading for s in draft.sections] == ["Weight", "Speed"]
     assert draft.summary == "Fast [E3]." and draft.conclusion == "Done [E1]."
