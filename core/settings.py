@@ -91,6 +91,25 @@ class Settings(BaseSettings):
     max_page_bytes: int = 3_000_000  # larger pages are refused, not parsed
     max_source_chars: int = 60_000  # extracted text beyond this is trimmed
 
+    # The web layer (core/search/web.py and friends). Hosts on this comma-separated list
+    # (`host` or `host:port`) may be fetched even when they resolve to a private, loopback or
+    # link-local address: tests, intranet wikis, staging mirrors. Everything else that resolves
+    # there is refused, on every redirect hop and again at connect time.
+    fetch_allow_hosts: str | None = None
+    page_ttl_hours: float = Field(default=24.0, ge=0)  # page and search cache freshness; 0: off
+    respect_robots: bool = True
+    max_fetches_per_host: int = Field(default=2, ge=1, le=16)  # at once, per host
+    fetch_connect_timeout: float = Field(default=5.0, gt=0)
+    fetch_read_timeout: float = Field(default=10.0, gt=0)
+    page_deadline: float = Field(default=20.0, gt=0)  # seconds for one page, redirects included
+    max_redirects: int = Field(default=5, ge=0, le=20)
+    # SerpAPI: engine google | bing | duckduckgo | google_scholar | google_news; location
+    # ("Austin, Texas"), interface language (hl, "en") and country (gl, "us").
+    serpapi_engine: str = "google"
+    serpapi_location: str | None = None
+    serpapi_language: str | None = None
+    serpapi_country: str | None = None
+
     @classmethod
     def load(cls, **overrides: Any) -> "Settings":
         """Settings from the environment and .env, with explicit (non-None) overrides on top."""
