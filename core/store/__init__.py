@@ -7,6 +7,7 @@ A map of the package (imports run top to bottom; nothing here imports prefect):
     redaction   public_settings: what a run's settings snapshot may contain
     ledger      llm_calls rows in, UsageTotals out (functions over a connection)
     results     ResultStore: runs, topics, results, the ledger's methods, readers
+    pages       PageStore: the web cache (fetched pages, search results); never fails a fetch
     query       query_readonly: a user's SQL on a read-only connection
 
 Exceptions: `StoreError` > `StoreLockedError` (another process holds the file) and
@@ -16,10 +17,11 @@ Import from here; the modules are the implementation.
 """
 
 from core.store.connection import ReadOnlyQueryError, StoreError, StoreLockedError
+from core.store.pages import PageRecord, PageStore
 from core.store.query import query_readonly
 from core.store.redaction import public_settings
 from core.store.results import ResultStore
 from core.store.schema import SCHEMA_VERSION, TABLES
 
-__all__ = ["SCHEMA_VERSION", "TABLES", "ReadOnlyQueryError", "ResultStore", "StoreError",
-           "StoreLockedError", "public_settings", "query_readonly"]
+__all__ = ["SCHEMA_VERSION", "TABLES", "PageRecord", "PageStore", "ReadOnlyQueryError",
+           "ResultStore", "StoreError", "StoreLockedError", "public_settings", "query_readonly"]

@@ -4,7 +4,7 @@ What it does: `ensure_schema` creates the current schema in an empty file, bring
 up to `SCHEMA_VERSION` step by step (every step inside the caller's transaction, so a failed
 migration leaves the file as it was), and refuses a file newer than this code.
 
-What it does not do: write or read research data (see `results` and `ledger`).
+What it does not do: write or read research data (see `results`, `ledger` and `pages`).
 
 A migration is frozen once released: it spells out the shape of its own version rather than
 reusing `_TABLES`, so a later change to the current schema cannot change what an old step does.
@@ -20,6 +20,9 @@ Version history:
   4  research waves: `subquestions.wave` (1: the plan's; 2+: the supervisor's follow-ups),
      `subquestions.why` (the gap a follow-up fills) and `subquestions.parent` (the section it
      completes); `reports.language`
+  5  the web cache: `pages` (one fetch per normalised URL: its text, or why it was refused or
+     unavailable) and `searches` (one search per engine, locale, normalised query and k), each
+     with fetched_at so a reader can tell a fresh entry from a stale one (core.store.pages)
 """
 
 from __future__ import annotations
@@ -31,11 +34,11 @@ import duckdb
 
 from core.store.connection import StoreError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Order matters for counts() and nothing else; meta is bookkeeping, not data.
 TABLES = ("runs", "topics", "subquestions", "sources", "topic_sources", "findings",
-          "citations", "reports", "llm_calls", "model_limits")
+          "citations", "reports", "llm_calls", "model_limits", "pages", "searches")
 
 _META = "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);"
 
@@ -85,6 +88,16 @@ CREATE TABLE IF NOT EXISTS llm_calls (
 CREATE TABLE IF NOT EXISTS model_limits (
     model VARCHAR PRIMARY KEY, context_window BIGINT, max_output BIGINT, request_budget BIGINT,
     updated_at TIMESTAMPTZ NOT NULL);
+-- The web cache (core.store.pages), shared by every run that uses this file. url is the
+-- normalised URL; status is 'ok' | 'refused' | 'unavailable' (checked in Python, not by a CHECK,
+-- which DuckDB could never drop); bytes is what the fetch downloaded.
+CREATE TABLE IF NOT EXISTS pages (
+    url VARCHAR PRIMARY KEY, final_url VARCHAR, status VARCHAR NOT NULL, reason VARCHAR,
+    title VARCHAR, text VARCHAR, bytes BIGINT, fetched_at TIMESTAMPTZ NOT NULL);
+-- key: a hash of engine, locale params, normalised query and k; results: SearchResult dicts.
+CREATE TABLE IF NOT EXISTS searches (
+    key VARCHAR PRIMARY KEY, engine VARCHAR, query VARCHAR, results JSON,
+    fetched_at TIMESTAMPTZ NOT NULL);
 """
 
 # The sums behind core.usage.UsageTotals, over `llm_calls l`; the aliases are its field names.
@@ -156,9 +169,22 @@ def _v3_to_v4(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE reports ADD COLUMN language VARCHAR")
 
 
+def _v4_to_v5(con: duckdb.DuckDBPyConnection) -> None:
+    """The web cache: fetched pages and search results. Frozen: the v5 shapes."""
+    con.execute("""
+        CREATE TABLE pages (
+            url VARCHAR PRIMARY KEY, final_url VARCHAR, status VARCHAR NOT NULL,
+            reason VARCHAR, title VARCHAR, text VARCHAR, bytes BIGINT,
+            fetched_at TIMESTAMPTZ NOT NULL)""")
+    con.execute("""
+        CREATE TABLE searches (
+            key VARCHAR PRIMARY KEY, engine VARCHAR, query VARCHAR, results JSON,
+            fetched_at TIMESTAMPTZ NOT NULL)""")
+
+
 # MIGRATIONS[n] takes a file from version n to n + 1.
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
-    1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+    1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
 
 
 def read_version(con: duckdb.DuckDBPyConnection) -> int | None:

@@ -135,13 +135,13 @@ def test_v1_file_migrates_keeping_every_row(tmp_path: Path) -> None:
     before = {t: dump(path, t) for t in _V1_TABLES}
 
     store = ResultStore(path)
-    assert store.schema_version() == SCHEMA_VERSION == 4
+    assert store.schema_version() == SCHEMA_VERSION == 5
     assert {t: dump(path, t) for t in _V1_TABLES} == before
     # v4: every old sub-question was the plan's (wave 1); old reports name no language.
     assert added_values(path, "subquestions") == {(1, None, None)}
     assert added_values(path, "reports") == {(None,)}
-    assert store.counts() == {t: len(before[t]) for t in _V1_TABLES} | {"llm_calls": 0,
-                                                                        "model_limits": 0}
+    assert store.counts() == {t: len(before[t]) for t in _V1_TABLES} | {
+        "llm_calls": 0, "model_limits": 0, "pages": 0, "searches": 0}
     assert list(store.counts()) == list(TABLES)
     # The old rows behave as before: the failure keeps its error, the report is readable.
     assert store.topic_status("t-bad")["error"] == "ContextOverflow: 200000 > 128000"
@@ -160,7 +160,7 @@ def test_v1_file_migrates_keeping_every_row(tmp_path: Path) -> None:
     store.record_calls([call("c1", topic_id="t-ok")])
     assert store.get_report("rep-ok")["usage"].calls == 1
     ResultStore(path)  # reopening a migrated file changes nothing
-    assert store.schema_version() == 4 and store.counts()["topics"] == 3
+    assert store.schema_version() == 5 and store.counts()["topics"] == 3
 
 
 def test_migrated_file_has_the_schema_of_a_fresh_one(tmp_path: Path) -> None:
@@ -192,7 +192,7 @@ def test_failed_migration_leaves_the_v1_file_untouched(tmp_path: Path,
                                      "WHERE table_name = 'llm_calls'")
     assert tables == []
     monkeypatch.setitem(store_schema.MIGRATIONS, 1, real_step)
-    assert ResultStore(path).schema_version() == 4
+    assert ResultStore(path).schema_version() == 5
 
 
 def test_unknown_old_version_is_refused(tmp_path: Path) -> None:
