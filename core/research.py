@@ -3,36 +3,43 @@
 From the first round the researcher chooses which results to read from their titles and
 snippets (the offline engine keeps the search ranking), reads at most `max_pages` pages in all,
 and after each round reflects on its notes and either stops (the sub-question is answered) or
-searches again, for at most `max_rounds` rounds.
+searches again, for at most `max_rounds` rounds. Searches that find nothing readable (no
+results, none worth choosing, or only pages that cannot be read) are rewritten once per
+sub-question into more specific ones, run at once as an extra round within the page budget.
 
 The transcript it builds is the researcher's working memory: an AI turn that calls the searches
-of a round with one result per call, then one AI turn per page read with its notes, so shrinking
-can drop whole tool turns, a page at a time. Pages that cannot be read are noted in the
-transcript and skipped; provider and search-service signals propagate so the caller can retry or
-fail.
+of a round with one result per call (a rewrite round's turn says which searches failed and
+which replace them), then one AI turn per page read with its notes, so shrinking can drop whole
+tool turns, a page at a time. Pages that cannot be read are noted in the transcript and
+skipped; provider and search-service signals propagate so the caller can retry or fail.
 
 The loop never calls a provider itself: it asks `ResearchSteps` to search one query, read one
-page (fetch + condense) or choose the next queries. `DirectSteps` does that in-line; the Prefect
-layer (tasks.research) runs each step as its own task run, so a fault in one provider call is
-retried alone and a finished step is never paid for twice. For that the steps must be pure
-functions of their inputs, which is why the loop, not a step, keeps track of what was read.
+page (fetch + condense), choose the next queries or rewrite failed ones. `DirectSteps` does
+that in-line; the Prefect layer (tasks.research) runs each step as its own task run, so a fault
+in one provider call is retried alone and a finished step is never paid for twice. For that
+the steps must be pure functions of their inputs, which is why the loop, not a step, keeps
+track of what was read.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Callable, Protocol
 from urllib.parse import urldefrag
+from typing import Callable, Protocol, Sequence
 
 from core.engine.base import ResearchEngine
 from core.ledger import acting_as
-from core.overflow.roles import choose_with_shrink, condense_with_shrink, queries_with_shrink
+from core.overflow.roles import (choose_with_shrink, condense_with_shrink, queries_with_shrink,
+                                 rewrite_with_shrink)
 from core.models import Message, PageNotes, SearchResult, SubQuestion, ToolCall, Transcript
 from core.search.base import SearchBackend
+from core.search.urls import normalize_url
 from core.overflow.signals import Signal
 
 log = logging.getLogger("researchflow.research")
+
+MAX_REWRITES = 3  # searches one rewrite may add
 
 
 class ResearchSteps(Protocol):
@@ -44,6 +51,9 @@ class ResearchSteps(Protocol):
     def read(self, subquestion: SubQuestion, hit: SearchResult) -> PageNotes: ...
 
     def next_queries(self, transcript: Transcript, round_index: int) -> list[str]: ...
+
+    def rewrite(self, subquestion: SubQuestion, failed: Sequence[str],
+                seen: Sequence[SearchResult]) -> list[str]: ...
 
 
 def read_page(engine: ResearchEngine, search: SearchBackend, subquestion: SubQuestion,
@@ -72,6 +82,13 @@ def choose_pages(engine: ResearchEngine, transcript: Transcript,
                                   log=log.info)
 
 
+def rewrite_queries(engine: ResearchEngine, subquestion: SubQuestion, failed: Sequence[str],
+                    seen: Sequence[SearchResult]) -> list[str]:
+    with acting_as("queries"):
+        return rewrite_with_shrink(engine.for_role("queries"), subquestion, failed, seen,
+                                   log=log.info)
+
+
 @dataclass(frozen=True)
 class DirectSteps:
     """Every step called in-line (tests, benchmarks, and anything outside Prefect)."""
@@ -95,13 +112,24 @@ class DirectSteps:
             return queries_with_shrink(self.engine.for_role("queries"), transcript, round_index,
                                        log=log.info)
 
+    def rewrite(self, subquestion: SubQuestion, failed: Sequence[str],
+                seen: Sequence[SearchResult]) -> list[str]:
+        return rewrite_queries(self.engine, subquestion, failed, seen)
+
 
 def research_subquestion(steps: ResearchSteps, subquestion: SubQuestion, *, max_rounds: int = 3,
                          max_pages: int = 6, results_per_query: int = 4,
                          progress: Callable[[str], None] | None = None) -> Transcript:
-    transcript = Transcript(subquestion=subquestion)
-    offered: set[str] = set()
-    pages = 0
+    """Rounds of search → choose → read for one sub-question (see the module docstring).
+
+    When some searches of a round find nothing readable (no results, no result worth choosing,
+    or only pages that could not be read) the engine is asked, once per sub-question, for more
+    specific searches, which run at once as an extra round: it counts against `max_pages`, not
+    against `max_rounds`.
+    """
+    state = _Research(steps, Transcript(subquestion=subquestion), max_pages, results_per_query)
+    transcript = state.transcript
+    rewritten = False
     queries = list(subquestion.queries) or [subquestion.question]
     for round_index in range(max_rounds):
         if round_index > 0:
@@ -109,54 +137,129 @@ def research_subquestion(steps: ResearchSteps, subquestion: SubQuestion, *, max_
                        if q not in transcript.queries_run]
         if not queries:
             break
-        hits = _search_round(transcript, steps, queries, round_index, results_per_query)
-        # Passages of one document (#p1, #p2) are one page; a page offered once (read or
-        # passed over) is not offered again.
-        fresh = [h for h in hits if _document(h.url) not in offered]
-        fresh = list({_document(h.url): h for h in reversed(fresh)}.values())[::-1]
-        offered.update(_document(h.url) for h in fresh)
-        picked = steps.choose(transcript, fresh, max_pages - pages) if fresh else []
-        chosen = [fresh[i] for i in dict.fromkeys(picked) if 0 <= i < len(fresh)]
-        chosen = chosen[:max_pages - pages]
-        _read_round(transcript, steps, chosen, round_index)
-        pages += len(chosen)
+        searched, read, offered = state.round(queries, f"r{round_index}")
         if progress:
-            progress(f"round {round_index + 1}: {len(queries)} queries, read {len(chosen)} of "
-                     f"{len(fresh)} new pages")
-        if pages >= max_pages:
+            progress(f"round {round_index + 1}: {len(queries)} queries, read {read} of "
+                     f"{offered} new pages")
+        if state.pages >= max_pages:
             break
+        failed = [q for q, results in searched if not state.useful(results)]
+        if failed and not rewritten:
+            rewritten = True  # once per sub-question, whatever comes of it
+            state.rewrite(failed, [r for q, results in searched if q in failed for r in results],
+                          round_index, progress)
+            if state.pages >= max_pages:
+                break
     return transcript
 
 
+class _Research:
+    """What one researcher has done so far: the transcript, the pages offered and read."""
+
+    def __init__(self, steps: ResearchSteps, transcript: Transcript, max_pages: int,
+                 k: int) -> None:
+        self.steps = steps
+        self.transcript = transcript
+        self.max_pages = max_pages
+        self.k = k
+        self.pages = 0
+        self.offered: set[str] = set()  # documents offered to choose from (read or passed over)
+        self.readable: set[str] = set()  # documents read with text (by hit URL and source URL)
+
+    def round(self, queries: list[str], tag: str,
+              note: str = "") -> tuple[list[tuple[str, list[SearchResult]]], int, int]:
+        """Search `queries`, choose among the new pages, read them: (each query with its
+        results, pages read, new pages offered)."""
+        searched = _search_round(self.transcript, self.steps, queries, tag, self.k, note)
+        hits = list({h.url: h for _, results in searched for h in results}.values())
+        # Passages of one document (#p1, #p2) are one page; a page offered once (read or
+        # passed over) is not offered again.
+        fresh = [h for h in hits if _document(h.url) not in self.offered]
+        fresh = list({_document(h.url): h for h in reversed(fresh)}.values())[::-1]
+        self.offered.update(_document(h.url) for h in fresh)
+        left = self.max_pages - self.pages
+        picked = self.steps.choose(self.transcript, fresh, left) if fresh else []
+        chosen = [fresh[i] for i in dict.fromkeys(picked) if 0 <= i < len(fresh)][:left]
+        self.readable |= _read_round(self.transcript, self.steps, chosen, tag)
+        self.pages += len(chosen)
+        return searched, len(chosen), len(fresh)
+
+    def useful(self, results: list[SearchResult]) -> bool:
+        """Whether a search found something readable: one of its pages was read with text (in
+        this round or an earlier one)."""
+        return any(_document(r.url) in self.readable for r in results)
+
+    def rewrite(self, failed: list[str], seen: list[SearchResult], round_index: int,
+                progress: Callable[[str], None] | None) -> None:
+        """Ask once for more specific searches than `failed` and run them as an extra round."""
+        sq = self.transcript.subquestion
+        seen = list({r.url: r for r in seen}.values())
+        ran = {_query_key(q) for q in self.transcript.queries_run}
+        queries: list[str] = []
+        for q in self.steps.rewrite(sq, failed, seen):
+            if q.strip() and _query_key(q) not in ran:
+                ran.add(_query_key(q))
+                queries.append(" ".join(q.split()))
+        queries = queries[:MAX_REWRITES]
+        tried = ", ".join(f'"{q}"' for q in failed)
+        if not queries:
+            log.info("sub-question %d: %s found nothing readable; no other searches to try",
+                     sq.index, tried)
+            if progress:
+                progress(f"round {round_index + 1}: {len(failed)} queries found nothing "
+                         "readable; no rewrite to try")
+            return
+        note = (f"The searches {tried} found nothing readable. More specific searches: "
+                + ", ".join(f'"{q}"' for q in queries) + ".")
+        log.info("sub-question %d: %s", sq.index, note)
+        _, read, offered = self.round(queries, f"r{round_index}w", note)
+        if progress:
+            progress(f"round {round_index + 1} rewrite: {len(failed)} queries found nothing "
+                     f"readable, rewritten as {len(queries)}; read {read} of {offered} new pages")
+
+
 def _document(url: str) -> str:
-    return urldefrag(url)[0]
+    """The page a URL names: passages of one document (#p1, #p2) and tracking-parameter
+    variants of one article are one page to offer and read."""
+    return normalize_url(urldefrag(url)[0])
 
 
-def _search_round(transcript: Transcript, steps: ResearchSteps, queries: list[str],
-                  round_index: int, k: int) -> list[SearchResult]:
-    calls = tuple(ToolCall(id=f"r{round_index}s{i}", name="search", arguments={"query": q})
+def _query_key(query: str) -> str:
+    return " ".join(query.lower().split())
+
+
+def _search_round(transcript: Transcript, steps: ResearchSteps, queries: list[str], tag: str,
+                  k: int, note: str = "") -> list[tuple[str, list[SearchResult]]]:
+    """One AI turn calling every search of the round (saying why in `note`, for a rewrite),
+    then one tool result per search: each query with its results."""
+    calls = tuple(ToolCall(id=f"{tag}s{i}", name="search", arguments={"query": q})
                   for i, q in enumerate(queries))
-    transcript.messages.append(Message(role="assistant", content="", tool_calls=calls))
-    hits: list[SearchResult] = []
+    transcript.messages.append(Message(role="assistant", content=note, tool_calls=calls))
+    searched: list[tuple[str, list[SearchResult]]] = []
     for call, query in zip(calls, queries):
         results = steps.search(query, k)
         transcript.queries_run.append(query)
-        hits.extend(results)
+        searched.append((query, results))
         listing = "\n".join(f"{r.rank}. {r.title} <{r.url}> {r.snippet}" for r in results)
         transcript.messages.append(Message(role="tool", tool_call_id=call.id, name="search",
                                            content=listing or "no results"))
-    return list({h.url: h for h in hits}.values())
+    return searched
 
 
 def _read_round(transcript: Transcript, steps: ResearchSteps, hits: list[SearchResult],
-                round_index: int) -> None:
+                tag: str) -> set[str]:
+    """Read `hits`, one AI turn each; the documents that were read with text (by hit URL and
+    by source URL, which may differ after a redirect or for a passage)."""
     # One AI turn per page: dropping the last AI turn (the overflow rule) then gives up one
     # page's notes, not every page of the round.
+    readable: set[str] = set()
     for i, hit in enumerate(hits):
-        call = ToolCall(id=f"r{round_index}f{i}", name="read", arguments={"url": hit.url})
+        call = ToolCall(id=f"{tag}f{i}", name="read", arguments={"url": hit.url})
         transcript.messages.append(Message(role="assistant", content="", tool_calls=(call,)))
         page = steps.read(transcript.subquestion, hit)
         source = page.source
+        if source is not None:
+            readable.update({_document(hit.url), _document(source.url)})
         if source is None:
             content = f"[not read: {hit.url}: {page.reason}]"
         elif any(s.url == source.url for s in transcript.sources):  # another hit, same document
@@ -166,3 +269,4 @@ def _read_round(transcript: Transcript, steps: ResearchSteps, hits: list[SearchR
             content = f"Source: {source.title} <{source.url}>\n{page.notes}"
         transcript.messages.append(Message(role="tool", tool_call_id=call.id, name="read",
                                            content=content))
+    return readable

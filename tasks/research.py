@@ -2,14 +2,17 @@
 
 The research task runs the core loop with `TaskSteps` whenever a step costs money (an LLM
 provider or SerpAPI): every search, every choice of pages to read, every page read (fetch +
-condense) and every choice of follow-up queries is its own task run, retried on its own and cached on its inputs plus the code. A fault in one provider call therefore repeats only that
-call, and a retry of the research task (or of the whole run, from the CLI or the UI) is served
-every step that had finished from the cache.
+condense), every choice of follow-up queries and every rewrite of searches that found nothing
+readable is its own task run, retried on its own and cached on its inputs plus the code. A
+fault in one provider call therefore repeats only that call, and a retry of the research task
+(or of the whole run, from the CLI or the UI) is served every step that had finished from the
+cache.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from prefect import get_run_logger, task
 from prefect.transactions import CommitMode, transaction
@@ -18,7 +21,8 @@ from core.ledger import acting_as, scoped
 from core.models import (Finding, FollowUp, PageNotes, ResearchPlan, SearchResult, SubQuestion,
                          Topic, Transcript)
 from core.overflow.roles import plan_with_shrink, queries_with_shrink, review_with_shrink
-from core.research import DirectSteps, choose_pages, read_page, research_subquestion
+from core.research import (DirectSteps, choose_pages, read_page, research_subquestion,
+                           rewrite_queries)
 from core.runtime import build_engine, build_search
 from core.settings import RunConfig
 from tasks.caching import CACHED
@@ -96,6 +100,16 @@ def choose_queries(transcript: Transcript, round_index: int, config: RunConfig) 
         return queries_with_shrink(engine, transcript, round_index, log=get_run_logger().info)
 
 
+@task(name="rewrite-queries", task_run_name="rewrite #{subquestion.index}", **RETRYING,
+      **CACHED)
+def rewrite_searches(subquestion: SubQuestion, failed: list[str], seen: list[SearchResult],
+                     config: RunConfig) -> list[str]:
+    """More specific searches for those of a sub-question that found nothing readable."""
+    queries = rewrite_queries(build_engine(config), subquestion, failed, seen)
+    get_run_logger().info("searches %s found nothing readable; rewritten as %s", failed, queries)
+    return queries
+
+
 @dataclass(frozen=True)
 class TaskSteps:
     """`core.research.ResearchSteps` as task runs, each committed as soon as it finishes.
@@ -123,3 +137,8 @@ class TaskSteps:
     def next_queries(self, transcript: Transcript, round_index: int) -> list[str]:
         with transaction(commit_mode=CommitMode.EAGER):
             return choose_queries(transcript, round_index, self.config)
+
+    def rewrite(self, subquestion: SubQuestion, failed: Sequence[str],
+                seen: Sequence[SearchResult]) -> list[str]:
+        with transaction(commit_mode=CommitMode.EAGER):
+            return rewrite_searches(subquestion, list(failed), list(seen), self.config)

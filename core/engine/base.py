@@ -75,6 +75,15 @@ class ResearchEngine(Protocol):
         """
         ...
 
+    def rewrite_queries(self, subquestion: SubQuestion, failed: Sequence[str],
+                        seen: Sequence[SearchResult], *,
+                        max_tokens: int | None = None) -> list[str]:
+        """At most three more specific queries for `subquestion`, whose searches `failed` found
+        nothing readable (no results, none readable, none worth reading); `seen` are the results
+        they did return. Never a query already run (the failed ones or the sub-question's own,
+        compared case- and space-insensitively); [] when there is nothing better to try."""
+        ...
+
     def choose_pages(self, transcript: Transcript, candidates: Sequence[SearchResult],
                      limit: int, *, max_tokens: int | None = None) -> list[int]:
         """Which of `candidates` to read (positions in the list, best first, at most `limit`),

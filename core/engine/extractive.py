@@ -119,6 +119,16 @@ def _query_words(text: str) -> list[str]:
     return list(dict.fromkeys(words))
 
 
+# Words of the question templates that say nothing a search engine could match on.
+_GENERIC = frozenset({"differ", "differs", "exist", "exists", "matter", "matters"})
+
+
+def _rewrite_key(query: str) -> str:
+    """A query compared case-, space- and quote-insensitively: a phrase search for words that
+    found nothing readable unquoted is not worth another search."""
+    return " ".join(query.replace('"', " ").lower().split())
+
+
 def _coverage(plan: ResearchPlan, findings: Sequence[Finding],
               sections: Sequence[SectionDraft]) -> str:
     """An extractive report's conclusion: how much of the plan the quotes answer, not prose
@@ -205,6 +215,36 @@ class ExtractiveEngine:
         if not missing or query in transcript.queries_run:
             return []
         return [query]
+
+    def rewrite_queries(self, subquestion: SubQuestion, failed: Sequence[str],
+                        seen: Sequence[SearchResult], *,
+                        max_tokens: int | None = None) -> list[str]:
+        """Up to three variants built from the sub-question's content words: the subject alone
+        (its focus, or else its first two content words; compared targets as "A vs B"), each
+        multi-word subject phrase quoted (with the first aspect word), and the subject with each
+        aspect word. None already run, quoted or not; the same sub-question always gives the
+        same variants."""
+        words = _query_words(subquestion.question)
+        phrases = [" ".join(p.split()) for p in subquestion.focus if _query_words(p)]
+        subject_words = (list(dict.fromkeys(w for p in phrases for w in _query_words(p)))
+                         if phrases else words[:2])
+        aspects = [w for w in words if w not in subject_words and w not in _GENERIC]
+        if len(phrases) >= 2 and all(len(p.split()) == 1 for p in phrases):
+            subject = " vs ".join(p.lower() for p in phrases[:3])
+        else:
+            subject = " ".join(subject_words[:6])
+        first = f" {aspects[0]}" if aspects else ""
+        candidates = [subject]
+        candidates += [f'"{p}"{first}' for p in phrases if len(p.split()) > 1]
+        candidates += [f"{subject} {a}" for a in aspects]
+        ran = {_rewrite_key(q) for q in (*failed, *subquestion.queries)}
+        out: list[str] = []
+        for query in candidates:
+            key = _rewrite_key(query)
+            if query.strip() and key not in ran:
+                ran.add(key)
+                out.append(query)
+        return out[:3]
 
     def choose_pages(self, transcript: Transcript, candidates: Sequence[SearchResult],
                      limit: int, *, max_tokens: int | None = None) -> list[int]:

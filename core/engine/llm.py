@@ -1,11 +1,11 @@
 """The research engine backed by any `core.llm` chat model.
 
 Roles: plan; choose which search results to read (from titles and snippets); reflect and pick
-follow-up searches; condense a page; compress a transcript into findings; review a wave of
-findings as the supervisor; write the report (`core.engine.writer`, markdown). Each is one call
-(the report may be several) sized to the model's window by `core.engine.calls`, with prompt text
-in `core.engine.prompts` and JSON answers validated by `core.engine.schemas`. What the engine
-guarantees on top of the model:
+follow-up searches; rewrite searches that found nothing readable; condense a page; compress a
+transcript into findings; review a wave of findings as the supervisor; write the report
+(`core.engine.writer`, markdown). Each is one call (the report may be several) sized to the
+model's window by `core.engine.calls`, with prompt text in `core.engine.prompts` and JSON
+answers validated by `core.engine.schemas`. What the engine guarantees on top of the model:
 
 - a malformed answer is re-asked once with the parse error, then raises `Fatal`: a plan, finding
   or report is never invented silently, and an error is never returned as content;
@@ -33,7 +33,7 @@ from core.engine.base import ReportDraft
 from core.engine.calls import ModelCalls
 from core.engine.quotes import verified_claim
 from core.engine.schemas import (ChooseOut, CompressOut, CondenseOut, ControllerOut, PlanOut,
-                                 ReviewOut, json_schema)
+                                 ReviewOut, RewriteOut, json_schema)
 from core.engine.text import units
 from core.engine.writer import ReportWriter
 from core.language import resolve_language
@@ -51,6 +51,8 @@ QUERIES_MAX_OUTPUT = 1_024  # a reflection and three short queries, or a list of
 CONDENSE_MAX_OUTPUT = 1_024  # sentence ids and a one-line note: the page's text is never retyped
 REVIEW_MAX_OUTPUT = 2_048
 MAX_IDS = 20  # sentences kept per page (per piece of a page too big for one call)
+MAX_SEEN = 12  # results of failed searches shown to the rewrite role
+SNIPPET_CHARS = 300
 
 log = logging.getLogger("researchflow.engine")
 
@@ -119,8 +121,7 @@ class LLMEngine(ModelCalls):
             return []
         sq = transcript.subquestion
         system = self._system(prompts.choose_system(limit), sq.language)
-        listing = "\n".join(f"{i + 1}. {h.title} <{h.url}>\n   {h.snippet}"
-                            for i, h in enumerate(candidates))
+        listing = _listing(candidates)
         tokens = self._out_tokens(max_tokens or QUERIES_MAX_OUTPUT, "queries")
         frame = [system, Message(role="user", content=prompts.choose_user(sq.question, listing,
                                                                           ""))]
@@ -133,6 +134,30 @@ class LLMEngine(ModelCalls):
         if out.why:
             log.info("sub-question %d reads %s: %s", sq.index, [n + 1 for n in picked], out.why)
         return picked[:limit]
+
+    def rewrite_queries(self, subquestion: SubQuestion, failed: Sequence[str],
+                        seen: Sequence[SearchResult], *,
+                        max_tokens: int | None = None) -> list[str]:
+        """Up to three more specific searches for a sub-question whose searches `failed` (found
+        nothing readable); `seen` are the results they did return. Searches already run (the
+        failed ones and the plan's) are dropped, compared case- and space-insensitively."""
+        system = self._system(prompts.REWRITE_SYSTEM, subquestion.language)
+        tokens = self._out_tokens(max_tokens or QUERIES_MAX_OUTPUT, "queries")
+        frame = prompts.rewrite_user(subquestion.question, failed, "")
+        listing = self._fit_text(_listing(seen[:MAX_SEEN], SNIPPET_CHARS),
+                                 [system, Message(role="user", content=frame)], tokens,
+                                 reserve=self._tokens(json.dumps(json_schema(RewriteOut))))
+        user = Message(role="user",
+                       content=prompts.rewrite_user(subquestion.question, failed, listing))
+        out, _ = self._ask([system, user], RewriteOut, what="rewritten searches",
+                           max_tokens=tokens)
+        seen_keys = {_query_key(q) for q in (*failed, *subquestion.queries)}
+        fresh: list[str] = []
+        for q in out.queries:
+            if _query_key(q) not in seen_keys:
+                seen_keys.add(_query_key(q))
+                fresh.append(" ".join(q.split()))
+        return fresh[:MAX_NEXT_QUERIES]
 
     def condense(self, subquestion: SubQuestion, source: Source, *,
                  max_tokens: int | None = None) -> str:
@@ -274,6 +299,12 @@ class LLMEngine(ModelCalls):
                     Message(role="user",
                             content=prompts.checkpoint_user(render_for_summary(batch), prior))]
         return self._call(messages, max_tokens=self._out_tokens(None, "checkpoint")).text
+
+
+def _listing(results: Sequence[SearchResult], snippet_chars: int | None = None) -> str:
+    """Search results numbered from 1, each with its title, URL and snippet."""
+    return "\n".join(f"{i}. {h.title} <{h.url}>\n   {h.snippet[:snippet_chars]}"
+                     for i, h in enumerate(results, start=1))
 
 
 def _numbered(pieces: Sequence[Any]) -> str:

@@ -118,6 +118,28 @@ def controller_user(subquestion: str, round_index: int, queries_run: Sequence[st
             f"Queries already run:\n{ran}\n\nNotes so far:\n{notes or '(no notes yet)'}")
 
 
+REWRITE_SYSTEM = """\
+You rescue a web researcher's searches. The searches below found nothing readable for the \
+sub-question: they returned no results, or only results that could not be read or were not \
+worth reading. Their titles and snippets, when there were any, show what they found instead.
+
+Propose up to 3 more specific web-search queries that are likely to find readable pages \
+answering the sub-question: exact names, quoted phrases, site-specific terms (the project's \
+documentation, a standards body, a known forum), other wording or synonyms, or the other \
+language (English, or the language of the sub-question).
+
+Return only a JSON object: {"queries": [str]}
+- 1 to 3 short queries, each unlike the searches that failed (not a trivial rewording of one).
+- Steer away from what made them fail: off-topic hits, paywalls, listings, a too broad wording.
+"""
+
+
+def rewrite_user(subquestion: str, failed: Sequence[str], listing: str) -> str:
+    tried = "\n".join(f"- {q}" for q in failed) or "(none)"
+    return (f"Sub-question: {subquestion}\n\nSearches that found nothing readable:\n{tried}\n\n"
+            f"What they returned:\n{listing or '(no results at all)'}")
+
+
 # --- condense ---------------------------------------------------------------------------------
 
 CONDENSE_SYSTEM = """\

@@ -1,8 +1,9 @@
 """One research engine whose roles run on different models (a model per role).
 
 `RoutedEngine` holds one `LLMEngine` per distinct model and sends each role to its own: plan
-(and the supervisor's review), queries (choosing pages and follow-up searches), condense,
-compress (with its checkpoint summaries) and report. Callers that fit a role's request to its model's window ask `for_role(role)` for the
+(and the supervisor's review), queries (choosing pages, follow-up searches, and rewriting
+searches that found nothing readable), condense, compress (with its checkpoint summaries) and
+report. Callers that fit a role's request to its model's window ask `for_role(role)` for the
 engine behind it, so windows, output caps and what an overflow taught stay per model.
 """
 
@@ -42,6 +43,12 @@ class RoutedEngine:
                      max_tokens: int | None = None, scale: float = 1.0) -> list[str]:
         return self.engines["queries"].next_queries(transcript, round_index,
                                                     max_tokens=max_tokens, scale=scale)
+
+    def rewrite_queries(self, subquestion: SubQuestion, failed: Sequence[str],
+                        seen: Sequence[SearchResult], *,
+                        max_tokens: int | None = None) -> list[str]:
+        return self.engines["queries"].rewrite_queries(subquestion, failed, seen,
+                                                       max_tokens=max_tokens)
 
     def choose_pages(self, transcript: Transcript, candidates: Sequence[SearchResult],
                      limit: int, *, max_tokens: int | None = None) -> list[int]:

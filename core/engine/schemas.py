@@ -77,6 +77,10 @@ class ControllerOut(_Out):
     queries: Strings = Field(default_factory=list)
 
 
+class RewriteOut(_Out):
+    queries: Queries = Field(default_factory=list, description="1-3 more specific searches")
+
+
 class ChooseOut(_Out):
     read: Numbers = Field(default_factory=list)
     why: str = ""

@@ -1,5 +1,5 @@
 """The shrink path for the roles besides compress and report: plan, choosing pages, follow-up
-queries, condense, and the supervisor's review.
+queries, rewriting searches that found nothing readable, condense, and the supervisor's review.
 
 Same rules as `core.overflow.recovery` (whose loop they reuse): before the call the engine fits
 the request to the model's window (known, learned or default; the output side by each role's
@@ -96,6 +96,20 @@ def choose_with_shrink(engine: Any, transcript: Transcript, candidates: Sequence
         engine, "queries",
         lambda s: engine.choose_pages(transcript, candidates, limit, max_tokens=s.max_tokens),
         what=f"choice of pages for sub-question {transcript.subquestion.index}",
+        shrinkable_input=False, log=log)
+
+
+def rewrite_with_shrink(engine: Any, subquestion: SubQuestion, failed: Sequence[str],
+                        seen: Sequence[SearchResult], *,
+                        log: Callable[[str], None] = lambda _: None) -> list[str]:
+    """More specific searches for searches that found nothing readable. The listing of what
+    they returned is small and already fitted by the engine: only the output side shrinks."""
+    if not _fits_model(engine):
+        return engine.rewrite_queries(subquestion, failed, seen)
+    return _small_call(
+        engine, "queries",
+        lambda s: engine.rewrite_queries(subquestion, failed, seen, max_tokens=s.max_tokens),
+        what=f"rewritten searches for sub-question {subquestion.index}",
         shrinkable_input=False, log=log)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+from functools import partial
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -13,6 +14,7 @@ import serpapi
 from core.search.base import SearchBackend
 from core.search.registry import make_search
 from core.search.serpapi import SerpApiSearch
+from core.search.web import fetch_page
 from core.settings import Settings
 from core.overflow.signals import Fatal, RateLimited, Signal, Transient
 from tests.fakes.http import Recorded, Reply, ScriptedServer
@@ -159,8 +161,10 @@ def test_base_url_is_per_backend_not_global() -> None:
     assert serpapi.http.HTTPClient.BASE_DOMAIN == "https://serpapi.com"
 
 
-def test_read_fetches_the_page_and_skips_refused_ones(server: ScriptedServer,
-                                                      backend: SerpApiSearch) -> None:
+def test_read_fetches_the_page_and_skips_refused_ones(server: ScriptedServer) -> None:
+    # The page server is on loopback, which the fetcher refuses unless it is allowed.
+    fetcher = partial(fetch_page, allow=urlsplit(server.url).netloc, respect_robots=False)
+    backend = SerpApiSearch(KEY, base_url=server.url, timeout=5, fetcher=fetcher)
     article = ("<html><head><title>Loops</title></head><body><article><h1>Loops</h1>"
                "<p>The event loop runs callbacks one at a time, so code between awaits never "
                "races with other tasks on the same loop.</p><p>Blocking calls stall every "
@@ -186,3 +190,142 @@ def test_registry_builds_serpapi_from_settings(server: ScriptedServer,
     assert backend.search("q")[0].url == "https://example.org/one"
     with pytest.raises(Fatal, match="SERPAPI_API_KEY"):
         make_search(Settings(search="serpapi", _env_file=None))
+
+
+# -- engines and locale ---------------------------------------------------------------------------
+
+def _sent(server: ScriptedServer) -> dict[str, str]:
+    """The last request's query string, one value per parameter."""
+    query = parse_qs(urlsplit(server.requests[-1].path).query)
+    assert all(len(v) == 1 for v in query.values()), query
+    return {k: v[0] for k, v in query.items()}
+
+
+@pytest.mark.parametrize("engine,locale,k,expected", [
+    ("google", dict(location="Austin, Texas, United States", language="en", country="us"), 5,
+     {"num": "5", "location": "Austin, Texas, United States", "hl": "en", "gl": "us"}),
+    ("google", {}, 3, {"num": "3"}),
+    ("bing", dict(location="Berlin, Germany", language="de", country="DE"), 7,
+     {"count": "7", "location": "Berlin, Germany", "setlang": "de", "mkt": "de-DE"}),
+    ("bing", dict(country="de"), 80, {"count": "50", "cc": "DE"}),
+    ("bing", dict(language="fr"), 4, {"count": "4", "setlang": "fr"}),
+    ("duckduckgo", dict(language="de", country="de"), 5, {"kl": "de-de"}),
+    ("duckduckgo", dict(country="us"), 5, {"kl": "us-en"}),
+    ("duckduckgo", dict(country="gb"), 5, {"kl": "uk-en"}),
+    ("duckduckgo", dict(country="tw-tzh"), 5, {"kl": "tw-tzh"}),
+    ("duckduckgo", dict(language="en"), 5, {}),
+    ("google_scholar", dict(language="en", country="us", location="Boston"), 30,
+     {"num": "20", "hl": "en"}),
+    ("google_news", dict(language="fr", country="fr", location="Paris"), 5,
+     {"hl": "fr", "gl": "fr"}),
+])
+def test_each_engine_gets_its_own_parameters(server: ScriptedServer, engine: str, locale: dict,
+                                             k: int, expected: dict) -> None:
+    backend = SerpApiSearch(KEY, base_url=server.url, timeout=5, engine=engine, **locale)
+    server.push(Reply(200, {"search_metadata": {"status": "Success"}}))
+    assert backend.search("  tokio   runtime ", k=k) == []
+    sent = _sent(server)
+    assert sent == {"engine": engine, "q": "tokio runtime", "api_key": KEY, **expected}
+    assert backend.params == {"engine": engine, **{p: v for p, v in expected.items()
+                                                   if p not in ("num", "count")}}
+    assert KEY not in repr(backend) and KEY not in str(backend.params)
+
+
+def test_params_are_the_engine_and_locale_only() -> None:
+    backend = SerpApiSearch(KEY, engine=" Google ", language="en", country="US")
+    assert backend.engine == "google"
+    assert backend.params == {"engine": "google", "hl": "en", "gl": "us"}
+    assert SerpApiSearch(KEY).params == {"engine": "google"}
+    other = SerpApiSearch(KEY, language="de", country="de")
+    assert other.params != backend.params  # another locale, another cache key
+
+
+def test_unknown_engine_or_malformed_locale_is_fatal() -> None:
+    with pytest.raises(Fatal) as info:
+        SerpApiSearch(KEY, engine="yahoo")
+    assert "yahoo" in str(info.value) and info.value.reason == "config"
+    for engine in ("google", "bing", "duckduckgo", "google_scholar", "google_news"):
+        assert engine in info.value.hint
+    _assert_key_hidden(info.value)
+    with pytest.raises(Fatal, match="country"):
+        SerpApiSearch(KEY, country="United States")
+    with pytest.raises(Fatal, match="country"):
+        SerpApiSearch(KEY, country="us-en")  # a DuckDuckGo region is not a Google country
+    with pytest.raises(Fatal, match="language"):
+        SerpApiSearch(KEY, language="English")
+
+
+def test_bing_and_duckduckgo_organic_results(server: ScriptedServer) -> None:
+    for engine in ("bing", "duckduckgo"):
+        backend = SerpApiSearch(KEY, base_url=server.url, timeout=5, engine=engine)
+        server.push(Reply(200, {"organic_results": [
+            {"position": 1, "title": "Tokio", "link": "https://tokio.rs/", "snippet": "Runtime."},
+            {"position": 2, "title": "No link"},
+            {"position": 3, "title": "Docs", "link": "https://docs.rs/tokio"}]}))
+        hits = backend.search("tokio", k=5)
+        assert [(h.rank, h.url, h.title, h.snippet) for h in hits] == [
+            (1, "https://tokio.rs/", "Tokio", "Runtime."), (3, "https://docs.rs/tokio", "Docs", "")]
+
+
+def test_news_results_become_search_results(server: ScriptedServer) -> None:
+    server.push(Reply(200, {
+        "search_metadata": {"status": "Success"},
+        "search_parameters": {"engine": "google_news", "q": "rust 2024 edition", "gl": "us"},
+        "news_results": [
+            {"position": 1, "title": "Rust 2024 edition is out",
+             "link": "https://blog.example/rust",
+             "snippet": "The edition stabilises async closures.",
+             "source": {"name": "Example Blog", "icon": "https://blog.example/i.png"},
+             "date": "02/20/2025, 08:00 AM, +0000 UTC"},
+            {"position": 2, "title": "Top stories", "stories": [
+                {"position": 1, "title": "Rust ships", "link": "https://news.example/a",
+                 "source": {"name": "News"}, "date": "02/21/2025"},
+                {"position": 2, "title": "Editions explained", "link": "https://news.example/b",
+                 "source": "Old-style source name"}]},
+            {"position": 3, "title": "no link at all"},
+        ]}))
+    backend = SerpApiSearch(KEY, base_url=server.url, timeout=5, engine="google_news")
+    hits = backend.search("rust 2024 edition", k=5)
+    assert [(h.rank, h.url) for h in hits] == [(1, "https://blog.example/rust"),
+                                                (2, "https://news.example/a"),
+                                                (3, "https://news.example/b")]
+    assert hits[0].title == "Rust 2024 edition is out"
+    assert hits[0].snippet == ("Example Blog - 02/20/2025, 08:00 AM, +0000 UTC - "
+                               "The edition stabilises async closures.")
+    assert hits[1].snippet == "News - 02/21/2025" and hits[2].snippet == "Old-style source name"
+    server.push(Reply(200, {"news_results": [
+        {"title": f"N{i}", "link": f"https://n.example/{i}"} for i in range(30)]}))
+    assert len(backend.search("many", k=4)) == 4  # no size parameter: cut to k here
+
+
+def test_scholar_results_fall_back_to_their_first_resource(server: ScriptedServer) -> None:
+    server.push(Reply(200, {"organic_results": [
+        {"position": 0, "title": "Attention is all you need", "result_id": "5Gohgn6QFikJ",
+         "link": "https://proceedings.example/7181-attention",
+         "snippet": "The dominant sequence transduction models are based on ...",
+         "publication_info": {"summary": "A Vaswani, N Shazeer - Advances in neural ..., 2017"},
+         "resources": [{"title": "neurips.cc", "file_format": "PDF",
+                        "link": "https://papers.example/7181.pdf"}]},
+        {"position": 1, "title": "[CITATION] A paper with only a PDF", "result_id": "x",
+         "snippet": "", "resources": [{"title": "arxiv.org", "file_format": "PDF",
+                                       "link": "https://arxiv.example/1706.03762.pdf"}]},
+        {"position": 2, "title": "[CITATION] Nothing to open", "result_id": "y"},
+    ]}))
+    backend = SerpApiSearch(KEY, base_url=server.url, timeout=5, engine="google_scholar")
+    hits = backend.search("transformer attention", k=5)
+    assert [h.url for h in hits] == ["https://proceedings.example/7181-attention",
+                                     "https://arxiv.example/1706.03762.pdf"]
+    assert hits[0].snippet.startswith("A Vaswani, N Shazeer - Advances in neural ..., 2017 - ")
+    assert hits[0].snippet.endswith("are based on ...")
+    assert len({h.rank for h in hits}) == 2
+    assert _sent(server)["num"] == "5"
+
+
+def test_engine_errors_keep_their_signals_and_mask_the_key(server: ScriptedServer) -> None:
+    backend = SerpApiSearch(KEY, base_url=server.url, timeout=5, engine="google_news")
+    server.push(error(401, "Invalid API key."))
+    with pytest.raises(Fatal, match="SERPAPI_API_KEY") as info:
+        backend.search("anything")
+    _assert_key_hidden(info.value)
+    server.push(error(200, "Google News hasn't returned any results for this query."))
+    assert backend.search("zxqv") == []

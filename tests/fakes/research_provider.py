@@ -29,7 +29,7 @@ ROLES = {"planner of a research team": "plan", "Choose which pages to read": "ch
          "direct a web researcher": "queries", "pick the evidence on one web page": "condense",
          "compressing a researcher's working notes": "compress",
          "keep a researcher's memory short": "checkpoint", "You lead a research team": "review",
-         "write a research report": "report"}
+         "write a research report": "report", "rescue a web researcher's searches": "rewrite"}
 # The plan always has a dimension the pages say nothing about: its researcher condenses
 # nothing, its section has no evidence, and the supervisor asks a follow-up (wave 2).
 UNCOVERED = "licensing"
@@ -187,6 +187,11 @@ def answer(role: str, provider: str, body: dict[str, Any]) -> str:
         word = dimension.group(1) if dimension else "threads"
         return json.dumps({"reflection": "Timings are known; details are missing.",
                            "enough": False, "queries": [f"asyncio {word} details"]})
+    if role == "rewrite":  # searches that found nothing readable, asked more specifically
+        question = re.search(r"Sub-question: (.*)", last)
+        dimension = re.search(r"differ in (\w+)", question.group(1)) if question else None
+        word = dimension.group(1) if dimension else "waiting"
+        return json.dumps({"queries": [f"threading asyncio {word} explained"]})
     if role == "condense":  # the ids of the page's sentences, never their text
         question = re.search(r"Sub-question: (.*)", last)
         if question and UNCOVERED in question.group(1):

@@ -29,7 +29,7 @@ ROLES = {"planner of a research team": "plan", "Choose which pages to read": "ch
          "direct a web researcher": "controller", "pick the evidence on one web page": "condense",
          "compressing a researcher's working notes": "compress",
          "keep a researcher's memory short": "checkpoint", "You lead a research team": "review",
-         "write a research report": "report"}
+         "write a research report": "report", "rescue a web researcher's searches": "rewrite"}
 
 
 class FakeModel:
@@ -69,6 +69,8 @@ class FakeModel:
             return json.dumps({"enough": True, "queries": []})
         if role == "review":
             return json.dumps({"done": True, "followups": []})
+        if role == "rewrite":  # searches that found nothing readable, asked more specifically
+            return json.dumps({"queries": ["threading asyncio explained"]})
         if role == "condense":  # the page's sentences, by number
             ids = re.findall(r"^\[(\d+)\] [A-Z][^.\n]{20,}\.$", last, re.M)
             return json.dumps({"ids": [int(i) for i in ids[:12]], "note": ""})
