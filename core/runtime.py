@@ -129,9 +129,15 @@ def build_search(config: RunConfig) -> SearchBackend:
         backend = make_search(settings)
         if settings.resolved_search() == "serpapi":  # billed per search
             from core.metering import MeteredSearch
+            from core.search.cache import CachedSearch
+            from core.search.registry import page_store
 
+            params = backend.params
             backend = MeteredSearch(backend, ledger_for(config.db_path), price_table(settings),
                                     gate_for("serpapi", settings.max_calls_per_minute))
+            # Outside the meter: a search served from the cache is not billed, nor recorded.
+            backend = CachedSearch(backend, page_store(settings),
+                                   ttl_hours=settings.page_ttl_hours, params=params)
         with _lock:
             backend = _searches.setdefault(search_key, backend)
     return backend

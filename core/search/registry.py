@@ -3,7 +3,10 @@
     "corpus"  -> CorpusSearch over settings.corpus_dir, or over the CPython docs materialized
                  under <cache_dir>/corpus/pydocs; its index lives at
                  <cache_dir>/index/<hash of the corpus path>.duckdb and is built on first search
-    "serpapi" -> SerpApiSearch with settings.serpapi_api_key (Fatal with a hint when unset)
+    "serpapi" -> SerpApiSearch with settings.serpapi_api_key (Fatal with a hint when unset),
+                 reading pages through the guarded `Fetcher` (SSRF guard, deadlines, per-host
+                 limits, robots.txt, PDFs) behind the DuckDB page cache, so a page is fetched
+                 once per `page_ttl_hours` across sub-questions, topics and runs
 
 One CorpusSearch is kept per index file in this process: DuckDB refuses a second connection to a
 file with a different configuration, and one shared instance also indexes only once.
@@ -12,16 +15,17 @@ file with a different configuration, and one shared instance also indexes only o
 from __future__ import annotations
 
 import threading
-from functools import partial
 from pathlib import Path
 
 from core.models import stable_id
 from core.search.base import SearchBackend
 from core.search.corpus import CorpusSearch
 from core.search.pydocs import materialize_pydocs
+from core.search.cache import CachedFetcher
 from core.search.serpapi import KEY_HINT, SerpApiSearch
-from core.search.web import fetch_page
+from core.search.web import Fetcher, FetchPolicy
 from core.settings import Settings
+from core.store.pages import PageStore
 from core.overflow.signals import Fatal
 
 _corpora: dict[Path, CorpusSearch] = {}
@@ -37,11 +41,19 @@ def make_search(settings: Settings) -> SearchBackend:
         if not key:
             raise Fatal("search=serpapi but no SerpAPI key is set", provider="serpapi",
                         hint=KEY_HINT)
-        fetcher = partial(fetch_page, timeout=settings.request_timeout,
-                          max_bytes=settings.max_page_bytes, max_chars=settings.max_source_chars)
+        fetcher = CachedFetcher(Fetcher(FetchPolicy.from_settings(settings)),
+                                page_store(settings), ttl_hours=settings.page_ttl_hours)
         return SerpApiSearch(key, base_url=settings.serpapi_base_url, fetcher=fetcher,
-                             timeout=settings.request_timeout)
+                             timeout=settings.request_timeout, engine=settings.serpapi_engine,
+                             location=settings.serpapi_location,
+                             language=settings.serpapi_language,
+                             country=settings.serpapi_country)
     raise Fatal(f"unknown search backend {kind!r}", hint="use search=corpus or search=serpapi")
+
+
+def page_store(settings: Settings) -> PageStore:
+    """The page and search cache: tables of the results store itself, shared by every run."""
+    return PageStore(Path(settings.db_path).expanduser().resolve())
 
 
 def corpus_search(settings: Settings) -> CorpusSearch:

@@ -63,6 +63,8 @@ def test_web_topic_completes_from_the_readable_pages(monkeypatch, db_path, tmp_p
         monkeypatch.setenv("RESEARCHFLOW_SERPAPI_BASE_URL", serp.url)
         monkeypatch.setenv("RESEARCHFLOW_MAX_PAGE_BYTES", "200000")
         monkeypatch.setenv("RESEARCHFLOW_RESULTS_PER_QUERY", "5")
+        # The site is on loopback: only its own host:port may be fetched.
+        monkeypatch.setenv("RESEARCHFLOW_FETCH_ALLOW_HOSTS", site.url.removeprefix("http://"))
         state = research_topic(topic="Compare threading and asyncio for waiting on sockets",
                                batch_id="web", max_subquestions=2, max_rounds=1,
                                model="openai:gpt-4o-mini", search="serpapi",
