@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(PY) bench/corpus_index.py
 	$(PY) bench/faults.py
 	$(PY) bench/depth.py
+	$(PY) bench/web.py
 
 ui: $(STAMP)
 	$(VENV)/bin/prefect server start --host 127.0.0.1 --port 4200

@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import logging
 import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,14 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--providers", nargs="+", default=list(PROVIDERS), choices=PROVIDERS)
     args = parser.parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="rf-bench-depth-"))
-    os.environ.update(PREFECT_HOME=str(work / "prefect"),
-                      PREFECT_RESULTS_LOCAL_STORAGE_PATH=str(work / "results"),
-                      PREFECT_SERVER_ANALYTICS_ENABLED="false",
-                      PREFECT_LOGGING_LEVEL="CRITICAL" if not os.environ.get("BENCH_VERBOSE")
-                      else "INFO", RESEARCHFLOW_CACHE_DIR=str(work / "cache"))
-    if not os.environ.get("BENCH_VERBOSE"):
-        logging.disable(logging.ERROR)
+    from bench.workspace import workspace
+
+    work = workspace("rf-bench-depth-")  # before Prefect is imported
     corpus = write_corpus(work / "corpus")
     rows = []
     for provider in args.providers:

@@ -23,10 +23,8 @@ configuration's cache. Exits 1 when a target is missed at <= 20% faults.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,15 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rates = sorted(set(args.rates) | {0.0})
 
-    work = Path(tempfile.mkdtemp(prefix="rf-bench-faults-"))
-    # Before Prefect is imported: a throwaway home and result store, quiet logs.
-    os.environ.update(PREFECT_HOME=str(work / "prefect"),
-                      PREFECT_RESULTS_LOCAL_STORAGE_PATH=str(work / "results"),
-                      PREFECT_SERVER_ANALYTICS_ENABLED="false",
-                      PREFECT_LOGGING_LEVEL="CRITICAL" if not os.environ.get("BENCH_VERBOSE") else "INFO",
-                      RESEARCHFLOW_CACHE_DIR=str(work / "cache"))
-    if not os.environ.get("BENCH_VERBOSE"):
-        logging.disable(logging.ERROR)
+    from bench.workspace import workspace
+
+    work = workspace("rf-bench-faults-")  # before Prefect is imported
     corpus = write_corpus(work / "corpus")
     warm_up()  # Prefect's ephemeral server starts here, not inside the first timed batch
     rows = []
