@@ -5,6 +5,7 @@ and what robots.txt says.
         with hosts.slot(host): ...        at most max_per_host requests in flight per host
         hosts.mark_failed(host, reason)   remember a host that timed out, ran past the page
         hosts.failure(host) -> reason     deadline or looped; later URLs on it fail fast
+                                          (for an hour: a worker process outlives its runs)
     RobotsCache(client, user_agent=...)
         robots.allowed(url) -> bool       robots.txt fetched once per origin, then cached
 
@@ -53,6 +54,9 @@ def origin_of(url: str) -> str:
     return f"{urlsplit(url).scheme.lower()}://{host_key(url)}"
 
 
+FORGET_AFTER = 3_600.0  # seconds a failed host stays skipped
+
+
 class SlotTimeout(Exception):
     """No slot for the host freed up within the time allowed."""
 
@@ -60,13 +64,17 @@ class SlotTimeout(Exception):
 class HostPolicy:
     """Per-host concurrency limit and failure memory (see module docstring)."""
 
-    def __init__(self, max_per_host: int = 2) -> None:
+    def __init__(self, max_per_host: int = 2, *, forget_after: float = FORGET_AFTER,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if max_per_host < 1:
             raise ValueError("max_per_host must be at least 1")
         self.max_per_host = max_per_host
+        # A worker process outlives runs: a host that hung once is given another chance later.
+        self.forget_after = forget_after
+        self._clock = clock
         self._lock = threading.Lock()
         self._slots: dict[str, threading.BoundedSemaphore] = {}
-        self._failed: dict[str, str] = {}
+        self._failed: dict[str, tuple[str, float]] = {}
 
     @contextmanager
     def slot(self, host: str, timeout: float | None = None) -> Iterator[None]:
@@ -87,15 +95,24 @@ class HostPolicy:
         """Remember that `host` failed in a way another URL on it would repeat (the first
         reason is kept)."""
         with self._lock:
-            self._failed.setdefault(host, reason)
+            self._expire()
+            self._failed.setdefault(host, (reason, self._clock()))
 
     def failure(self, host: str) -> str | None:
         with self._lock:
-            return self._failed.get(host)
+            self._expire()
+            found = self._failed.get(host)
+            return found[0] if found else None
 
     def failed_hosts(self) -> dict[str, str]:
         with self._lock:
-            return dict(self._failed)
+            self._expire()
+            return {host: reason for host, (reason, _) in self._failed.items()}
+
+    def _expire(self) -> None:
+        now = self._clock()
+        for host in [h for h, (_, at) in self._failed.items() if now - at > self.forget_after]:
+            del self._failed[host]
 
 
 @dataclass(frozen=True)

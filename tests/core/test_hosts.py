@@ -59,6 +59,16 @@ def test_slot_wait_can_time_out_and_is_released_on_error() -> None:
         pass
 
 
+def test_a_failed_host_is_forgotten_after_an_hour() -> None:
+    now = [1_000.0]
+    hosts = HostPolicy(2, clock=lambda: now[0])
+    hosts.mark_failed("slow.example", "timed out")
+    now[0] += 3_599
+    assert hosts.failure("slow.example") == "timed out"
+    now[0] += 2
+    assert hosts.failure("slow.example") is None and hosts.failed_hosts() == {}
+
+
 def test_failure_memory_keeps_the_first_reason() -> None:
     hosts = HostPolicy(2)
     assert hosts.failure("h") is None
