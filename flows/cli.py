@@ -225,8 +225,8 @@ def show(report_id: str, db: Optional[Path] = DbOpt,
 @app.command()
 def query(sql: str, db: Optional[Path] = DbOpt) -> None:
     """Run read-only SQL against the store (tables: runs, topics, subquestions, sources,
-    topic_sources, findings, citations, reports, llm_calls, model_limits; views:
-    usage_by_topic, usage_by_batch)."""
+    topic_sources, findings, citations, reports, llm_calls, model_limits, pages, searches;
+    views: usage_by_topic, usage_by_batch)."""
     from core.store import StoreError, query_readonly
 
     path = _db(db)

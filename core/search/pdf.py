@@ -19,6 +19,7 @@ import io
 import logging
 
 from core.search import text as textlib
+from core.search.fetch_types import PageRefused
 
 MAX_PAGES = 300
 _PDF_MAGIC = b"%PDF-"
@@ -37,8 +38,6 @@ def looks_like_pdf(body: bytes) -> bool:
 def pdf_to_text(body: bytes, *, url: str, max_chars: int,
                 max_pages: int = MAX_PAGES) -> tuple[str, str]:
     """(text, title) of the PDF in `body`; PageRefused when it has no readable text layer."""
-    from core.search.web import PageRefused  # web imports this module
-
     try:
         from pypdf import PasswordType, PdfReader
     except ImportError as exc:  # pragma: no cover - pypdf is a declared dependency
