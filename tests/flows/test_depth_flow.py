@@ -122,3 +122,17 @@ def test_language_option_overrides_the_topic_and_one_wave_asks_no_supervisor(pro
     assert not any("You lead a research team" in s for s in systems)
     _, waves = query_readonly(db_path, "SELECT DISTINCT wave FROM subquestions")
     assert waves == [(1,)]
+
+
+@pytest.mark.parametrize("provider_server", ["anthropic"], indirect=True)
+def test_a_rerun_of_a_two_wave_topic_makes_no_provider_call(provider_server, pages, db_path):
+    provider, server = provider_server
+    topic = "Threading vs asyncio, rerun of two waves"
+    run(provider, pages, db_path, topic)
+    first = len(server.requests)
+    systems = [system_text(provider, rec.json() or {}) for rec in server.requests]
+    assert any("You lead a research team" in s for s in systems)  # the review ran
+    run(provider, pages, db_path, topic)
+    assert len(server.requests) == first  # plan, both waves, review and report: all cached
+    _, waves = query_readonly(db_path, "SELECT max(wave) FROM subquestions")
+    assert waves == [(2,)]
