@@ -37,13 +37,6 @@ def gaps(plan: ResearchPlan, findings: Sequence[Finding]) -> list[str]:
     return out
 
 
-def unanswered(plan: ResearchPlan, findings: Sequence[Finding]) -> list[int]:
-    """Indexes of the report's sections that no quote supports yet."""
-    merged = {f.subquestion_index: f for f in for_report(plan, findings)}
-    return [sq.index for sq in plan.sections
-            if not (merged.get(sq.index) and merged[sq.index].support)]
-
-
 def for_report(plan: ResearchPlan, findings: Sequence[Finding]) -> list[Finding]:
     """One finding per section of the plan, in plan order: a follow-up's claims join the
     section it completes (after the section's own), so the report reads as the plan does."""
