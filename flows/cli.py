@@ -7,23 +7,17 @@ imported inside the commands so `--help` is instant and nothing runs at import.
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
-from rich.markdown import Markdown
 from rich.table import Table
+
+from flows.cli_reports import query, show
+from flows.console import DbOpt, db_path, fail, out, prefect_env
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Deep-research batches on Prefect, stored in DuckDB.")
-out = Console()
-err = Console(stderr=True, soft_wrap=True)  # one line per error, whatever the width
-
-DbOpt = typer.Option(None, "--db", help="DuckDB file (default: researchflow.duckdb, or "
-                     "RESEARCHFLOW_DB_PATH).")
 ModelOpt = typer.Option(None, "--model", help="offline | openai:MODEL | anthropic:MODEL | "
                         "gemini:MODEL | openai-compatible:MODEL (default: auto from keys).")
 SearchOpt = typer.Option(None, "--search", help="corpus | serpapi (default: auto from keys).")
@@ -39,27 +33,9 @@ CostOpt = typer.Option(None, "--max-cost-usd", min=0.0, help="Stop a topic befor
                        "call would take its spend past this many USD (RESEARCHFLOW_MAX_COST_USD).")
 
 
-def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(code)
-
-
-def _db(db: Optional[Path]) -> Path:
-    from core.settings import Settings
-
-    return db or Settings.load().db_path
-
-
-def _prefect_env() -> None:
-    # Offline-friendly defaults; anything the user set wins.
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    # The progress bar is the terminal view; INFO logs still reach the Prefect API and UI.
-    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
-
-
 def _check_corpus(corpus: Optional[Path]) -> None:
     if corpus is not None and not corpus.is_dir():
-        _fail(f"{corpus}: no such folder; --corpus takes a folder of .html/.md/.txt files")
+        fail(f"{corpus}: no such folder; --corpus takes a folder of .html/.md/.txt files")
 
 
 def _check_language(language: Optional[str]) -> None:
@@ -68,7 +44,7 @@ def _check_language(language: Optional[str]) -> None:
     try:
         resolve_language(language, "")
     except ValueError as exc:
-        _fail(f"--language: {exc}")
+        fail(f"--language: {exc}")
 
 
 @app.command()
@@ -85,7 +61,7 @@ def run(topic: str = typer.Argument(..., help="What to research."),
     """Research one topic and store its report."""
     _check_corpus(corpus)
     _check_language(language)
-    _prefect_env()
+    prefect_env()
     from flows.live import LiveProgress
     from flows.research import topic_flow
 
@@ -98,13 +74,13 @@ def run(topic: str = typer.Argument(..., help="What to research."),
                                corpus_dir=str(corpus) if corpus else None,
                                db_path=str(db) if db else None, max_cost_usd=max_cost_usd,
                                return_state=True)
-    usage = _run_usage(_db(db), state)
+    usage = _run_usage(db_path(db), state)
     if not state.is_completed():
         out.print(usage)
-        _fail(f"the topic failed: {_state_error(state)}", code=1)
+        fail(f"the topic failed: {_state_error(state)}", code=1)
     report_id = state.result()
     out.print(usage)
-    out.print(f"report [bold]{report_id}[/] stored in {_db(db)}")
+    out.print(f"report [bold]{report_id}[/] stored in {db_path(db)}")
     out.print(f"read it: researchflow show {report_id}" + (f" --db {db}" if db else ""))
 
 
@@ -136,8 +112,8 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
     try:  # validate up front so a bad file costs no Prefect start-up
         rows, _ = read_topics_csv(csv_path, batch_id=batch_id or csv_path.stem)
     except BatchFileError as exc:
-        _fail(str(exc))
-    _prefect_env()
+        fail(str(exc))
+    prefect_env()
     from flows.batch import research_batch
     from flows.live import LiveProgress
 
@@ -150,10 +126,10 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
                                max_rounds=max_rounds, max_pages=max_pages, max_waves=max_waves,
                                language=language, report_words=report_words,
                                return_state=True)
-    _print_batch(batch_id or csv_path.stem, _db(db))
-    out.print(_run_usage(_db(db), state))
+    _print_batch(batch_id or csv_path.stem, db_path(db))
+    out.print(_run_usage(db_path(db), state))
     if not state.is_completed():
-        _fail(_state_error(state), code=1)
+        fail(_state_error(state), code=1)
 
 
 def _print_batch(batch_id: str, db: Path) -> None:
@@ -199,46 +175,8 @@ def _run_usage(db: Path, state) -> str:
         return f"usage: unavailable ({exc})"
 
 
-@app.command()
-def show(report_id: str, db: Optional[Path] = DbOpt,
-         raw: bool = typer.Option(False, help="Print the markdown source.")) -> None:
-    """Print a stored report."""
-    from core.store import ResultStore, StoreError
-
-    path = _db(db)
-    if not path.exists():
-        _fail(f"no store at {path}; run `researchflow run TOPIC` or pass --db")
-    try:
-        report = ResultStore(path).get_report(report_id)
-    except StoreError as exc:
-        _fail(str(exc))
-    if report is None:
-        _fail(f"no report {report_id!r} in {path}; list them with: researchflow query "
-              "\"SELECT report_id, topic FROM reports\"")
-    if raw:
-        sys.stdout.write(report["markdown"])
-    else:
-        out.print(Markdown(report["markdown"]))
-    (err if raw else out).print(report["usage"].line().replace("usage:", "cost of this report:", 1))
-
-
-@app.command()
-def query(sql: str, db: Optional[Path] = DbOpt) -> None:
-    """Run read-only SQL against the store (tables: runs, topics, subquestions, sources,
-    topic_sources, findings, citations, reports, llm_calls, model_limits, pages, searches;
-    views: usage_by_topic, usage_by_batch)."""
-    from core.store import StoreError, query_readonly
-
-    path = _db(db)
-    try:
-        columns, rows = query_readonly(path, sql)
-    except StoreError as exc:
-        _fail(str(exc))
-    table = Table(*columns)
-    for row in rows:
-        table.add_row(*("" if v is None else str(v)[:200] for v in row))
-    out.print(table)
-    out.print(f"{len(rows)} row(s)")
+app.command()(show)
+app.command()(query)
 
 
 if __name__ == "__main__":

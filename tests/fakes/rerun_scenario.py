@@ -1,0 +1,205 @@
+"""A batch whose second topic is refused partway, then rerun: shared by bench/rerun.py and tests.
+
+Two topics run through the real batch flow and the real openai SDK against the loopback research
+provider. While `refusing`, every call of one role (`refuse_role`) for the second topic is
+answered with a fatal 400, so that topic fails after its other calls succeeded. The rerun goes
+after the cause is removed, either as the CLI does (a new run of the batch flow) or as
+`prefect flow-run retry` does (the same flow run, executed again by Prefect's own CLI in another
+process, against a real Prefect server that this scenario starts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.fakes import providers as fake
+from tests.fakes.http import Recorded, Reply, ScriptedServer
+from tests.fakes.research_provider import (SDK_ENV, TEST_MODELS, ResearchProvider, role_of,
+                                          write_pages)
+
+ROOT = Path(__file__).resolve().parents[2]
+SUBJECTS = ("memory use", "blocking calls", "waiting on sockets", "locks")
+TOPICS = ("Threading or asyncio for waiting on sockets (first topic)",
+          "Threading or asyncio for blocking calls (second topic)")
+MARKER = "(second topic)"
+
+
+@dataclass(frozen=True)
+class RerunResult:
+    first_ok: int
+    first_failed: int
+    rerun_calls: int
+    repeated: int
+    reports: int
+    distinct_reports: int
+    first_state: str
+    rerun_state: str
+
+    def __str__(self) -> str:
+        return (f"first run {self.first_state}: {self.first_ok} ok calls, {self.first_failed} "
+                f"topic(s) failed; rerun {self.rerun_state}: {self.rerun_calls} calls, "
+                f"{self.repeated} ok calls repeated; {self.reports} reports "
+                f"({self.distinct_reports} distinct)")
+
+
+class RefusingProvider:
+    """The research provider, refusing one role of the second topic while `refusing` is set."""
+
+    def __init__(self, refuse_role: str) -> None:
+        self.inner = ResearchProvider("openai")
+        self.refuse_role = refuse_role
+        self.refusing = True
+        self.refused = 0
+
+    def __call__(self, rec: Recorded) -> Reply:
+        body = rec.json() or {}
+        if (self.refusing and role_of("openai", body) == self.refuse_role
+                and MARKER in json.dumps(body, ensure_ascii=False)):
+            self.refused += 1
+            return Reply(400, fake.error_body(
+                "openai", 400, "Your request was rejected as a result of our safety system.",
+                code="content_policy_violation"))
+        return self.inner(rec)
+
+    @property
+    def calls(self) -> int:
+        return self.inner.calls + self.refused
+
+
+class RerunScenario:
+    def __init__(self, work: Path, refuse_role: str = "report") -> None:
+        self.work = work
+        work.mkdir(parents=True, exist_ok=True)
+        self.corpus = write_pages(work / "corpus", SUBJECTS, sentences=30)
+        self.csv = work / "topics.csv"
+        self.csv.write_text("topic\n" + "".join(f'"{t}"\n' for t in TOPICS), encoding="utf-8")
+        self.db = work / "store.duckdb"
+        self.provider = RefusingProvider(refuse_role)
+        self.batch_id = "rerun"
+
+    def parameters(self) -> dict:
+        return dict(csv_path=str(self.csv), batch_id=self.batch_id, model=TEST_MODELS["openai"],
+                    search="corpus", corpus_dir=str(self.corpus), db_path=str(self.db),
+                    max_concurrency=2)
+
+    def run(self, way: str) -> RerunResult:
+        from core import runtime
+
+        runtime.reset()
+        key_var, url_var, suffix = SDK_ENV["openai"]
+        with ScriptedServer(default=self.provider) as server:
+            env = {key_var: "sk-rerun-not-a-real-key", url_var: server.url + suffix}
+            os.environ.update(env)
+            try:
+                return (self._cli if way == "cli" else self._retry)(env)
+            finally:
+                for name in env:
+                    os.environ.pop(name, None)
+
+    def _cli(self, env: dict) -> RerunResult:
+        from flows.batch import research_batch
+
+        first = research_batch(**self.parameters(), return_state=True)
+        return self._rerun(first, lambda: research_batch(**self.parameters(), return_state=True))
+
+    def _retry(self, env: dict) -> RerunResult:
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        from flows.batch import research_batch
+
+        with PrefectServer(self.work / "prefect-server") as api_url, \
+                temporary_settings(updates={PREFECT_API_URL: api_url}):
+            first = research_batch(**self.parameters(), return_state=True)
+            flow_run_id = str(first.state_details.flow_run_id)
+
+            def retry():
+                subprocess.run(
+                    [str(Path(sys.executable).parent / "prefect"), "flow-run", "retry",
+                     flow_run_id, "--entrypoint", f"{ROOT}/flows/batch.py:research_batch"],
+                    cwd=ROOT, env={**os.environ, **env, "PREFECT_API_URL": api_url},
+                    capture_output=True, text=True, timeout=600)
+                return _final_state(flow_run_id)
+
+            return self._rerun(first, retry)
+
+    def _rerun(self, first, rerun) -> RerunResult:
+        from core.store import query_readonly
+
+        first_ok = self.provider.inner.successes
+        _, failed = query_readonly(self.db, "SELECT count(*) FROM topics WHERE status = 'failed'")
+        repeated_before = self.provider.inner.repeated_successes
+        calls_before = self.provider.calls
+        self.provider.refusing = False
+        from core import runtime
+
+        runtime.reset()
+        second = rerun()
+        _, reports = query_readonly(self.db, "SELECT count(*), count(DISTINCT report_id) "
+                                             f"FROM reports WHERE batch_id = '{self.batch_id}'")
+        return RerunResult(first_ok=first_ok, first_failed=failed[0][0],
+                           rerun_calls=self.provider.calls - calls_before,
+                           repeated=self.provider.inner.repeated_successes - repeated_before,
+                           reports=reports[0][0], distinct_reports=reports[0][1],
+                           first_state=first.type.value, rerun_state=_state_name(second))
+
+
+def _state_name(state) -> str:
+    return getattr(getattr(state, "type", None), "value", str(state))
+
+
+def _final_state(flow_run_id: str) -> str:
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return client.read_flow_run(flow_run_id).state.type.value
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class PrefectServer:
+    """`prefect server start` on a free loopback port, with its own home; yields the API URL."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> str:
+        self.home.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PREFECT_HOME": str(self.home),
+               "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+        env.pop("PREFECT_API_URL", None)
+        self.process = subprocess.Popen(
+            [str(Path(sys.executable).parent / "prefect"), "server", "start", "--host",
+             "127.0.0.1", "--port", str(self.port)], env=env, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True)
+        url = f"http://127.0.0.1:{self.port}/api"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2):
+                    return url
+            except OSError:
+                time.sleep(0.5)
+        self.__exit__()
+        raise RuntimeError(f"the Prefect server on port {self.port} did not start in 120 s")
+
+    def __exit__(self, *exc) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
