@@ -181,6 +181,9 @@ class RunConfig(BaseModel):
     default_context_window: int = 128_000
     context_windows: tuple[tuple[str, int], ...] = ()
     role_models: tuple[tuple[str, str], ...] = ()  # (role, spec) where a role differs
+    # Set by a refreshing run (its root flow-run id): part of every task's inputs, so cached
+    # calls are not reused, while a retry of that same run still reuses its own.
+    refresh: str = ""
 
     @property
     def billed(self) -> bool:

@@ -48,6 +48,7 @@ class TopicOutcome:
     output_tokens: int = 0
     cost_usd: float = 0.0
     error: str = ""
+    reused: bool = False  # its report was already stored: nothing ran
 
 
 class BatchIncomplete(RuntimeError):
@@ -73,6 +74,11 @@ class BatchBudget:
 def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicOutcome:
     topic = row.topic
     store = ResultStore(Path(budget.db_path))
+    if not overrides.get("refresh"):
+        stored = _stored_report(store, topic.topic_id)
+        if stored:
+            emit("topic_done", topic.text, detail=stored)
+            return TopicOutcome(row.row, topic.text, "succeeded", report_id=stored, reused=True)
     if budget.exhausted():
         reason = f"budget: the batch budget of ${budget.limit:.4f} was reached before it started"
         _record(store.record_skipped, topic.batch_id, topic, reason, budget.run_id)
@@ -101,6 +107,18 @@ def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicO
     return TopicOutcome(row.row, topic.text, "failed", error=error[:2000], **spent)
 
 
+def _stored_report(store: ResultStore, topic_id: str) -> str:
+    """The report id of a topic whose latest attempt succeeded, else "" (run it)."""
+    try:
+        status = store.topic_status(topic_id)
+    except StoreError as exc:
+        log.error("could not tell whether the topic is already stored: %s", exc)
+        return ""
+    if status and status["status"] == "succeeded" and status["report_id"]:
+        return status["report_id"]
+    return ""
+
+
 def _usage(store: ResultStore, run_id: str, topic_id: str | None = None) -> UsageTotals:
     flush_ledgers()
     try:
@@ -125,10 +143,14 @@ def research_batch(csv_path: str, batch_id: str | None = None, model: str | None
                    max_cost_usd: float | None = None,
                    max_batch_cost_usd: float | None = None, max_waves: int | None = None,
                    max_rounds: int | None = None, max_pages: int | None = None,
-                   language: str | None = None, report_words: int | None = None) -> list[dict]:
+                   language: str | None = None, report_words: int | None = None,
+                   refresh: bool = False) -> list[dict]:
     """Research every topic in a CSV (column `topic`; optional columns max_subquestions,
     max_rounds, max_pages, max_waves, language, report_words). The keyword arguments of the
-    same names are the batch's defaults for rows that leave a column empty."""
+    same names are the batch's defaults for rows that leave a column empty.
+
+    A topic whose report is already stored (its latest attempt succeeded) is not run again
+    unless `refresh`, which researches every topic afresh instead of reusing cached calls."""
     logger = get_run_logger()
     settings = Settings.load(model=model, search=search, db_path=Path(db_path) if db_path else None,
                              corpus_dir=Path(corpus_dir) if corpus_dir else None,
@@ -148,7 +170,8 @@ def research_batch(csv_path: str, batch_id: str | None = None, model: str | None
     # The model as given (None: auto), so a topic resolves its roles as the batch did: on auto,
     # condense goes to the cheaper sibling; the resolved name would pin every role to it.
     overrides = {"model": model, "search": config.search, "corpus_dir": config.corpus_dir,
-                 "db_path": config.db_path, "max_cost_usd": settings.max_cost_usd}
+                 "db_path": config.db_path, "max_cost_usd": settings.max_cost_usd,
+                 "refresh": refresh}
     budget = BatchBudget(settings.max_batch_cost_usd, config.db_path, run_id, threading.Event())
     workers = max_concurrency or settings.max_topic_concurrency
     progress = create_progress_artifact(0.0, description=f"Batch {batch}: {len(rows)} topics")

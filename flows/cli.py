@@ -28,6 +28,8 @@ LanguageOpt = typer.Option(None, "--language", help="Language of the prompts and
 WavesHelp = ("Research waves: the plan's sub-questions, then the supervisor's follow-ups for "
              "what they left open.")
 PagesHelp = "Pages read per sub-question (the researcher chooses which)."
+RefreshHelp = ("Make every provider and search call again instead of reusing cached ones "
+               "(a retry of the same run still reuses its own).")
 WordsHelp = "Target length of the report in words (a long report is written section by section)."
 CostOpt = typer.Option(None, "--max-cost-usd", min=0.0, help="Stop a topic before a provider "
                        "call would take its spend past this many USD (RESEARCHFLOW_MAX_COST_USD).")
@@ -57,7 +59,8 @@ def run(topic: str = typer.Argument(..., help="What to research."),
         report_words: int = typer.Option(1200, min=200, max=20000, help=WordsHelp),
         model: Optional[str] = ModelOpt, search: Optional[str] = SearchOpt,
         corpus: Optional[Path] = CorpusOpt, db: Optional[Path] = DbOpt,
-        max_cost_usd: Optional[float] = CostOpt) -> None:
+        max_cost_usd: Optional[float] = CostOpt,
+        refresh: bool = typer.Option(False, "--refresh", help=RefreshHelp)) -> None:
     """Research one topic and store its report."""
     _check_corpus(corpus)
     _check_language(language)
@@ -73,7 +76,7 @@ def run(topic: str = typer.Argument(..., help="What to research."),
                                model=model, search=search,
                                corpus_dir=str(corpus) if corpus else None,
                                db_path=str(db) if db else None, max_cost_usd=max_cost_usd,
-                               return_state=True)
+                               refresh=refresh, return_state=True)
     usage = _run_usage(db_path(db), state)
     if not state.is_completed():
         out.print(usage)
@@ -100,6 +103,8 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
           max_waves: Optional[int] = typer.Option(None, min=1, max=6, help=WavesHelp),
           language: Optional[str] = LanguageOpt,
           report_words: Optional[int] = typer.Option(None, min=200, max=20000, help=WordsHelp),
+          refresh: bool = typer.Option(False, "--refresh", help=RefreshHelp + " Without it, "
+                                       "topics whose report is already stored are not run."),
           ) -> None:
     """Research every topic of a CSV; bad rows are reported and the rest still run.
 
@@ -125,7 +130,7 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
                                max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd,
                                max_rounds=max_rounds, max_pages=max_pages, max_waves=max_waves,
                                language=language, report_words=report_words,
-                               return_state=True)
+                               refresh=refresh, return_state=True)
     _print_batch(batch_id or csv_path.stem, db_path(db))
     out.print(_run_usage(db_path(db), state))
     if not state.is_completed():

@@ -183,12 +183,14 @@ def research_topic(topic: str, batch_id: str = "adhoc", max_subquestions: int = 
                    language: str | None = None, report_words: int = 1_200,
                    model: str | None = None, search: str | None = None,
                    corpus_dir: str | None = None, db_path: str | None = None,
-                   max_cost_usd: float | None = None) -> str:
+                   max_cost_usd: float | None = None, refresh: bool = False) -> str:
     """Research one topic and store its report in DuckDB; returns the report id.
 
     `max_waves` bounds the supervisor's waves (1: the plan's sub-questions only); `max_rounds`
     and `max_pages` bound each researcher; `language` (a code or name; None: the topic's own)
     is what every prompt asks for and the report is written in; `report_words` sizes it.
+    `refresh` makes every call again instead of reusing cached ones (a retry of the same run
+    still reuses what that run finished).
     """
     settings = Settings.load(model=model, search=search, max_cost_usd=max_cost_usd,
                              corpus_dir=Path(corpus_dir) if corpus_dir else None,
@@ -199,6 +201,8 @@ def research_topic(topic: str, batch_id: str = "adhoc", max_subquestions: int = 
                  language=language, report_words=report_words)
     own_id = str(flow_run.id or "local")
     run_id = str(flow_run.root_flow_run_id or own_id)  # a batch's run when inside a batch
+    if refresh:
+        config = config.model_copy(update={"refresh": run_id})
     alone = run_id == own_id
     store = ResultStore(Path(config.db_path))
     if alone:
