@@ -15,6 +15,7 @@ from rich.table import Table
 
 from flows.cli_reports import query, show
 from flows.console import DbOpt, db_path, fail, out, prefect_env
+from flows.local_api import ensure_api
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Deep-research batches on Prefect, stored in DuckDB.")
@@ -65,6 +66,7 @@ def run(topic: str = typer.Argument(..., help="What to research."),
     _check_corpus(corpus)
     _check_language(language)
     prefect_env()
+    ensure_api()
     from flows.live import LiveProgress
     from flows.research import topic_flow
 
@@ -119,6 +121,7 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
     except BatchFileError as exc:
         fail(str(exc))
     prefect_env()
+    ensure_api()
     from flows.batch import research_batch
     from flows.live import LiveProgress
 
