@@ -23,7 +23,7 @@ from typing import Any, Literal
 import duckdb
 
 from core.models import ResearchResult, Topic
-from core.store import ledger, limits
+from core.store import ledger, limits, runs
 from core.store.connection import StoreError, dicts, one_dict, writable
 from core.store.redaction import public_settings
 from core.store.schema import TABLES, ensure_schema, read_version
@@ -60,20 +60,15 @@ class ResultStore:
 
     def start_run(self, run_id: str, batch_id: str, engine: str, search_backend: str,
                   settings_public: dict[str, Any]) -> None:
-        """Record a run as running. Calling it again for the same run_id (a retry) is harmless."""
+        """Record a run as running. Calling it again for the same run_id (a retry) is harmless.
+        Runs of this host whose process was killed are marked crashed on the way."""
         settings_json = json.dumps(public_settings(settings_public), default=str, sort_keys=True)
         with self._connection() as con:
-            con.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, NULL, 'running', ?, ?, ?) "
-                "ON CONFLICT (run_id) DO UPDATE SET status = 'running', finished_at = NULL, "
-                "engine = excluded.engine, search_backend = excluded.search_backend, "
-                "settings_json = excluded.settings_json",
-                [run_id, batch_id, _now(), engine, search_backend, settings_json])
+            runs.start(con, run_id, batch_id, engine, search_backend, settings_json)
 
     def finish_run(self, run_id: str, status: str) -> None:
         with self._connection() as con:
-            found = con.execute("UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ? "
-                                "RETURNING run_id", [status, _now(), run_id]).fetchall()
+            found = runs.finish(con, run_id, status)
         if not found:
             raise StoreError(f"finish_run: no run {run_id!r} in {self.path} (start_run first)")
 

@@ -23,6 +23,8 @@ Version history:
   5  the web cache: `pages` (one fetch per normalised URL: its text, or why it was refused or
      unavailable) and `searches` (one search per engine, locale, normalised query and k), each
      with fetched_at so a reader can tell a fresh entry from a stale one (core.store.pages)
+  6  `runs.host` and `runs.pid`: the process running it, so a run whose process was killed is
+     found and marked 'crashed' instead of staying 'running' forever
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import duckdb
 
 from core.store.connection import StoreError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Order matters for counts() and nothing else; meta is bookkeeping, not data.
 TABLES = ("runs", "topics", "subquestions", "sources", "topic_sources", "findings",
@@ -46,7 +48,7 @@ _TABLES = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id VARCHAR PRIMARY KEY, batch_id VARCHAR NOT NULL, started_at TIMESTAMPTZ NOT NULL,
     finished_at TIMESTAMPTZ, status VARCHAR NOT NULL, engine VARCHAR, search_backend VARCHAR,
-    settings_json JSON);
+    settings_json JSON, host VARCHAR, pid INTEGER);
 -- status/error describe the latest attempt; report_id keeps pointing at the last success.
 CREATE TABLE IF NOT EXISTS topics (
     topic_id VARCHAR PRIMARY KEY, batch_id VARCHAR NOT NULL, topic VARCHAR NOT NULL,
@@ -182,9 +184,15 @@ def _v4_to_v5(con: duckdb.DuckDBPyConnection) -> None:
             fetched_at TIMESTAMPTZ NOT NULL)""")
 
 
+def _v5_to_v6(con: duckdb.DuckDBPyConnection) -> None:
+    """The process behind each run. Frozen: the v6 columns; older runs have none."""
+    con.execute("ALTER TABLE runs ADD COLUMN host VARCHAR")
+    con.execute("ALTER TABLE runs ADD COLUMN pid INTEGER")
+
+
 # MIGRATIONS[n] takes a file from version n to n + 1.
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
-    1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
+    1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6}
 
 
 def read_version(con: duckdb.DuckDBPyConnection) -> int | None:

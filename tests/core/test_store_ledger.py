@@ -79,7 +79,8 @@ def make_v1_file(path: Path) -> None:
 
 
 # Columns later versions added to v1 tables, with the value an old row gets.
-_ADDED = {"subquestions": {"wave": 1, "why": None, "parent": None}, "reports": {"language": None}}
+_ADDED = {"subquestions": {"wave": 1, "why": None, "parent": None}, "reports": {"language": None},
+          "runs": {"host": None, "pid": None}}
 
 
 def dump(path: Path, table: str) -> list[tuple]:
@@ -135,7 +136,7 @@ def test_v1_file_migrates_keeping_every_row(tmp_path: Path) -> None:
     before = {t: dump(path, t) for t in _V1_TABLES}
 
     store = ResultStore(path)
-    assert store.schema_version() == SCHEMA_VERSION == 5
+    assert store.schema_version() == SCHEMA_VERSION == 6
     assert {t: dump(path, t) for t in _V1_TABLES} == before
     # v4: every old sub-question was the plan's (wave 1); old reports name no language.
     assert added_values(path, "subquestions") == {(1, None, None)}
@@ -160,7 +161,7 @@ def test_v1_file_migrates_keeping_every_row(tmp_path: Path) -> None:
     store.record_calls([call("c1", topic_id="t-ok")])
     assert store.get_report("rep-ok")["usage"].calls == 1
     ResultStore(path)  # reopening a migrated file changes nothing
-    assert store.schema_version() == 5 and store.counts()["topics"] == 3
+    assert store.schema_version() == SCHEMA_VERSION and store.counts()["topics"] == 3
 
 
 def test_migrated_file_has_the_schema_of_a_fresh_one(tmp_path: Path) -> None:
@@ -192,7 +193,7 @@ def test_failed_migration_leaves_the_v1_file_untouched(tmp_path: Path,
                                      "WHERE table_name = 'llm_calls'")
     assert tables == []
     monkeypatch.setitem(store_schema.MIGRATIONS, 1, real_step)
-    assert ResultStore(path).schema_version() == 5
+    assert ResultStore(path).schema_version() == SCHEMA_VERSION
 
 
 def test_unknown_old_version_is_refused(tmp_path: Path) -> None:
