@@ -161,11 +161,18 @@ def research_batch(csv_path: str, batch_id: str | None = None, model: str | None
         max_waves=max_waves, max_rounds=max_rounds, max_pages=max_pages, language=language,
         report_words=report_words))
     run_id = str(flow_run.id or "local")
-    store = ResultStore(Path(config.db_path))
-    store.start_run(run_id, batch, engine=config.model, search_backend=config.search,
-                    settings_public=settings.public_dict())
     for err in errors:
         logger.error("row %d skipped: %s", err.row, err.message)
+    try:  # waits (bounded) for a store another process holds
+        store = ResultStore(Path(config.db_path))
+        store.start_run(run_id, batch, engine=config.model, search_backend=config.search,
+                        settings_public=settings.public_dict())
+    except StoreError as exc:
+        # Nothing is researched (and paid for) that could not be stored; the table says why.
+        outcomes = [_invalid(e) for e in errors] + [
+            TopicOutcome(r.row, r.topic.text, "failed", error=f"not started: {exc}")
+            for r in rows]
+        return _close(batch, outcomes, None, run_id)
 
     # The model as given (None: auto), so a topic resolves its roles as the batch did: on auto,
     # condense goes to the cheaper sibling; the resolved name would pin every role to it.
@@ -185,16 +192,23 @@ def research_batch(csv_path: str, batch_id: str | None = None, model: str | None
             update_progress_artifact(progress, 100.0 * done / max(len(rows), 1),
                                      description=f"{done}/{len(rows)} topics finished")
 
+    return _close(batch, outcomes, store, run_id)
+
+
+def _close(batch: str, outcomes: list[TopicOutcome], store: ResultStore | None,
+           run_id: str) -> list[dict]:
+    """The batch's table and usage artifacts, always; then fail the flow if a row failed."""
     outcomes.sort(key=lambda o: o.row)
     table = [asdict(o) for o in outcomes]
-    total = _usage(store, run_id)
+    total = _usage(store, run_id) if store is not None else UsageTotals()
     create_table_artifact(table, key=f"batch-{_slug(batch)}",
                           description=f"Batch {batch}: {total.line()}")
     create_markdown_artifact(f"**Batch {batch}**\n\n{total.line()}",
                              key=f"batch-usage-{_slug(batch)}",
                              description=f"Usage of batch {batch}")
     bad = [o for o in outcomes if o.status != "succeeded"]
-    _record(store.finish_run, run_id, "failed" if bad else "succeeded")
+    if store is not None:
+        _record(store.finish_run, run_id, "failed" if bad else "succeeded")
     if bad:
         raise BatchIncomplete(f"{len(bad)} of {len(outcomes)} rows did not produce a report: " +
                               "; ".join(f"row {o.row}: {o.error}" for o in bad)[:4000])

@@ -141,12 +141,27 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
 
 
 def _print_batch(batch_id: str, db: Path) -> None:
+    from core.store import StoreError
+
+    try:
+        _, rows = _batch_rows(batch_id, db)
+    except StoreError as exc:
+        out.print(f"the batch's table is in the Prefect UI; the store cannot be read: {exc}",
+                  soft_wrap=True)
+        return
+    _table(batch_id, db, rows)
+
+
+def _batch_rows(batch_id: str, db: Path):
     from core.store import query_readonly
 
-    _, rows = query_readonly(db, (
+    return query_readonly(db, (
         "SELECT t.status, t.report_id, t.topic, u.calls, u.cost_usd, t.error FROM topics t "
         "LEFT JOIN usage_by_topic u USING (batch_id, topic_id) "
         f"WHERE t.batch_id = '{batch_id.replace(chr(39), '')}' ORDER BY t.topic"))
+
+
+def _table(batch_id: str, db: Path, rows) -> None:
     table = Table("status", "report", "topic", "calls", "cost", "error", title=f"batch {batch_id}")
     for status, report_id, topic, calls, cost, error in rows:
         style = {"succeeded": "green", "skipped": "yellow"}.get(status, "red")

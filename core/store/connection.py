@@ -15,6 +15,7 @@ Exceptions::
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -48,6 +49,18 @@ def lock_for(path: Path) -> threading.Lock:
     """The in-process lock for one resolved file path."""
     with _LOCKS_GUARD:
         return _LOCKS.setdefault(path, threading.Lock())
+
+
+def lock_wait() -> float:
+    """How long a writer waits for another process to let go of the file, in seconds.
+
+    A run records its outcome through this wait, so an open DuckDB shell or a neighbour's
+    write delays the record instead of losing it (RESEARCHFLOW_STORE_LOCK_TIMEOUT, default 30).
+    """
+    try:
+        return max(0.0, float(os.environ.get("RESEARCHFLOW_STORE_LOCK_TIMEOUT", "30")))
+    except ValueError:
+        return 30.0
 
 
 def _is_lock_conflict(exc: duckdb.Error) -> bool:

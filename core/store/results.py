@@ -24,7 +24,7 @@ import duckdb
 
 from core.models import ResearchResult, Topic
 from core.store import ledger, limits, runs
-from core.store.connection import StoreError, dicts, one_dict, writable
+from core.store.connection import StoreError, dicts, lock_wait, one_dict, writable
 from core.store.redaction import public_settings
 from core.store.schema import TABLES, ensure_schema, read_version
 from core.usage import CallRecord, UsageTotals
@@ -37,9 +37,9 @@ def _now() -> datetime:
 class ResultStore:
     """A DuckDB file of research results. Safe to share between threads of one process."""
 
-    def __init__(self, path: Path, *, lock_timeout: float = 3.0) -> None:
+    def __init__(self, path: Path, *, lock_timeout: float | None = None) -> None:
         self.path = Path(path).expanduser().resolve()
-        self.lock_timeout = lock_timeout
+        self.lock_timeout = lock_wait() if lock_timeout is None else lock_timeout
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connection(transaction=True) as con:
             ensure_schema(con, self.path)

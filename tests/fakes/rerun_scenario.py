@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,17 +54,20 @@ class RerunResult:
 class RefusingProvider:
     """The research provider, refusing one role of the second topic while `refusing` is set."""
 
-    def __init__(self, refuse_role: str) -> None:
+    def __init__(self, refuse_role: str, on_refuse: Callable[[], None] | None = None) -> None:
         self.inner = ResearchProvider("openai")
         self.refuse_role = refuse_role
         self.refusing = True
         self.refused = 0
+        self.on_refuse = on_refuse  # runs before the refusal is sent (e.g. lock the store)
 
     def __call__(self, rec: Recorded) -> Reply:
         body = rec.json() or {}
         if (self.refusing and role_of("openai", body) == self.refuse_role
                 and MARKER in json.dumps(body, ensure_ascii=False)):
             self.refused += 1
+            if self.on_refuse is not None:
+                self.on_refuse()
             return Reply(400, fake.error_body(
                 "openai", 400, "Your request was rejected as a result of our safety system.",
                 code="content_policy_violation"))
