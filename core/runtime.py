@@ -8,6 +8,7 @@ each call is paced, budgeted and recorded in the usage ledger of the run's DuckD
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 from pathlib import Path
@@ -64,6 +65,9 @@ def context_limits(config: RunConfig) -> ContextLimits:
     return limits
 
 
+LEDGER_BATCH_SECONDS = 0.5
+
+
 def ledger_for(db_path: str | Path) -> Ledger:
     """The process's ledger for one DuckDB file (running spend is kept per file)."""
     from core.store import ResultStore
@@ -72,7 +76,8 @@ def ledger_for(db_path: str | Path) -> Ledger:
     with _lock:
         ledger = _ledgers.get(key)
     if ledger is None:
-        ledger = Ledger(ResultStore(Path(key)))
+        # Records reach the store within half a second, a batch at a time (see Ledger).
+        ledger = Ledger(ResultStore(Path(key)), batch_seconds=LEDGER_BATCH_SECONDS)
         with _lock:
             ledger = _ledgers.setdefault(key, ledger)
     return ledger
@@ -143,8 +148,9 @@ def build_search(config: RunConfig) -> SearchBackend:
     return backend
 
 
+@atexit.register  # what waits in a batch is written before the process ends
 def flush_ledgers() -> None:
-    """Write any usage records still waiting (a store that was locked at the time)."""
+    """Write any usage records still waiting (batched, or kept back by a locked store)."""
     with _lock:
         ledgers = list(_ledgers.values())
     for ledger in ledgers:
