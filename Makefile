@@ -11,7 +11,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,lake,dask]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -28,12 +28,14 @@ bench: $(STAMP)
 	$(PY) bench/faults.py
 	$(PY) bench/depth.py
 	$(PY) bench/web.py
+	$(PY) bench/rerun.py
+	$(PY) bench/overhead.py
 
 ui: $(STAMP)
 	$(VENV)/bin/prefect server start --host 127.0.0.1 --port 4200
 
-serve: $(STAMP)
-	$(PY) deployments/serve.py
+serve: $(STAMP)  # needs PREFECT_API_URL (see `make ui`); options: .venv/bin/researchflow serve --help
+	$(VENV)/bin/researchflow serve
 
 clean:
 	rm -rf $(VENV) .pytest_cache researchflow.duckdb

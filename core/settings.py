@@ -26,6 +26,18 @@ class Settings(BaseSettings):
                                       extra="ignore", populate_by_name=True)
 
     db_path: Path = Path("researchflow.duckdb")
+    # Past one machine. `store`: a DuckLake target ("ducklake:postgres:dbname=rf host=db
+    # user=rf", no password: libpq reads PGPASSWORD or ~/.pgpass) that many processes and
+    # machines write at once, instead of the file at db_path (one writing process); a db_path
+    # written "ducklake:..." names a lake too. `lake_data_path`: where a new lake keeps its
+    # Parquet files (a folder every writer mounts at the same path; the catalog remembers it).
+    store: str | None = Field(default=None, pattern=r"^ducklake:")
+    lake_data_path: str | None = None
+    # The runner of a topic's sub-question tasks (flows.runners): "threads" in this process, or
+    # "dask" through prefect-dask, on the cluster at dask_address (tcp://host:8786) or, without
+    # one, on a LocalCluster of worker processes this process starts.
+    task_runner: Literal["threads", "dask"] = "threads"
+    dask_address: str | None = None
     cache_dir: Path = Field(default_factory=default_cache_dir)
     corpus_dir: Path | None = None  # None: the bundled CPython documentation corpus
 
@@ -144,6 +156,12 @@ class Settings(BaseSettings):
             chosen["condense"] = cheaper(base)
         return {role: spec for role, spec in chosen.items() if spec and spec != base}
 
+    def store_target(self) -> str:
+        """Where results go: a lake named by db_path or `store`, else the file at db_path."""
+        if str(self.db_path).startswith("ducklake:"):
+            return str(self.db_path)
+        return self.store or str(self.db_path.resolve())
+
     def resolved_search(self) -> str:
         if self.search != "auto":
             return self.search
@@ -175,7 +193,7 @@ class RunConfig(BaseModel):
     search: str = "corpus"
     corpus_dir: str | None = None
     cache_dir: str
-    db_path: str
+    db_path: str  # the store target: a file's resolved path, or "ducklake:..." (store_target)
     results_per_query: int = 4
     max_output_tokens: int = 4_096
     default_context_window: int = 128_000
@@ -195,7 +213,7 @@ def run_config(settings: Settings) -> RunConfig:
     return RunConfig(
         model=settings.resolved_model(), search=settings.resolved_search(),
         corpus_dir=str(settings.corpus_dir.resolve()) if settings.corpus_dir else None,
-        cache_dir=str(settings.cache_dir), db_path=str(settings.db_path.resolve()),
+        cache_dir=str(settings.cache_dir), db_path=settings.store_target(),
         results_per_query=settings.results_per_query,
         max_output_tokens=settings.max_output_tokens,
         default_context_window=settings.default_context_window,

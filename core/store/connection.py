@@ -10,6 +10,7 @@ Exceptions::
 
     StoreError                 the store file itself went wrong (not a research failure)
     ├── StoreLockedError       another process holds the file; DuckDB's message names its PID
+    ├── StoreConflictError     a DuckLake commit kept conflicting (defined in core.store.lake)
     └── ReadOnlyQueryError     a write attempted through `query_readonly`
 """
 

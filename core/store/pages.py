@@ -35,8 +35,8 @@ from typing import Literal, TypeVar
 import duckdb
 
 from core.models import SearchResult
-from core.store.connection import StoreError, writable
-from core.store.schema import ensure_schema
+from core.store.backend import open_backend
+from core.store.connection import StoreError
 
 log = logging.getLogger("researchflow.store.pages")
 
@@ -77,11 +77,13 @@ def page_max_age(status: str, max_age_hours: float) -> float:
 
 
 class PageStore:
-    """The web cache of one DuckDB file. Safe to share between threads of one process."""
+    """The web cache of one store (a DuckDB file, or a DuckLake: core.store.backend). Safe to
+    share between threads of one process."""
 
-    def __init__(self, path: Path, *, lock_timeout: float = 1.0,
+    def __init__(self, path: Path | str, *, lock_timeout: float = 1.0,
                  retry_after: float = 30.0) -> None:
-        self.path = Path(path).expanduser().resolve()
+        self.backend = open_backend(path, lock_timeout=lock_timeout)
+        self.path = self.backend.path  # None for a DuckLake
         self.lock_timeout = lock_timeout
         self.retry_after = retry_after
         self._state = threading.Lock()
@@ -178,18 +180,15 @@ class PageStore:
             if time.monotonic() < self._paused_until:
                 return default
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with writable(self.path, lock_timeout=self.lock_timeout, transaction=True) as con:
-                if not self._ready:
-                    ensure_schema(con, self.path)
-                result = default if body is None else body(con)
-            self._ready = True  # only once a transaction that ran ensure_schema committed
-            return result
+            if not self._ready:
+                self.backend.ensure_schema()
+                self._ready = True  # only once the schema is known to be in place
+            return default if body is None else self.backend.write(body)
         except (StoreError, duckdb.Error, OSError) as exc:
             with self._state:
                 self._paused_until = time.monotonic() + self.retry_after
                 first, self._warned = not self._warned, True
             (log.warning if first else log.debug)(
                 "page cache: could not %s in %s (%s); fetching without the cache for %.0fs",
-                what, self.path, exc, self.retry_after)
+                what, self.backend.name, exc, self.retry_after)
             return default

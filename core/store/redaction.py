@@ -16,6 +16,7 @@ from pydantic import SecretStr
 
 _SENSITIVE_NAME = re.compile(r"(_api_key$|secret|password|(^|_)token($|_)|(^|_)key$)", re.I)
 _KEY_LIKE_VALUE = re.compile(r"^(sk|pk|rk)-[A-Za-z0-9_\-]{6,}")
+_PASSWORD_IN_VALUE = re.compile(r"(password\s*=\s*)\S+", re.I)  # a connection string's
 
 
 def public_settings(settings: dict[str, Any]) -> dict[str, Any]:
@@ -35,6 +36,8 @@ def public_settings(settings: dict[str, Any]) -> dict[str, Any]:
             continue
         elif isinstance(value, str) and _KEY_LIKE_VALUE.match(value):
             continue
+        elif isinstance(value, str) and _PASSWORD_IN_VALUE.search(value):
+            out[name] = _PASSWORD_IN_VALUE.sub(r"\1***", value)
         else:
             out[name] = value
     return out

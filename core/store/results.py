@@ -8,26 +8,32 @@ What it does not do: hold a connection between calls. DuckDB lets only one proce
 for writing, so every call opens a fresh connection and closes it (`connection.writable`), which
 lets `researchflow query` read the file from another terminal between writes. Inside one process,
 writes are serialised by a lock per file (topic flows save from several threads at once).
+The same code runs on a DuckLake (many writing processes), through `backend`: every write is a
+function of the connection, so a commit that conflicts with another writer can run it again.
 The SQL of the ledger lives in `ledger`, the schema in `schema`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import duckdb
 
 from core.models import ResearchResult, Topic
 from core.store import ledger, limits, runs
-from core.store.connection import StoreError, dicts, lock_wait, one_dict, writable
+from core.store.backend import open_backend
+from core.store.connection import StoreError, dicts, lock_wait, one_dict
 from core.store.redaction import public_settings
-from core.store.schema import TABLES, ensure_schema, read_version
+from core.store.schema import TABLES, read_version
 from core.usage import CallRecord, UsageTotals
+
+
+_T = TypeVar("_T")
 
 
 def _now() -> datetime:
@@ -35,25 +41,30 @@ def _now() -> datetime:
 
 
 class ResultStore:
-    """A DuckDB file of research results. Safe to share between threads of one process."""
+    """Research results in a DuckDB file, or in a DuckLake when `path` is a `ducklake:` target
+    (core.store.backend). Safe to share between threads of one process."""
 
-    def __init__(self, path: Path, *, lock_timeout: float | None = None) -> None:
-        self.path = Path(path).expanduser().resolve()
+    def __init__(self, path: Path | str, *, lock_timeout: float | None = None) -> None:
         self.lock_timeout = lock_wait() if lock_timeout is None else lock_timeout
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connection(transaction=True) as con:
-            ensure_schema(con, self.path)
+        self.backend = open_backend(path, lock_timeout=self.lock_timeout)
+        self.path = self.backend.path  # None for a DuckLake
+        self.backend.ensure_schema()
 
     @contextmanager
-    def _connection(self, *, transaction: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        with writable(self.path, lock_timeout=self.lock_timeout, transaction=transaction) as con:
+    def _connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection for reads."""
+        with self.backend.read() as con:
             yield con
+
+    def _write(self, body: Callable[[duckdb.DuckDBPyConnection], _T]) -> _T:
+        """body(connection) in one transaction; on a DuckLake it may run more than once."""
+        return self.backend.write(body)
 
     def schema_version(self) -> int:
         with self._connection() as con:
             version = read_version(con)
         if version is None:
-            raise StoreError(f"{self.path} has no schema version")
+            raise StoreError(f"{self.backend.name} has no schema version")
         return version
 
     # -- runs -----------------------------------------------------------------------------
@@ -63,14 +74,14 @@ class ResultStore:
         """Record a run as running. Calling it again for the same run_id (a retry) is harmless.
         Runs of this host whose process was killed are marked crashed on the way."""
         settings_json = json.dumps(public_settings(settings_public), default=str, sort_keys=True)
-        with self._connection() as con:
-            runs.start(con, run_id, batch_id, engine, search_backend, settings_json)
+        self._write(lambda con: runs.start(con, run_id, batch_id, engine, search_backend,
+                                           settings_json))
 
     def finish_run(self, run_id: str, status: str) -> None:
-        with self._connection() as con:
-            found = runs.finish(con, run_id, status)
+        found = self._write(lambda con: runs.finish(con, run_id, status))
         if not found:
-            raise StoreError(f"finish_run: no run {run_id!r} in {self.path} (start_run first)")
+            raise StoreError(f"finish_run: no run {run_id!r} in {self.backend.name} "
+                             "(start_run first)")
 
     # -- topics ---------------------------------------------------------------------------
 
@@ -84,7 +95,8 @@ class ResultStore:
         topic, report = result.topic, result.report
         topic_id, batch_id, now = topic.topic_id, topic.batch_id, _now()
         sources = {s.source_id: s for s in result.sources}  # one upsert per id in a statement
-        with self._connection(transaction=True) as con:
+
+        def write(con: duckdb.DuckDBPyConnection) -> None:
             self._delete_topic_rows(con, topic_id, report.report_id)
             con.execute("INSERT INTO topics VALUES (?, ?, ?, 'succeeded', NULL, ?, ?, ?)",
                         [topic_id, batch_id, topic.text, run_id, report.report_id, now])
@@ -115,6 +127,8 @@ class ResultStore:
                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
                             report.report_id, batch_id, topic_id, report.topic, report.title,
                             report.markdown, engine, list(report.flags), now, report.language])
+
+        self._write(write)
         return report.report_id
 
     @staticmethod
@@ -161,13 +175,13 @@ class ResultStore:
                         status: Literal["failed", "skipped"], error: str, run_id: str) -> None:
         if topic.batch_id != batch_id:
             raise ValueError(f"topic belongs to batch {topic.batch_id!r}, not {batch_id!r}")
-        with self._connection(transaction=True) as con:
-            con.execute(
-                "INSERT INTO topics VALUES (?, ?, ?, ?, ?, ?, NULL, ?) "
-                "ON CONFLICT (topic_id) DO UPDATE SET status = excluded.status, "
-                "error = excluded.error, run_id = excluded.run_id, "
-                "updated_at = excluded.updated_at",
-                [topic.topic_id, batch_id, topic.text, status, error, run_id, _now()])
+        now = _now()
+        self._write(lambda con: con.execute(
+            "INSERT INTO topics VALUES (?, ?, ?, ?, ?, ?, NULL, ?) "
+            "ON CONFLICT (topic_id) DO UPDATE SET status = excluded.status, "
+            "error = excluded.error, run_id = excluded.run_id, "
+            "updated_at = excluded.updated_at",
+            [topic.topic_id, batch_id, topic.text, status, error, run_id, now]))
 
     # -- usage ledger ---------------------------------------------------------------------
 
@@ -176,8 +190,7 @@ class ResultStore:
         kept as it was, so writing the same records twice changes nothing."""
         if not records:
             return
-        with self._connection(transaction=True) as con:
-            ledger.insert_calls(con, records)
+        self._write(lambda con: ledger.insert_calls(con, records))
 
     def usage(self, *, run_id: str | None = None, batch_id: str | None = None,
               topic_id: str | None = None, report_id: str | None = None) -> UsageTotals:
@@ -260,9 +273,9 @@ class ResultStore:
     def remember_limits(self, model: str, *, context_window: int | None = None,
                         max_output: int | None = None, request_budget: int | None = None) -> None:
         """Keep what an error said about `model` (its normalised name) for later runs."""
-        with self._connection() as con:
-            limits.remember(con, model, context_window=context_window, max_output=max_output,
-                            request_budget=request_budget)
+        self._write(lambda con: limits.remember(
+            con, model, context_window=context_window, max_output=max_output,
+            request_budget=request_budget))
 
     def learned_limits(self) -> dict[str, dict[str, int]]:
         """model -> {"context_window"|"max_output"|"request_budget": tokens}."""

@@ -25,6 +25,9 @@ Version history:
      with fetched_at so a reader can tell a fresh entry from a stale one (core.store.pages)
   6  `runs.host` and `runs.pid`: the process running it, so a run whose process was killed is
      found and marked 'crashed' instead of staying 'running' forever
+  7  views for the common questions, no table changes: `latest_reports`, `report_sources`,
+     `citation_quotes`, `failures`, `cost_by_batch` (a file at the current version is never
+     written, so an older file gets new views only through a version step)
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import duckdb
 
 from core.store.connection import StoreError
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Order matters for counts() and nothing else; meta is bookkeeping, not data.
 TABLES = ("runs", "topics", "subquestions", "sources", "topic_sources", "findings",
@@ -128,6 +131,59 @@ SELECT l.batch_id, count(DISTINCT l.topic_id) AS topics, {USAGE_COLUMNS},
        min(l.created_at) AS first_call_at, max(l.created_at) AS last_call_at
 FROM llm_calls l
 GROUP BY l.batch_id;
+
+-- The newest report per topic text: a rerun in the same batch replaces its report, a later
+-- batch researching the same topic adds one, and only the newest is listed here.
+CREATE OR REPLACE VIEW latest_reports AS
+SELECT report_id, batch_id, topic, title, language, created_at, engine
+FROM reports
+QUALIFY row_number() OVER (PARTITION BY lower(trim(topic))
+                           ORDER BY created_at DESC, report_id) = 1;
+
+-- Every source a report's topic read, with the first reference number citing it (NULL: read
+-- but not cited), plus any cited URL that was never stored as a source.
+CREATE OR REPLACE VIEW report_sources AS
+WITH read AS (
+    SELECT r.report_id, s.url, s.title
+    FROM reports r JOIN topic_sources ts ON ts.topic_id = r.topic_id
+    JOIN sources s ON s.source_id = ts.source_id),
+cited AS (
+    SELECT report_id, url, min(number) AS number, min(title) AS title
+    FROM citations GROUP BY report_id, url)
+SELECT coalesce(read.report_id, cited.report_id) AS report_id, cited.number,
+       coalesce(read.url, cited.url) AS url, coalesce(read.title, cited.title) AS title
+FROM read FULL JOIN cited ON cited.report_id = read.report_id AND cited.url = read.url;
+
+CREATE OR REPLACE VIEW citation_quotes AS
+SELECT c.report_id, r.batch_id, r.topic, r.title AS report_title, c.number, c.url, c.title,
+       c.quote
+FROM citations c JOIN reports r ON r.report_id = c.report_id;
+
+-- A topic's latest attempt when it did not succeed; report_id is an earlier success's report,
+-- which a failure never deletes.
+CREATE OR REPLACE VIEW failures AS
+SELECT batch_id, topic_id, topic, status, error, run_id, updated_at, report_id
+FROM topics WHERE status IN ('failed', 'skipped');
+
+-- Every batch with topics or ledger rows: its outcome counts next to what it spent.
+CREATE OR REPLACE VIEW cost_by_batch AS
+WITH batches AS (SELECT batch_id FROM topics UNION SELECT batch_id FROM llm_calls),
+outcomes AS (
+    SELECT batch_id, count(*) AS topics,
+           count(*) FILTER (WHERE status = 'failed') AS failed,
+           count(*) FILTER (WHERE status = 'skipped') AS skipped
+    FROM topics GROUP BY batch_id),
+written AS (SELECT batch_id, count(*) AS reports FROM reports GROUP BY batch_id)
+SELECT b.batch_id, coalesce(o.topics, 0) AS topics, coalesce(w.reports, 0) AS reports,
+       coalesce(o.failed, 0) AS failed, coalesce(o.skipped, 0) AS skipped,
+       coalesce(u.calls, 0) AS calls, coalesce(u.failed_calls, 0) AS failed_calls,
+       coalesce(u.input_tokens, 0) AS input_tokens,
+       coalesce(u.output_tokens, 0) AS output_tokens,
+       coalesce(u.cost_usd, 0) AS cost_usd,
+       coalesce(u.cost_usd, 0) / nullif(w.reports, 0) AS cost_per_report,
+       coalesce(u.unpriced_calls, 0) AS unpriced_calls
+FROM batches b LEFT JOIN outcomes o USING (batch_id) LEFT JOIN written w USING (batch_id)
+LEFT JOIN usage_by_batch u USING (batch_id);
 """
 
 
@@ -190,9 +246,13 @@ def _v5_to_v6(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE runs ADD COLUMN pid INTEGER")
 
 
+def _v6_to_v7(con: duckdb.DuckDBPyConnection) -> None:
+    """Views only, which `ensure_schema` recreates after the last step: nothing to do."""
+
+
 # MIGRATIONS[n] takes a file from version n to n + 1.
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
-    1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6}
+    1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7}
 
 
 def read_version(con: duckdb.DuckDBPyConnection) -> int | None:

@@ -406,13 +406,13 @@ def test_a_paused_store_is_left_alone_for_a_while(path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     store = PageStore(path, retry_after=60)
     opened: list[Path] = []
-    import core.store.pages as pages
+    import core.store.backend as backend  # where a file store opens its connections
 
     def broken(p: Path, **kw: object) -> object:
         opened.append(p)
         raise duckdb.IOException("Could not set lock on file")
 
-    monkeypatch.setattr(pages, "writable", broken)
+    monkeypatch.setattr(backend, "writable", broken)
     store.put_page("k", PageRecord(status="ok", text="x"))
     assert store.get_page("k", 24) is None and store.get_search("k", 24) is None
     assert len(opened) == 1  # the first failure paused it; the next calls did not wait

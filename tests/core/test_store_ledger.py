@@ -136,7 +136,7 @@ def test_v1_file_migrates_keeping_every_row(tmp_path: Path) -> None:
     before = {t: dump(path, t) for t in _V1_TABLES}
 
     store = ResultStore(path)
-    assert store.schema_version() == SCHEMA_VERSION == 6
+    assert store.schema_version() == SCHEMA_VERSION == 7
     assert {t: dump(path, t) for t in _V1_TABLES} == before
     # v4: every old sub-question was the plan's (wave 1); old reports name no language.
     assert added_values(path, "subquestions") == {(1, None, None)}
@@ -170,7 +170,9 @@ def test_migrated_file_has_the_schema_of_a_fresh_one(tmp_path: Path) -> None:
     ResultStore(tmp_path / "new.duckdb")
     migrated, fresh = schema_shape(tmp_path / "old.duckdb"), schema_shape(tmp_path / "new.duckdb")
     assert migrated == fresh
-    assert {v[0] for v in fresh["views"]} == {"usage_by_topic", "usage_by_batch"}
+    assert {v[0] for v in fresh["views"]} == {
+        "usage_by_topic", "usage_by_batch", "latest_reports", "report_sources",
+        "citation_quotes", "failures", "cost_by_batch"}
 
 
 def test_failed_migration_leaves_the_v1_file_untouched(tmp_path: Path,

@@ -1,0 +1,83 @@
+"""Where a store lives: one DuckDB file (the default) or a DuckLake (core.store.lake).
+
+A store target is a file's path, or `ducklake:<catalog>` for a lake. `open_backend` tells them
+apart; the stores (`ResultStore`, `PageStore`) then talk to either through the same three
+methods, and write the same SQL (a lake rewrites what it lacks, see core.store.dialect):
+
+    ensure_schema()   create or upgrade the schema
+    read()            a connection for reads, for a `with` block
+    write(body)       body(connection) in one transaction; its result is returned. A lake runs
+                      it again after a commit conflict, so a body must only touch the database
+
+What it does not do: write SQL of its own (the stores do), or keep a file open between calls.
+
+A target may arrive through `Path(...).resolve()` in a caller that took every target for a
+file: `/cwd/ducklake:postgres:dbname=rf host=db` is still read as the lake it names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import duckdb
+
+from core.store import lake
+from core.store.connection import writable
+from core.store.schema import ensure_schema
+
+_T = TypeVar("_T")
+_LAKE = re.compile(r"(?:^|/)(" + re.escape(lake.PREFIX) + r".*)$", re.S)
+
+
+class Backend(Protocol):
+    name: str  # what messages call it (a lake's password never shows)
+    path: Path | None  # the file, None for a lake
+
+    def ensure_schema(self) -> None: ...
+
+    def read(self) -> AbstractContextManager[Any]: ...
+
+    def write(self, body: Callable[[Any], _T]) -> _T: ...
+
+
+def lake_target(target: str | Path) -> str | None:
+    """The `ducklake:` target named by target, or None when it names a file."""
+    match = _LAKE.search(str(target))
+    return match.group(1) if match else None
+
+
+def open_backend(target: str | Path, *, lock_timeout: float) -> Backend:
+    """The backend for a target; a lake's is shared by the process (one DuckDB instance)."""
+    spec = lake_target(target)
+    if spec is not None:
+        return lake.backend_for(spec)
+    return FileBackend(Path(target), lock_timeout=lock_timeout)
+
+
+class FileBackend:
+    """A DuckDB file: one writing process at a time, a short-lived connection per call."""
+
+    def __init__(self, path: Path, *, lock_timeout: float) -> None:
+        self.path = Path(path).expanduser().resolve()
+        self.name = str(self.path)
+        self.lock_timeout = lock_timeout
+
+    def ensure_schema(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with writable(self.path, lock_timeout=self.lock_timeout, transaction=True) as con:
+            ensure_schema(con, self.path)
+
+    @contextmanager
+    def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        # Read-write on purpose: DuckDB refuses a read-only connection to a file this process
+        # holds read-write, and the per-file lock already keeps this process's calls in turn.
+        with writable(self.path, lock_timeout=self.lock_timeout) as con:
+            yield con
+
+    def write(self, body: Callable[[duckdb.DuckDBPyConnection], _T]) -> _T:
+        with writable(self.path, lock_timeout=self.lock_timeout, transaction=True) as con:
+            return body(con)

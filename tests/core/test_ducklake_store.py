@@ -1,0 +1,287 @@
+"""The store on DuckLake: a real PostgreSQL catalog (started here), data files in a temp folder.
+
+Two worker processes write results, ledger rows, learned limits and cached pages into the same
+lake at once, sharing keys on purpose (one source, one model, one page): every row must be there
+exactly once, and the readers must answer as they do on a file. Skipped only when no PostgreSQL
+server binaries exist (.ci/run installs them).
+"""
+
+from __future__ import annotations
+
+import glob
+import multiprocessing
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from core.models import Source, Topic
+from core.settings import Settings, run_config
+from core.store import PageRecord, PageStore, ReadOnlyQueryError, ResultStore, query_readonly
+from core.store import lake
+from core.store.backend import lake_target
+from core.usage import CallRecord
+from tests.core.test_store import SHARED, make_result
+
+ROUNDS = 6  # per worker: a result, five ledger rows, a limit and a page each
+
+
+def _pg_bin() -> Path | None:
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).resolve().parent
+    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True)
+    return Path(versions[0]).parent if versions else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Postgres:
+    """A throwaway server: unix socket only, trust auth, in a temp folder; root runs it as the
+    `postgres` user (initdb refuses root)."""
+
+    def __init__(self, bin_dir: Path) -> None:
+        self.bin = bin_dir
+        self.dir = Path(tempfile.mkdtemp(prefix="rf-pg-"))
+        self.port = _free_port()
+        self.user = "postgres" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
+        if os.geteuid() == 0:
+            os.chmod(self.dir, 0o755)
+            shutil.chown(self.dir, "postgres")
+
+    def run(self, *args: str) -> None:
+        cmd = [str(self.bin / args[0]), *args[1:]]
+        if os.geteuid() == 0:
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+
+    def start(self) -> None:
+        self.run("initdb", "-D", str(self.dir / "data"), "-A", "trust", "-U", self.user,
+                 "--no-sync")
+        self.run("pg_ctl", "-D", str(self.dir / "data"), "-l", str(self.dir / "log"), "-w",
+                 "-o", f"-p {self.port} -k {self.dir} -c listen_addresses='' -c fsync=off",
+                 "start")
+
+    def stop(self) -> None:
+        self.run("pg_ctl", "-D", str(self.dir / "data"), "-m", "fast", "-w", "stop")
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def new_lake(self, data_root: Path) -> tuple[str, str]:
+        """A fresh database: (the lake target, a data path for it)."""
+        name = f"lake_{uuid.uuid4().hex[:8]}"
+        self.run("createdb", "-h", str(self.dir), "-p", str(self.port), "-U", self.user, name)
+        data = data_root / name
+        data.mkdir(parents=True)
+        return (f"ducklake:postgres:dbname={name} host={self.dir} port={self.port} "
+                f"user={self.user}", f"{data}/")
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[Postgres]:
+    bin_dir = _pg_bin()
+    if bin_dir is None:
+        pytest.skip("no PostgreSQL server binaries (initdb); .ci/run installs postgresql")
+    server = Postgres(bin_dir)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture()
+def lake_store(postgres: Postgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+               ) -> tuple[str, str]:
+    target, data = postgres.new_lake(tmp_path)
+    monkeypatch.setenv("RESEARCHFLOW_LAKE_DATA_PATH", data)  # inherited by spawned workers
+    return target, data
+
+
+def _write_share(target: str, worker: int, start: Any, out: Any) -> None:
+    """One worker process: ROUNDS of every kind of write, keys shared with the other worker."""
+    start.wait(timeout=60)
+    began = time.perf_counter()
+    store = ResultStore(target)
+    run_id = f"run-{worker}"
+    store.start_run(run_id, "lake", "offline", "corpus", {"worker": worker})
+    pages = PageStore(target)
+    for i in range(ROUNDS):
+        own = Source(url=f"https://example.org/w{worker}/{i}", title="own", text="own text")
+        store.save_result(make_result(f"Worker {worker} topic {i}?", batch="lake",
+                                      extra_source=own), run_id=run_id, engine="offline")
+        topic_id = Topic(text=f"Worker {worker} topic {i}?", batch_id="lake").topic_id
+        store.record_calls([CallRecord(
+            call_id=uuid.uuid4().hex, run_id=run_id, batch_id="lake", topic_id=topic_id,
+            subquestion_index=0, role="condense", provider="openai", model="gpt-x",
+            input_tokens=10, output_tokens=2, cost_usd=0.001) for _ in range(5)])
+        store.remember_limits("gpt-x", request_budget=1000 - 10 * i - worker)
+        pages.put_page("https://example.org/shared", PageRecord(status="ok", text=f"{worker}"))
+    store.finish_run(run_id, "succeeded")
+    backend = lake.backend_for(target)
+    out.put({"worker": worker, "pid": os.getpid(), "seconds": time.perf_counter() - began,
+             "commits": backend.commits, "conflicts": backend.conflicts})
+
+
+def test_two_processes_write_one_lake_at_once(lake_store: tuple[str, str]) -> None:
+    target, _ = lake_store
+    ctx = multiprocessing.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    workers = [ctx.Process(target=_write_share, args=(target, w, start, out)) for w in (0, 1)]
+    for p in workers:
+        p.start()
+    time.sleep(2.0)  # both have imported everything; the lake does not exist yet
+    began = time.perf_counter()
+    start.set()
+    reports = _collect(out, workers)
+    elapsed = time.perf_counter() - began
+    retried = sum(r["conflicts"] for r in reports)
+    print(f"\ntwo writers, {ROUNDS} rounds each: {sum(r['commits'] for r in reports)} commits, "
+          f"{retried} conflicts retried, {elapsed:.1f}s "
+          + ", ".join(f"w{r['worker']} {r['seconds']:.1f}s/{r['conflicts']}" for r in reports))
+    assert len({r["pid"] for r in reports} | {os.getpid()}) == 3
+
+    store = ResultStore(target)
+    counts = store.counts()
+    assert counts["runs"] == 2 and counts["topics"] == counts["reports"] == 2 * ROUNDS
+    assert counts["sources"] == 1 + 2 * ROUNDS  # the shared one once, each worker's own
+    assert counts["topic_sources"] == 2 * 2 * ROUNDS
+    assert counts["llm_calls"] == 2 * ROUNDS * 5
+    assert counts["model_limits"] == 1 and counts["pages"] == 1
+    assert store.learned_limits()["gpt-x"]["request_budget"] == 1000 - 10 * (ROUNDS - 1) - 1
+    _assert_keys_unique(target)
+
+    listed = store.list_reports("lake")
+    assert len(listed) == 2 * ROUNDS and all(r["n_citations"] == 1 for r in listed)
+    report = store.get_report(listed[0]["report_id"])
+    assert report["citations"][0]["url"] == SHARED.url
+    assert report["usage"].calls == 5 and report["usage"].cost_usd == pytest.approx(0.005)
+    assert store.usage(batch_id="lake").calls == 2 * ROUNDS * 5
+    assert store.usage(run_id="run-1").cost_usd == pytest.approx(ROUNDS * 5 * 0.001)
+    _, rows = query_readonly(target, "SELECT status, count(*) FROM runs GROUP BY status")
+    assert rows == [("succeeded", 2)]
+
+
+def _collect(out: Any, workers: list[Any], timeout: float = 240) -> list[dict[str, Any]]:
+    """Each worker's report; fails as soon as a worker dies without one."""
+    import queue
+
+    reports: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while len(reports) < len(workers):
+        try:
+            reports.append(out.get(timeout=0.5))
+        except queue.Empty:
+            dead = [p.exitcode for p in workers if p.exitcode not in (None, 0)]
+            assert not dead, f"a worker died (exit codes {dead}); its traceback is above"
+            assert time.monotonic() < deadline, "the workers did not finish in time"
+    for p in workers:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    return reports
+
+
+def _assert_keys_unique(target: str) -> None:
+    """Every primary key of the file schema holds in the lake, which has no constraints."""
+    store = ResultStore(target)
+    with store.backend.read() as con:
+        for table, key in lake.lake_schema().keys.items():
+            total, distinct = con.execute(
+                f"SELECT count(*), count(DISTINCT ({', '.join(key)})) FROM {table}").fetchone()
+            assert total == distinct, f"{table}: {total} rows, {distinct} keys"
+
+
+def test_the_store_reads_and_writes_a_lake_like_a_file(lake_store: tuple[str, str]) -> None:
+    target, _ = lake_store
+    store = ResultStore(target)
+    assert store.path is None and store.schema_version() == ResultStore(target).schema_version()
+    first = store.save_result(make_result(), run_id="r", engine="offline")
+    assert store.save_result(make_result(), run_id="r", engine="offline") == first
+    before = store.counts()
+    store.save_result(make_result(), run_id="r", engine="offline")
+    assert store.counts() == before  # a rerun replaces its rows
+    topic = Topic(text="Failing?", batch_id="b1")
+    store.record_failure("b1", topic, "boom", "r")
+    store.record_skipped("b1", topic, "over budget", "r")
+    status = store.topic_status(topic.topic_id)
+    assert (status["status"], status["error"]) == ("skipped", "over budget")
+    assert store.unverified_citations(first) == []
+    with pytest.raises(ReadOnlyQueryError):
+        query_readonly(target, "DELETE FROM reports")
+    _, views = query_readonly(target, "SELECT count(*) FROM usage_by_batch")
+    assert views == [(0,)]
+    pages = PageStore(target)
+    pages.put_page("u", PageRecord(status="refused", reason="404"))
+    assert pages.get_page("u", 24).reason == "404"
+    _assert_keys_unique(target)
+
+
+def test_columns_match_the_file_schema(lake_store: tuple[str, str], tmp_path: Path) -> None:
+    target, _ = lake_store
+    file_store, lake_store_ = ResultStore(tmp_path / "rf.duckdb"), ResultStore(target)
+
+    def shape(store: ResultStore, database: str) -> dict[str, list[tuple[str, str]]]:
+        with store.backend.read() as con:
+            rows = con.execute("SELECT table_name, column_name, data_type FROM duckdb_columns() "
+                               "WHERE database_name = ? AND table_name <> ? ORDER BY table_name, "
+                               "column_index", [database, lake.GUARD]).fetchall()
+        out: dict[str, list[tuple[str, str]]] = {}
+        for table, column, type_ in rows:
+            out.setdefault(table, []).append((column, type_))
+        return out
+
+    assert shape(lake_store_, lake.ALIAS) == shape(file_store, "rf")
+
+
+def test_an_older_lake_gains_what_it_lacks_and_a_newer_one_is_refused(
+        lake_store: tuple[str, str]) -> None:
+    from core.store import SCHEMA_VERSION, StoreError
+
+    target, _ = lake_store
+    store = ResultStore(target)
+    store.start_run("r-old", "b", "offline", "corpus", {})
+    backend = lake.backend_for(target)
+
+    def make_older(con: Any) -> None:  # as a lake of the previous version would be
+        con.execute("ALTER TABLE runs DROP COLUMN pid")
+        con.execute("DROP VIEW usage_by_batch")
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                    [str(SCHEMA_VERSION - 1)])
+
+    backend.write(make_older)
+    backend._ready = False  # as a process started after the upgrade would find it
+    backend.ensure_schema()
+    assert store.schema_version() == SCHEMA_VERSION
+    _, rows = query_readonly(target, "SELECT run_id, pid FROM runs")
+    assert rows == [("r-old", None)]  # the row kept, the column back
+    assert query_readonly(target, "SELECT count(*) FROM usage_by_batch")[1] == [(0,)]
+
+    backend.write(lambda con: con.execute(
+        "UPDATE meta SET value = '999' WHERE key = 'schema_version'"))
+    backend._ready = False
+    with pytest.raises(StoreError, match="newer"):
+        backend.ensure_schema()
+
+
+def test_settings_choose_the_lake(lake_store: tuple[str, str],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    target, _ = lake_store
+    monkeypatch.setenv("RESEARCHFLOW_STORE", target)
+    config = run_config(Settings.load())
+    assert config.db_path == target
+    # Callers that took every target for a file resolve it into a path: still the lake.
+    resolved = Path(config.db_path).expanduser().resolve()
+    assert lake_target(resolved) == target
+    assert ResultStore(resolved).backend is ResultStore(target).backend
+    monkeypatch.setenv("RESEARCHFLOW_STORE", target + " password=hunter2")
+    with pytest.raises(Exception, match="PGPASSWORD"):
+        ResultStore(Settings.load().store_target())
