@@ -23,10 +23,18 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def db_path(db: Optional[Path]) -> Path:
-    """The store file: --db, else RESEARCHFLOW_DB_PATH, else ./researchflow.duckdb."""
+    """The store: --db, else RESEARCHFLOW_STORE (a DuckLake), else RESEARCHFLOW_DB_PATH, else
+    ./researchflow.duckdb."""
     from core.settings import Settings
 
-    return db or Settings.load().db_path
+    return Path(Settings.load(db_path=db).store_target())
+
+
+def store_exists(path: Path) -> bool:
+    """A lake is there to ask; a file must exist (reading never creates one)."""
+    from core.store.backend import lake_target
+
+    return lake_target(path) is not None or path.exists()
 
 
 def prefect_env() -> None:

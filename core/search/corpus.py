@@ -21,8 +21,8 @@ lock plus an flock on a sidecar lock file; searching uses a read-only connection
 processes may search the same index) with a cursor per call (so threads may search at once).
 If the index is held by another process and cannot be updated, the existing index is used as is.
 
-The fts extension is loaded from the file the pinned `duckdb-extension-fts` package ships: plain
-`INSTALL fts` downloads, which fails offline. `LOAD '<path>'` also avoids writing to ~/.duckdb.
+The fts extension is loaded offline by core.fts, from the file the pinned `duckdb-extension-fts`
+package ships (plain `INSTALL fts` downloads, which fails offline).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from urllib.parse import unquote, urlsplit
 
 import duckdb
 
+from core.fts import fts_extension_path, load_fts
 from core.models import SearchResult, Source
 from core.search import text as textlib
 
@@ -302,23 +303,10 @@ class CorpusSearch:
         return rel, int(match.group(1)) if match else 0
 
 
-def fts_extension_path() -> Path:
-    """The fts extension file shipped by the pinned duckdb-extension-fts package."""
-    import duckdb_extension_fts  # a data-only package; imported lazily like everything else
-
-    version = duckdb.__version__
-    path = Path(duckdb_extension_fts.__file__).parent / "extensions" / f"v{version}" / (
-        "fts.duckdb_extension")
-    if not path.is_file():
-        raise RuntimeError(f"duckdb-extension-fts has no extension for duckdb {version} at "
-                           f"{path}; pin duckdb-extension-fts to the duckdb version")
-    return path
-
-
 def open_db(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
     db = duckdb.connect(str(path), read_only=read_only)
     try:
-        db.execute(f"LOAD '{fts_extension_path().as_posix()}'")
+        load_fts(db)
     except BaseException:
         db.close()
         raise

@@ -1,0 +1,113 @@
+"""`researchflow search`, `export` and `query` through the CLI: what they print, their one-line
+errors and exit codes, and a store they never change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from core.models import Source
+from core.store import ResultStore
+from flows.cli import app
+from flows.console import out
+from tests.core.test_store_views import cite, topic_result
+
+runner = CliRunner()
+PAGE = Source(url="https://example.org/locks", title="File locks",
+              text="DuckDB takes an exclusive lock when a process opens the file for writing.")
+
+
+def run(*args: str):
+    result = runner.invoke(app, list(args))
+    assert "Traceback" not in result.output, result.output
+    return result
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(out, "width", 200)  # whole ids and URLs in one line, to assert on
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    store = ResultStore(tmp_path / "rf.duckdb")
+    store.save_result(topic_result(
+        "DuckDB concurrency", title="Concurrency [/] in DuckDB",
+        body="One writer at a time <script>alert(1)</script> [1].", sources=(PAGE,),
+        citations=(cite(1, PAGE, "an exclusive lock"),)), run_id="r1", engine="offline")
+    return store.path
+
+
+def report_id(db: Path) -> str:
+    return ResultStore(db).list_reports()[0]["report_id"]
+
+
+def test_search_prints_a_table_of_hits(db: Path) -> None:
+    result = run("search", "exclusive lock", "--db", str(db))
+    assert result.exit_code == 0, result.output
+    assert report_id(db) in result.output and "example.org/locks" in result.output
+    assert "report" in result.output and "source" in result.output
+
+    sources = run("search", "opens", "--kind", "sources", "--limit", "1", "--db", str(db))
+    assert sources.exit_code == 0 and "example.org/locks" in sources.output
+    assert report_id(db) not in sources.output
+
+
+def test_search_errors_are_one_line(db: Path, tmp_path: Path) -> None:
+    nothing = run("search", "xylophone", "--db", str(db))
+    assert nothing.exit_code == 1 and "nothing in" in nothing.output
+    assert "'xylophone'" in nothing.output
+    no_words = run("search", "?!", "--db", str(db))
+    assert no_words.exit_code == 2 and "no words" in no_words.output
+    missing = run("search", "lock", "--db", str(tmp_path / "none.duckdb"))
+    assert missing.exit_code == 2 and "no store" in missing.output
+    assert not (tmp_path / "none.duckdb").exists()
+
+
+def test_export_markdown_to_stdout_and_html_to_a_file(db: Path, tmp_path: Path) -> None:
+    rid = report_id(db)
+    md = run("export", rid, "--db", str(db))
+    assert md.exit_code == 0
+    assert md.output == ResultStore(db).get_report(rid)["markdown"]
+
+    target = tmp_path / "out" / "report.html"
+    target.parent.mkdir()
+    html = run("export", rid, "--format", "html", "-o", str(target), "--db", str(db))
+    assert html.exit_code == 0 and "wrote" in html.output
+    page = target.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page
+    assert '<a href="#ref-1" class="cite">[1]</a>' in page and 'id="ref-1"' in page
+
+
+def test_export_unknown_report_says_how_to_list_them(db: Path, tmp_path: Path) -> None:
+    result = run("export", "r_nope", "--db", str(db))
+    assert result.exit_code == 2
+    assert "no report 'r_nope'" in result.output and "researchflow query" in result.output
+    bad_format = run("export", report_id(db), "--format", "pdf", "--db", str(db))
+    assert bad_format.exit_code == 2
+    missing = run("export", "r_x", "--db", str(tmp_path / "none.duckdb"))
+    assert missing.exit_code == 2 and "no store" in missing.output
+
+
+def test_query_reads_views_and_refuses_writes(db: Path) -> None:
+    before = db.read_bytes()
+    ok = run("query", "SELECT topic, title FROM latest_reports", "--db", str(db))
+    assert ok.exit_code == 0 and "1 row(s)" in ok.output
+    assert "Concurrency [/] in DuckDB" in ok.output  # stored text is printed, not read as markup
+    for write in ("DELETE FROM reports", "INSERT INTO topics SELECT * FROM topics",
+                  "CREATE TABLE x (a INT)"):
+        refused = run("query", write, "--db", str(db))
+        assert refused.exit_code == 2 and "read-only" in refused.output, refused.output
+    assert db.read_bytes() == before
+    assert run("query", "SELECT count(*) FROM reports", "--db", str(db)).exit_code == 0
+
+
+def test_the_commands_do_not_hold_the_store(db: Path) -> None:
+    assert run("search", "lock", "--db", str(db)).exit_code == 0
+    assert run("export", report_id(db), "--db", str(db)).exit_code == 0
+    store = ResultStore(db)  # a writer opens it straight after
+    store.save_result(topic_result("Another topic", body="Zebras."), run_id="r2",
+                      engine="offline")
+    assert "Another topic" in run("search", "zebras", "--db", str(db)).output
