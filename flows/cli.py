@@ -13,9 +13,10 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from flows.cli_reports import query, show
-from flows.console import DbOpt, db_path, fail, out, prefect_env
+from flows.cli_reports import export, query, search, show
+from flows.console import DbOpt, db_path, fail, out, prefect_env, store_exists
 from flows.local_api import ensure_api
+from flows.serve import serve
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Deep-research batches on Prefect, stored in DuckDB.")
@@ -190,7 +191,7 @@ def _run_usage(db: Path, state) -> str:
     from core.store import ResultStore, StoreError
 
     run_id = state.state_details.flow_run_id
-    if run_id is None or not db.exists():
+    if run_id is None or not store_exists(db):
         return "usage: unknown (no run id or no store)"
     try:
         return ResultStore(db).usage(run_id=str(run_id)).line()
@@ -199,6 +200,9 @@ def _run_usage(db: Path, state) -> str:
 
 
 app.command()(show)
+app.command()(search)
+app.command()(export)
+app.command()(serve)
 app.command()(query)
 
 
