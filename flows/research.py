@@ -18,7 +18,6 @@ from prefect import flow, get_run_logger, unmapped
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
-from prefect.task_runners import ThreadPoolTaskRunner
 
 from core.failures import StepFailure, TopicFailed
 from core.ledger import current_scope, scoped
@@ -29,6 +28,7 @@ from core.settings import RunConfig, Settings, run_config
 from core.store import ResultStore, StoreError
 from core.waves import MAX_FOLLOWUPS, affordable_followups, gaps
 from flows.progress import emit
+from flows.runners import SettingsTaskRunner
 from tasks.research import plan_topic, research, review_findings
 from tasks.store import store_result
 from tasks.write import compress, write_report
@@ -177,7 +177,7 @@ def _record_failure(config: RunConfig, topic: Topic, failure: TopicFailed, run_i
 
 
 @flow(name="research-topic", flow_run_name="topic: {topic:.60}",
-      task_runner=ThreadPoolTaskRunner(max_workers=4))
+      task_runner=SettingsTaskRunner())
 def research_topic(topic: str, batch_id: str = "adhoc", max_subquestions: int = 4,
                    max_rounds: int = 3, max_pages: int = 6, max_waves: int = 2,
                    language: str | None = None, report_words: int = 1_200,
@@ -238,8 +238,8 @@ def _finish(store: ResultStore, run_id: str, status: str) -> None:
 
 
 def topic_flow(workers: int | None = None):
-    """research_topic with its sub-question pool sized from settings
-    (RESEARCHFLOW_MAX_SUBQUESTION_WORKERS) unless `workers` is given."""
-    size = workers or Settings.load().max_subquestion_workers
-    return research_topic.with_options(task_runner=ThreadPoolTaskRunner(max_workers=size))
+    """research_topic with its sub-question task runner chosen from settings when the run
+    starts (flows.runners): threads, RESEARCHFLOW_MAX_SUBQUESTION_WORKERS of them unless
+    `workers` is given, or a Dask cluster (RESEARCHFLOW_TASK_RUNNER=dask)."""
+    return research_topic.with_options(task_runner=SettingsTaskRunner(workers))
 
