@@ -1,0 +1,418 @@
+"""Benchmark: what Prefect costs a batch, against the least time the batch's calls allow.
+
+A batch (default 10 topics x 4 sub-questions, the flows' defaults: 3 rounds, 6 pages per
+sub-question, 2 waves) runs in web mode — the real openai SDK and the real serpapi client and
+page fetcher — against loopback servers that answer after FIXED latencies (bench/overhead_rig.py:
+300 ms per LLM call, 150 ms per search, 100 ms per page or robots.txt request; flags change
+them). Each configuration runs in a fresh process with its own DuckDB file, Prefect home and
+result storage, and topics of its own (their text carries a tag), so every cache starts cold:
+Prefect's task results, our page and search caches. The loopback servers run in this process,
+so their work does not compete with the measured one for its interpreter lock. It prints, side
+by side:
+
+- the BOUND: the least wall time any scheduler could reach with these latencies and this
+  concurrency, from the calls the run actually made (the servers record each request with its
+  topic and sub-question; the ledger's `llm_calls` has role, topic and sub-question per call);
+- measured wall time and measured / bound for (a) Prefect's ephemeral server (its start-up
+  apart), (b) a running `prefect server start` on a free loopback port with its own
+  PREFECT_HOME, started here, (c) the same core calls in plain Python threads, no Prefect
+  (bench/overhead_rig.run_plain: the floor for our code without orchestration);
+- per-task-run overhead: (wall with Prefect - wall in plain threads) / task runs (counted from
+  the Prefect API), and where the time goes on the critical path (gaps between the calls of one
+  researcher, topic lead-in, ...), from the servers' timestamps.
+
+The bound (all CPU time counted as zero; L, S, P the LLM, search and page latencies):
+
+    chain(sq)  = L x llm calls(sq) + S x searches(sq) + P x page requests(sq)
+                 a researcher's rounds are strictly sequential (search -> choose -> read page
+                 by page -> next queries ...), and its compression follows it;
+    wave(w)    = max(longest chain of the wave, sum of its chains / W)
+                 W = RESEARCHFLOW_MAX_SUBQUESTION_WORKERS researchers at once per topic;
+    topic      = L x topic-level calls (plan, reviews, report) + sum of its waves
+                 plan -> wave 1 -> review -> wave 2 -> report are sequential;
+    batch      = max(longest topic, sum of topics / C, 2nd + 3rd... see `_batch_bound`)
+                 C = topics at once (max_concurrency, RESEARCHFLOW_MAX_TOPIC_CONCURRENCY); a
+                 topic holds its slot from its plan to its report;
+    hosts      = max over sites of P x requests to it / RESEARCHFLOW_MAX_FETCHES_PER_HOST;
+    BOUND      = max(batch, hosts).
+
+Every term is a lower bound, so their maximum is one; it ignores robots.txt in the chains
+(one request per site) and the DuckDB writes (CPU), so it is a little low, never high.
+
+    python bench/overhead.py                      # 10 topics, all three configurations
+    python bench/overhead.py --topics 4 --llm-ms 100 --only server plain
+    python bench/overhead.py --root /tmp/ovh      # flows/tasks/core from another checkout
+    python bench/overhead.py --py-spy /tmp/pyspy/bin/py-spy   # GIL samples of each process
+
+It also prints each Prefect configuration's API traffic (requests by route, time waited, time
+lost to the client's retry back-off on 503 "database is locked") and events, and CPU seconds of
+the batch's process and of the server. The machine's load average is printed: other work on it
+moves every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: make core/ and tests.fakes importable
+    sys.path.insert(0, str(ROOT))
+
+TARGET = 1.3
+MODES = {"ephemeral": "e", "server": "s", "plain": "p"}  # configuration -> its topics' letter
+MODEL = "openai:gpt-4o-mini"
+
+
+def _rig():
+    """bench/overhead_rig.py by file, so a child whose flows come from --root still finds it."""
+    spec = importlib.util.spec_from_file_location("overhead_rig", Path(__file__).with_name(
+        "overhead_rig.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["overhead_rig"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# -- one configuration, in a child process -------------------------------------------------------
+
+def child(spec: dict) -> None:
+    root = spec["root"]
+    sys.path[:0] = [root] if root != str(ROOT) else []
+    os.environ.update(spec["env"])
+    rig = _rig()
+    from bench.workspace import workspace
+
+    workspace(f"rf-bench-overhead-{spec['mode']}-")  # before Prefect is imported
+    out: dict = {"mode": spec["mode"]}
+    args = dict(csv_path=spec["csv"], batch_id=spec["batch"], model=MODEL, search="serpapi",
+                db_path=spec["db"])
+    if spec["mode"] == "plain":
+        out["t0"], out["cpu0"] = time.monotonic(), rig.cpu()
+        rig.run_plain(**args, topic_workers=spec["topic_workers"],
+                      subquestion_workers=spec["sq_workers"])
+        out["t1"], out["cpu1"] = time.monotonic(), rig.cpu()
+        out["state"] = "COMPLETED"
+    else:
+        from prefect import flow
+
+        from flows.batch import research_batch
+
+        api = rig.instrument()
+
+        @flow(name="bench-warm-up")
+        def warm_up() -> None:
+            return None
+
+        started = time.monotonic()
+        warm_up()  # the ephemeral server starts here; a running one is only connected to
+        out["startup"] = time.monotonic() - started
+        api.on = True
+        out["t0"], out["cpu0"] = time.monotonic(), rig.cpu()
+        state = research_batch(**args, max_concurrency=spec["topic_workers"], return_state=True)
+        out["t1"], out["cpu1"] = time.monotonic(), rig.cpu()
+        api.on = False
+        out["state"] = state.type.value
+        out["api"] = api.snapshot()
+        out["task_runs"] = _task_runs()
+    print("@@RESULT " + json.dumps(out), flush=True)
+
+
+def _task_runs() -> list[dict]:
+    """Every task run the API knows (name, start, end, run time, its flow run)."""
+    from prefect.client.orchestration import get_client
+
+    runs, offset = [], 0
+    with get_client(sync_client=True) as client:
+        while True:
+            page = client.read_task_runs(limit=200, offset=offset)
+            runs += [{"name": r.name.split(":")[0].split(" ")[0] if r.name else "",
+                      "key": r.task_key, "flow_run": str(r.flow_run_id),
+                      "start": r.start_time.timestamp() if r.start_time else None,
+                      "end": r.end_time.timestamp() if r.end_time else None,
+                      "created": r.created.timestamp() if r.created else None,
+                      "run_time": r.total_run_time.total_seconds()} for r in page]
+            offset += len(page)
+            if len(page) < 200:
+                return runs
+
+
+def launch(mode: str, spec: dict, log: Path) -> dict:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
+    if spec.get("py_spy"):  # sample the child: collapsed stacks, one line per distinct stack
+        cmd = [spec["py_spy"], "record", "--rate", "100", "--format", "raw", "--gil",
+               "--output", str(log.with_suffix(".stacks")), "--"] + cmd
+    with log.open("w") as err:
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True, cwd=spec["root"])
+    for line in done.stdout.splitlines():
+        if line.startswith("@@RESULT "):
+            return json.loads(line.removeprefix("@@RESULT "))
+    raise RuntimeError(f"{mode}: no result (exit {done.returncode}); see {log}")
+
+
+# -- the bound ---------------------------------------------------------------------------------
+
+def calls_of(db: Path, requests: list) -> dict:
+    """What the run did, per topic and sub-question, from the ledger and the servers."""
+    import duckdb
+
+    from overhead_rig import TAG, sq_hash
+
+    con = duckdb.connect(str(db), read_only=True)
+    tags = {tid: TAG.search(text).group(0) for tid, text in
+            con.execute("SELECT topic_id, topic FROM topics").fetchall()}
+    sqs = {(tid, idx): (sq_hash(q), wave) for tid, idx, q, wave in
+           con.execute("SELECT topic_id, idx, question, wave FROM subquestions").fetchall()}
+    rows = con.execute("SELECT topic_id, subquestion_index, provider FROM llm_calls "
+                       "WHERE outcome = 'ok'").fetchall()
+    con.close()
+    pages = Counter((r.tag, r.sq) for r in requests if r.kind == "page")
+    topics: dict = {tid: {"tag": t, "llm": 0, "sqs": {}} for tid, t in tags.items()}
+    for (tid, idx), (h, wave) in sqs.items():
+        topics[tid]["sqs"][idx] = {"wave": wave, "llm": 0, "search": 0,
+                                   "page": pages[(tags[tid], h)]}
+    for tid, idx, provider in rows:
+        if idx is None:
+            topics[tid]["llm"] += provider != "serpapi"
+        else:
+            topics[tid]["sqs"][idx]["search" if provider == "serpapi" else "llm"] += 1
+    hosts = Counter(r.host for r in requests if r.kind in ("page", "robots"))
+    return {"topics": topics, "hosts": hosts, "ledger_rows": len(rows)}
+
+
+def _batch_bound(lengths: list[float], slots: int) -> float:
+    """Least makespan of jobs on `slots` machines, lower bound: the longest job; the total over
+    the slots; and with more jobs than slots, two of the slots+1 longest share a machine."""
+    ordered = sorted(lengths, reverse=True)
+    pair = ordered[slots - 1] + ordered[slots] if len(ordered) > slots else 0.0
+    return max(ordered[0], sum(ordered) / slots, pair)
+
+
+def bound(calls: dict, lat, topic_workers: int, sq_workers: int, per_host: int) -> dict:
+    lengths = []
+    for topic in calls["topics"].values():
+        waves = defaultdict(list)
+        for sq in topic["sqs"].values():
+            waves[sq["wave"]].append(lat.llm * sq["llm"] + lat.search * sq["search"]
+                                     + lat.page * sq["page"])
+        span = lat.llm * topic["llm"] + sum(max(max(c), sum(c) / sq_workers)
+                                            for c in waves.values())
+        lengths.append(span)
+        topic["span"] = span
+    dag = _batch_bound(lengths, topic_workers)
+    hosts = max(lat.page * n / per_host for n in calls["hosts"].values())
+    return {"batch": dag, "hosts": hosts, "bound": max(dag, hosts),
+            "topic_mean": statistics.mean(lengths)}
+
+
+# -- where the time goes, from the servers' clocks ----------------------------------------------
+
+def timeline(requests: list, result: dict) -> dict:
+    """Gaps between the calls of one researcher (time no request of it was in flight), the
+    lead-in before the first call and the tail after the last, and the topic spans."""
+    chains, topics = defaultdict(list), defaultdict(list)
+    for r in requests:
+        if r.tag:
+            topics[r.tag].append(r)
+            if r.sq:
+                chains[(r.tag, r.sq)].append(r)
+    gaps = []
+    for chain in chains.values():
+        chain.sort(key=lambda r: r.start)
+        gaps += [max(0.0, b.start - a.end) for a, b in zip(chain, chain[1:])]
+    spans = [max(r.end for r in rs) - min(r.start for r in rs) for rs in topics.values()]
+    phase = defaultdict(list)  # topic-level transitions: plan -> wave, wave -> review, ...
+    for rs in topics.values():
+        rs.sort(key=lambda r: r.start)
+        for a, b in zip(rs, rs[1:]):
+            if (a.role in ("plan", "review", "report") or b.role in ("plan", "review", "report")
+                    or b.role == "compress" or a.role == "compress") and b.start > a.end:
+                key = f"{a.role or a.kind} -> {b.role or b.kind}"
+                phase[key].append(b.start - max(x.end for x in rs if x.start <= a.start))
+    windows = sorted((min(r.start for r in rs) - result["t0"], max(r.end for r in rs) - result["t0"])
+                     for rs in topics.values())
+    first = min(r.start for r in requests)
+    last = max(r.end for r in requests)
+    return {"step_gap": statistics.mean(gaps) if gaps else 0.0, "steps": len(gaps),
+            "chain_gap_total": sum(gaps), "lead_in": first - result["t0"],
+            "tail": result["t1"] - last, "topic_span": statistics.mean(spans),
+            "windows": windows, "spans": spans,
+            "phases": {k: (len(v), statistics.mean(v)) for k, v in phase.items() if len(v) > 1}}
+
+
+# -- running it all ----------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--topics", type=int, default=10)
+    parser.add_argument("--llm-ms", type=float, default=300)
+    parser.add_argument("--search-ms", type=float, default=150)
+    parser.add_argument("--page-ms", type=float, default=100)
+    parser.add_argument("--hosts", type=int, default=8, help="sites serving the pages")
+    parser.add_argument("--topic-concurrency", type=int, help="default: settings (2)")
+    parser.add_argument("--subquestion-workers", type=int, help="default: settings (4)")
+    parser.add_argument("--per-host", type=int, help="fetches at once per site; default: 2")
+    parser.add_argument("--only", nargs="+", choices=list(MODES), default=list(MODES))
+    parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    parser.add_argument("--py-spy", help="path of py-spy: sample each configuration's process")
+    parser.add_argument("--root", default=str(ROOT), help="checkout whose flows/tasks/core run")
+    args = parser.parse_args(argv)
+    if args.child:
+        child(json.loads(args.child))
+        return 0
+    return run(args)
+
+
+def run(args) -> int:
+    import tempfile
+
+    rig = _rig()
+    from core.settings import Settings
+
+    defaults = Settings.load()
+    topic_workers = args.topic_concurrency or defaults.max_topic_concurrency
+    sq_workers = args.subquestion_workers or defaults.max_subquestion_workers
+    per_host = args.per_host or defaults.max_fetches_per_host
+    lat = rig.Latency(args.llm_ms / 1000, args.search_ms / 1000, args.page_ms / 1000)
+    work = Path(tempfile.mkdtemp(prefix="rf-bench-overhead-"))
+    print(f"batch: {args.topics} topics, C={topic_workers} topics at once, W={sq_workers} "
+          f"sub-questions at once, {per_host} fetches at once per site over {args.hosts} sites; "
+          f"latencies LLM {args.llm_ms:.0f} ms, search {args.search_ms:.0f} ms, page "
+          f"{args.page_ms:.0f} ms; code from {args.root}; work in {work}", flush=True)
+    rows = {}
+    with rig.serving(lat, args.hosts) as (env, recorder):
+        env = {**env, "RESEARCHFLOW_MAX_SUBQUESTION_WORKERS": str(sq_workers),
+               "RESEARCHFLOW_MAX_FETCHES_PER_HOST": str(per_host), "BENCH_VERBOSE": "1"}
+        for mode in args.only:
+            letter = MODES[mode]
+            csv = work / f"{mode}.csv"
+            csv.write_text("topic\n" + "".join(f"{rig.topic_text(letter, i)}\n"
+                                               for i in range(args.topics)), encoding="utf-8")
+            spec = {"mode": mode, "root": args.root, "csv": str(csv), "batch": f"ovh-{mode}",
+                    "db": str(work / f"{mode}.duckdb"), "topic_workers": topic_workers,
+                    "sq_workers": sq_workers, "py_spy": args.py_spy,
+                    "env": {**env, "TMPDIR": str(work)}}
+            mark = len(recorder.requests)
+            server_start = None
+            if mode == "server":
+                from tests.fakes.rerun_scenario import PrefectServer
+
+                started = time.monotonic()
+                server = PrefectServer(work / "prefect-server")
+                spec["env"]["PREFECT_API_URL"] = server.__enter__()
+                server_start = time.monotonic() - started
+            try:
+                before = rig.tree_cpu(server.process.pid) if mode == "server" else 0.0
+                result = launch(mode, spec, work / f"{mode}.log")
+                if mode == "server":
+                    result["server_cpu"] = rig.tree_cpu(server.process.pid) - before
+            finally:
+                if mode == "server":
+                    server.__exit__(None, None, None)
+            requests = recorder.since(mark)
+            calls = rig_calls = calls_of(Path(spec["db"]), requests)
+            result.update(bound=bound(calls, lat, topic_workers, sq_workers, per_host),
+                          timeline=timeline(requests, result), calls=rig_calls,
+                          requests=Counter(r.kind for r in requests), server_start=server_start,
+                          slots=topic_workers, log=[list(vars(r).values()) for r in requests])
+            rows[mode] = result
+            print(f"  {mode}: {result['state']} in {result['t1'] - result['t0']:.1f} s "
+                  f"(bound {result['bound']['bound']:.1f} s)", file=sys.stderr, flush=True)
+    report(rows, lat, args.topics)
+    print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}")
+    if args.keep or args.py_spy:
+        (work / "results.json").write_text(json.dumps(rows, default=str))  # a closer look
+        print(f"kept {work} (logs, DuckDB files, results.json, stacks)")
+    else:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def report(rows: dict, lat, n_topics: int) -> None:
+    any_row = next(iter(rows.values()))
+    counts = any_row["requests"]
+    b = any_row["bound"]
+    print(f"\ncalls per configuration: {counts['llm']} LLM, {counts['search']} searches, "
+          f"{counts['page']} pages, {counts['robots']} robots.txt "
+          f"(ledger rows {any_row['calls']['ledger_rows']} = LLM + searches: "
+          f"{'yes' if any_row['calls']['ledger_rows'] == counts['llm'] + counts['search'] else 'NO'})")
+    print(f"bound: {b['bound']:.1f} s = max(topic DAG on the slots {b['batch']:.1f} s, "
+          f"busiest site {b['hosts']:.1f} s); a topic alone needs {b['topic_mean']:.2f} s")
+    plain = rows.get("plain")
+    print("\n| configuration | start-up s | wall s | bound s | wall / bound | task runs | "
+          "flow runs | overhead per task run vs plain (ms) | CPU s: batch process (+ server) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for mode, r in rows.items():
+        wall = r["t1"] - r["t0"]
+        runs = r.get("task_runs") or []
+        task_runs = [t for t in runs if t["name"]]
+        flows = len({t["flow_run"] for t in task_runs})
+        start = r.get("startup")
+        start_s = ("-" if start is None else f"{start:.1f}") + (
+            f" (+ server {r['server_start']:.1f})" if r.get("server_start") else "")
+        per_task = (f"{(wall - (plain['t1'] - plain['t0'])) / len(task_runs) * 1000:.0f}"
+                    if plain and task_runs else "-")
+        print(f"| {mode} | {start_s} | {wall:.1f} | {r['bound']['bound']:.1f} | "
+              f"{wall / r['bound']['bound']:.2f}x | {len(task_runs) or '-'} | "
+              f"{flows or '-'} | {per_task} | {r['cpu1'] - r['cpu0']:.1f}"
+              + (f" (+ {r['server_cpu']:.1f})" if r.get("server_cpu") is not None else "") + " |")
+    print("\n| configuration | lead-in s | tail s | topic span s (bound "
+          f"{b['topic_mean']:.2f}) | gap between a researcher's calls ms (steps) |")
+    print("|---|---|---|---|---|")
+    for mode, r in rows.items():
+        t = r["timeline"]
+        print(f"| {mode} | {t['lead_in']:.2f} | {t['tail']:.2f} | {t['topic_span']:.2f} | "
+              f"{t['step_gap'] * 1000:.0f} ({t['steps']}) |")
+    for mode, r in rows.items():
+        t, wall = r["timeline"], r["t1"] - r["t0"]
+        slots = r["slots"]
+        outside = (slots * wall - sum(t["spans"])) / len(t["spans"])
+        print(f"topics, {mode}: outside its calls {outside:.2f} s per topic (C x wall - sum of "
+              "spans, per topic); [first call, last call] s after start: " + " ".join(
+                  f"[{a:.1f},{b:.1f}]" for a, b in t["windows"]))
+    for mode, r in rows.items():
+        phases = ", ".join(f"{k} {v[1] * 1000:.0f} ms" for k, v in sorted(r["timeline"]["phases"].items()))
+        print(f"gaps at topic steps, {mode}: {phases}")
+    for mode, r in rows.items():
+        runs = [t for t in r.get("task_runs") or [] if t["name"] and t["start"] and t["end"]]
+        if runs:
+            by = defaultdict(list)
+            for t in runs:  # a subflow's stand-in task run is named after its flow and id
+                by["subflow" if t["name"].startswith("research-topic-") else t["name"]].append(t)
+            print(f"task runs, {mode} (count, mean wall from start to end ms): " + ", ".join(
+                f"{n} {len(v)} {statistics.mean(t['end'] - t['start'] for t in v) * 1000:.0f}"
+                for n, v in sorted(by.items(), key=lambda kv: -len(kv[1]))))
+    for mode, r in rows.items():
+        api = r.get("api")
+        if not api:
+            continue
+        routes = sorted(api["routes"].items(), key=lambda kv: -kv[1][1])
+        total = sum(v[0] for k, v in routes if "(retried)" not in k)
+        print(f"API, {mode}: {total} requests, {sum(v[1] for _, v in routes):.1f} s waited, "
+              f"{sum(v[3] for _, v in routes):.1f} s of it in requests that were retried; "
+              f"events {sum(api['events'].values())}")
+        for name, (n, spent, statuses, slept) in routes[:12]:
+            print(f"    {name}: {n} x, {spent:.2f} s ({spent / n * 1000:.0f} ms each), "
+                  f"status {statuses}" + (f", {slept:.1f} s in retried requests" if slept else ""))
+        print("    events: " + ", ".join(f"{k} {v}" for k, v in sorted(
+            api["events"].items(), key=lambda kv: -kv[1])[:8]))
+    server = rows.get("server")
+    if server:
+        ratio = (server["t1"] - server["t0"]) / server["bound"]["bound"]
+        print(f"\ntarget: wall / bound <= {TARGET}x against a running server: "
+              f"{'met' if ratio <= TARGET else 'NOT met'} ({ratio:.2f}x)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
