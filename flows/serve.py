@@ -55,7 +55,11 @@ def serve(csv: Optional[Path] = CsvOpt, cron: str = CronOpt, timezone: str = Zon
     """Serve the nightly batch and ad-hoc topics as Prefect deployments until Ctrl-C."""
     csv_path = _checked_csv(csv or DEFAULT_CSV)
     _check_zone(timezone)
-    store = db_path(db).expanduser().resolve()
+    from core.store.backend import lake_target
+
+    target = db_path(db)
+    # A lake is named, not a path: resolving would glue it to the current directory.
+    store = Path(lake_target(target) or target.expanduser().resolve())
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     try:
         deployments = served_deployments(csv_path, cron, timezone, store)
