@@ -30,7 +30,6 @@ turn at the file; across machines use a DuckLake store (core.store.lake).
 from __future__ import annotations
 
 import atexit
-import copyreg
 import functools
 import math
 import os
@@ -81,44 +80,11 @@ class InScope:
     role: CallRole
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        _picklable_errors()
         with scoped(**asdict(self.scope)), acting_as(self.role):
             try:
                 return self.fn(*args, **kwargs)
             finally:
                 flush_ledgers()  # a record kept back by a busy store goes now, not never
-
-
-@functools.cache
-def _picklable_errors() -> None:
-    """A task's failure travels back from the worker pickled, and pickle rebuilds an exception
-    as cls(*args): a signal with keyword-only fields (BudgetExceeded) or an error of two
-    arguments (PageRefused) would arrive as a TypeError, and a topic over its budget would read
-    as failed instead of skipped. Rebuild these from their attributes instead. (A __reduce__ on
-    the classes themselves would be the better home; this keeps the fix where processes meet.)
-    """
-    from core.overflow.signals import Signal
-    from core.search.fetch_types import PageRefused
-    from core.search.guard import UnsafeURL
-
-    def every(cls: type) -> list[type]:
-        return [cls] + [sub for child in cls.__subclasses__() for sub in every(child)]
-
-    for root in (Signal, PageRefused, UnsafeURL):
-        for cls in every(root):
-            copyreg.pickle(cls, _reduce_error)
-
-
-def _reduce_error(exc: BaseException) -> tuple[Any, ...]:
-    return _rebuild_error, (type(exc), exc.args, dict(vars(exc)))
-
-
-def _rebuild_error(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]
-                   ) -> BaseException:
-    exc = cls.__new__(cls)
-    exc.args = args
-    exc.__dict__.update(state)
-    return exc
 
 
 def dask_runner(address: str | None, *, threads: int) -> TaskRunner:

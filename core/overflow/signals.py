@@ -34,6 +34,7 @@ import re
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
+from core.errors import PicklableError
 from core.overflow.error_bodies import (AUTH_TEXT, BILLING_TEXT, BodyFacts, OVERLOAD_TEXT,
                                         OverflowNumbers, RATE_TEXT, STRING_TOO_LONG, ZERO_QUOTA,
                                         clip, looks_like_overflow, mask_secrets, output_cap,
@@ -52,7 +53,7 @@ __all__ = ["Signal", "ContextOverflow", "RateLimited", "Transient", "Fatal", "Bu
            "mask_secrets"]
 
 
-class Signal(Exception):
+class Signal(PicklableError):
     """Base of the typed signals. `hint` says what the user can do about it."""
 
     def __init__(self, message: str, *, provider: str | None = None, model: str | None = None,

@@ -19,12 +19,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.errors import PicklableError
 from core.search.addresses import AllowList
 
 USER_AGENT = "researchflow/0.1 (+https://github.com/researchflow/researchflow; research bot)"
 
 
-class PageRefused(Exception):
+class PageRefused(PicklableError):
     """This URL does not yield a Source. `reason` is short and safe to log."""
 
     def __init__(self, url: str, reason: str) -> None:

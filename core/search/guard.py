@@ -32,6 +32,7 @@ from typing import Callable, Iterable
 import httpcore
 import httpx
 
+from core.errors import PicklableError
 from core.search.addresses import AllowList, forbidden_reason, literal_ip
 
 Resolver = Callable[[str, int], list[str]]
@@ -39,7 +40,7 @@ Resolver = Callable[[str, int], list[str]]
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-class UnsafeURL(Exception):
+class UnsafeURL(PicklableError):
     """`url` may not be fetched. `reason` is short and safe to log."""
 
     def __init__(self, url: str, reason: str) -> None:
