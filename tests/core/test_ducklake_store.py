@@ -13,7 +13,6 @@ import multiprocessing
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -29,6 +28,7 @@ from core.store import PageRecord, PageStore, ReadOnlyQueryError, ResultStore, q
 from core.store import lake
 from core.store.backend import lake_target
 from core.usage import CallRecord
+from tests.fakes.prefect_server import free_port
 from tests.core.test_store import SHARED, make_result
 
 ROUNDS = 6  # per worker: a result, five ledger rows, a limit and a page each
@@ -42,12 +42,6 @@ def _pg_bin() -> Path | None:
     return Path(versions[0]).parent if versions else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Postgres:
     """A throwaway server: unix socket only, trust auth, in a temp folder; root runs it as the
     `postgres` user (initdb refuses root)."""
@@ -55,7 +49,7 @@ class Postgres:
     def __init__(self, bin_dir: Path) -> None:
         self.bin = bin_dir
         self.dir = Path(tempfile.mkdtemp(prefix="rf-pg-"))
-        self.port = _free_port()
+        self.port = free_port()
         self.user = "postgres" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
         if os.geteuid() == 0:
             os.chmod(self.dir, 0o755)

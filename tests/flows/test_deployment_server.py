@@ -24,7 +24,8 @@ import pytest
 from core.store import query_readonly
 from tasks.caching import core_fingerprint
 from tests.fakes.http import ScriptedServer
-from tests.fakes.rerun_scenario import PrefectServer, RerunScenario
+from tests.fakes.prefect_server import PrefectServer
+from tests.fakes.rerun_scenario import RerunScenario
 from tests.fakes.research_provider import SDK_ENV
 
 pytestmark = pytest.mark.slow
