@@ -8,88 +8,18 @@ reports say plainly that they are extractive, not model-written prose.
 
 from __future__ import annotations
 
-import re
 from typing import Sequence
 
 from core.engine.base import ReportDraft, SectionDraft
-from core.engine.text import Scorer, Sentence, overlap, sentences, terms
-from core.language import resolve_language
-from core.models import (Claim, Evidence, Finding, FollowUp, Intent, ResearchPlan, SearchResult,
+from core.engine.planning import plan_topic
+from core.engine.text import Scorer, Sentence, overlap, query_words, sentences, terms
+from core.models import (Claim, Evidence, Finding, FollowUp, ResearchPlan, SearchResult,
                          Source, SubQuestion, Topic, Transcript)
 from core.report import escape_markdown, evidence_catalog
 
 NOTICE = ("Extractive offline report: assembled by researchflow's offline engine from verbatim "
           "sentences of the sources below. It is not model-written prose; set an LLM key for a "
           "written report.")
-
-_COMPARE = re.compile(r"\b(compare|comparing|comparison|versus|vs\.?|differences? between|"
-                      r"difference of|differ)\b", re.I)
-_RECOMMEND = re.compile(r"\b(should i|which (?:one|is best|to use)|recommend\w*|best way|"
-                        r"choose|choosing|when to use)\b", re.I)
-_CONTEXT_SPLIT = re.compile(r"\b(?:for|in|when|on|to)\b", re.I)
-_LEAD = re.compile(r"^(?:how (?:does|do|is|are|can|should)|what (?:is|are|does)|why (?:does|do|is|are)|"
-                   r"which (?:\w+ )?(?:should i (?:use|choose|pick)|to use|is best)(?: for)?|"
-                   r"should i (?:use|choose|pick)|explain|"
-                   r"describe|tell me about)(?:\s*:\s*|\s+)", re.I)
-_TRAIL = re.compile(r"\s+(?:work|works|mean|means|do)\s*$", re.I)
-
-# Dimensions of difference for comparisons (seed 002 §5.4): each sub-question compares every
-# target along one axis, rather than one paragraph per option.
-_DIMENSIONS = (
-    ("How do {targets} differ in purpose and design{context}?", ("purpose design", "model")),
-    ("How do {targets} differ in performance and scalability{context}?",
-     ("performance", "blocking overhead")),
-    ("How do {targets} differ in safety, correctness and limitations{context}?",
-     ("limitation safe", "restriction")),
-    ("How do {targets} differ in their APIs and typical usage{context}?",
-     ("usage example", "create")),
-    ("How do {targets} differ in error handling{context}?", ("exception error", "raise")),
-    ("How do {targets} differ in compatibility and interoperability{context}?",
-     ("compatible", "support")),
-)
-_ASPECTS = {
-    "describe": (
-        ("What is {subject} and what is it for?", ("{kp}", "{kp} overview")),
-        ("How does {subject} work?", ("{kp} how it works",)),
-        ("How is {subject} used in practice?", ("{kp} usage example",)),
-        ("What are the limitations and pitfalls of {subject}?", ("{kp} limitation", "{kp} error")),
-        ("How does {subject} relate to alternatives?", ("{kp} alternative",)),
-        ("What details or options of {subject} matter most?", ("{kp} option parameter",)),
-    ),
-    "recommend": (
-        ("What options exist for {subject}?", ("{kp}", "{kp} alternative")),
-        ("What criteria matter when choosing for {subject}?", ("{kp} performance",)),
-        ("What are the trade-offs between the options for {subject}?", ("{kp} limitation",)),
-        ("When is each option the right choice for {subject}?", ("{kp} usage",)),
-        ("What pitfalls should be avoided with {subject}?", ("{kp} error",)),
-        ("What does a minimal working approach to {subject} look like?", ("{kp} example",)),
-    ),
-}
-
-
-def _intent(text: str) -> Intent:
-    if _COMPARE.search(text):
-        return "compare"
-    if _RECOMMEND.search(text):
-        return "recommend"
-    return "describe"
-
-
-def _targets(text: str) -> tuple[tuple[str, ...], str]:
-    """The options a comparison is between, and the context phrase after them ("for I/O")."""
-    body = re.sub(r"\b(?:vs\.?|versus)(?=\s)", ",", text, flags=re.I)
-    body = _LEAD.sub("", _COMPARE.sub(" ", body).strip(" ?.!:"))
-    if ":" in body:  # "serializing data: json or pickle" -> options after the colon
-        context, _, head = (x.strip() for x in body.rpartition(":"))
-        context = re.sub(r"^(?:for|to)\s+", "", context, flags=re.I)
-    else:
-        parts = _CONTEXT_SPLIT.split(body, maxsplit=1)
-        head, context = parts[0], (parts[1].strip() if len(parts) > 1 else "")
-    items = [i.strip(" ,.;") for i in re.split(r",|\band\b|\bor\b|\bvs\.?|\bversus\b", head)]
-    # "the difference between the lists and tuples": articles and spacing are not the option.
-    items = [" ".join(re.sub(r"^(?:the|a|an)\s+", "", i, flags=re.I).split()) for i in items]
-    items = [i for i in items if i and terms(i)]
-    return tuple(dict.fromkeys(items)), context
 
 
 def _page(url: str) -> str:
@@ -110,13 +40,6 @@ def _cell(text: str, limit: int = 220) -> str:
     if len(body) > limit:
         body = body[:limit].rsplit(" ", 1)[0] + " …"
     return f"{body} {keys}"
-
-
-def _query_words(text: str) -> list[str]:
-    """Content words as written, for queries: search backends stem for themselves and our light
-    stem is not theirs ("databases" -> "databas", which porter then makes "databa")."""
-    words = [w.strip("?.,!:;\"'()").lower() for w in text.split() if terms(w)]
-    return list(dict.fromkeys(words))
 
 
 # Words of the question templates that say nothing a search engine could match on.
@@ -143,11 +66,6 @@ def _coverage(plan: ResearchPlan, findings: Sequence[Finding],
         text += " Still open (no quoted evidence): " + "; ".join(open_) + "."
     return text
 
-
-def _join(items: Sequence[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 class ExtractiveEngine:
     name = "offline-extractive"
     notice = NOTICE
@@ -166,42 +84,7 @@ class ExtractiveEngine:
 
     # -- plan ---------------------------------------------------------------------------------
     def plan(self, topic: Topic, *, max_tokens: int | None = None) -> ResearchPlan:
-        text = " ".join(topic.text.split())
-        intent = _intent(text)
-        targets, context = _targets(text) if intent != "describe" else ((), "")
-        n = topic.max_subquestions
-        if len(targets) >= 2:
-            subqs = []
-            dims = list(_DIMENSIONS[: n - 1 if intent == "recommend" else n])
-            if intent == "recommend":
-                dims.append(("When should each of {targets} be chosen{context}?",
-                             ("recommended use", "suitable")))
-            ctx = f" for {context}" if context else ""
-            ctx_terms = " ".join(_query_words(context)[:2])
-            for i, (question, extra) in enumerate(dims):
-                q = question.format(targets=_join(targets), context=ctx)
-                queries = tuple(f"{t} {extra[j % len(extra)]} {ctx_terms}".strip()
-                                for j, t in enumerate(targets))[:3]
-                subqs.append(SubQuestion(index=i, question=q, queries=queries, focus=targets))
-            brief = (f"Compare {_join(targets)}" + (f" for {context}" if context else "") +
-                     " along dimensions of difference, quoting the sources for each claim.")
-        else:
-            intent = "describe" if intent == "compare" else intent
-            targets = ()  # one option is not a comparison: no targets, no comparison table
-            subject = _TRAIL.sub("", _LEAD.sub("", text.rstrip("?.! "))) or text
-            kp = " ".join(_query_words(subject)[:3]) or subject
-            # "garbage collection and reference counting" -> either phrase, all of its words.
-            focus = tuple(p for p in (x.strip() for x in re.split(r",|\band\b|\bor\b", subject))
-                          if terms(p))
-            subqs = [SubQuestion(index=i, question=q.format(subject=subject),
-                                 queries=tuple(x.format(kp=kp) for x in qs), focus=focus)
-                     for i, (q, qs) in enumerate(_ASPECTS.get(intent, _ASPECTS["describe"])[:n])]
-            brief = f"Research: {subject}. Answer each sub-question from quoted sources."
-        language = resolve_language(topic.language, text)
-        subqs = [sq.model_copy(update={"language": language}) for sq in subqs]
-        return ResearchPlan(topic=text, brief=brief, intent=intent, targets=targets,
-                            subquestions=tuple(subqs), language=language,
-                            report_words=topic.report_words)
+        return plan_topic(topic)
 
     # -- research rounds ----------------------------------------------------------------------
     def next_queries(self, transcript: Transcript, round_index: int, *,
@@ -209,7 +92,7 @@ class ExtractiveEngine:
         """Another round only for query terms no source sentence has covered yet."""
         seen = set(terms(" ".join(s.text for s in transcript.sources)))
         # Compared as stems, queried as written (search backends stem for themselves).
-        missing = [w for w in _query_words(transcript.subquestion.question)
+        missing = [w for w in query_words(transcript.subquestion.question)
                    if not set(terms(w)) <= seen]
         query = " ".join(missing[:3])
         if not missing or query in transcript.queries_run:
@@ -224,9 +107,9 @@ class ExtractiveEngine:
         multi-word subject phrase quoted (with the first aspect word), and the subject with each
         aspect word. None already run, quoted or not; the same sub-question always gives the
         same variants."""
-        words = _query_words(subquestion.question)
-        phrases = [" ".join(p.split()) for p in subquestion.focus if _query_words(p)]
-        subject_words = (list(dict.fromkeys(w for p in phrases for w in _query_words(p)))
+        words = query_words(subquestion.question)
+        phrases = [" ".join(p.split()) for p in subquestion.focus if query_words(p)]
+        subject_words = (list(dict.fromkeys(w for p in phrases for w in query_words(p)))
                          if phrases else words[:2])
         aspects = [w for w in words if w not in subject_words and w not in _GENERIC]
         if len(phrases) >= 2 and all(len(p.split()) == 1 for p in phrases):
@@ -265,7 +148,7 @@ class ExtractiveEngine:
             if covered:
                 continue
             # Subject and aspect together, in one search: the plan's queries split them.
-            words = _query_words(sq.question)
+            words = query_words(sq.question)
             query = " ".join(words[:5])
             if not query or query in asked:
                 continue

@@ -55,6 +55,13 @@ def terms(text: str) -> list[str]:
     return out
 
 
+def query_words(text: str) -> list[str]:
+    """Content words as written, for queries: search backends stem for themselves and our light
+    stem is not theirs ("databases" -> "databas", which porter then makes "databa")."""
+    words = [w.strip("?.,!:;\"'()").lower() for w in text.split() if terms(w)]
+    return list(dict.fromkeys(words))
+
+
 def stem(word: str) -> str:
     for suffix, keep in (("ies", "y"), ("sses", "ss"), ("es", ""), ("s", "")):
         if word.endswith(suffix) and len(word) - len(suffix) >= 4 and not word.endswith("ss"):
