@@ -9,7 +9,8 @@ methods, and write the same SQL (a lake rewrites what it lacks, see core.store.d
     write(body)       body(connection) in one transaction; its result is returned. A lake runs
                       it again after a commit conflict, so a body must only touch the database
 
-What it does not do: write SQL of its own (the stores do), or keep a file open between calls.
+What it does not do: write SQL of its own (the stores do), or manage connections (a file's
+are core.store.connection's: held open while the process works).
 
 A target may arrive through `Path(...).resolve()` in a caller that took every target for a
 file: `/cwd/ducklake:postgres:dbname=rf host=db` is still read as the lake it names.
@@ -59,7 +60,7 @@ def open_backend(target: str | Path, *, lock_timeout: float) -> Backend:
 
 
 class FileBackend:
-    """A DuckDB file: one writing process at a time, a short-lived connection per call."""
+    """A DuckDB file: one writing process at a time, through core.store.connection."""
 
     def __init__(self, path: Path, *, lock_timeout: float) -> None:
         self.path = Path(path).expanduser().resolve()

@@ -1,7 +1,8 @@
-"""Opening the store file: one short-lived DuckDB connection per call, the store's exceptions.
+"""Opening the store file: a connection held open while the process works, the store's exceptions.
 
-What it does: serialises the threads of one process with a lock per resolved file path, waits a
-little for another process's lock to go away, and maps DuckDB's lock and open errors into our own
+What it does: serialises the threads of one process with a lock per resolved file path, keeps a
+read-write connection open while the process works (`hold_seconds`), waits a little for another
+process's lock to go away and asks it to let go (`_Wanted`), and maps DuckDB's lock and open errors into our own
 exceptions (`raise ... from exc`), once, here. It also turns a cursor's rows into dicts.
 
 What it does not do: know any table. Schema, writes and reads live in the sibling modules.
@@ -16,15 +17,18 @@ Exceptions::
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
+
+_T = TypeVar("_T")
 
 
 class StoreError(Exception):
@@ -69,54 +73,216 @@ def _is_lock_conflict(exc: duckdb.Error) -> bool:
     return "Could not set lock" in text or "Conflicting lock" in text
 
 
+def hold_seconds() -> float:
+    """How long an idle read-write connection stays open for the next call, in seconds.
+
+    Opening a DuckDB file costs tens of milliseconds (catalog read, checkpoint on close); a
+    batch makes a cache call every few milliseconds, so it keeps the file open while it works
+    and lets go after this much idleness (RESEARCHFLOW_STORE_HOLD_SECONDS, default 0.5; 0 opens
+    a connection per call). Another process that needs the file asks for it (`_Wanted`).
+    """
+    try:
+        return max(0.0, float(os.environ.get("RESEARCHFLOW_STORE_HOLD_SECONDS", "0.5")))
+    except ValueError:
+        return 0.5
+
+
+class _Wanted:
+    """A sidecar file `<store>.wanted` holding the PID of a process waiting for the store.
+
+    A process that finds the file locked writes it while it waits; a process holding the file
+    open between calls sees it, closes its connection and leaves the file alone for a moment,
+    so `researchflow query` gets its turn during a long batch instead of timing out.
+    """
+
+    HANDOFF_SECONDS = 0.2  # how long a holder stays away once asked
+
+    def __init__(self, path: Path) -> None:
+        self.file = path.with_name(path.name + ".wanted")
+
+    def ask(self) -> None:
+        try:
+            self.file.write_text(str(os.getpid()))
+        except OSError:  # a read-only folder: we simply wait without asking
+            pass
+
+    def withdraw(self) -> None:
+        try:
+            if self.file.read_text().strip() == str(os.getpid()):
+                self.file.unlink()
+        except (OSError, ValueError):
+            pass
+
+    def by_other(self) -> bool:
+        """Whether a live process other than this one is waiting."""
+        try:
+            pid = int(self.file.read_text().strip() or 0)
+        except (OSError, ValueError):
+            return False
+        if pid in (0, os.getpid()):
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:  # a waiter that died: its request is void
+            return False
+        except PermissionError:
+            pass
+        return True
+
+
+def retry_locked(open_: Callable[[], _T], path: Path, *, lock_timeout: float,
+                 doing: str) -> _T:
+    """open_() until another process's lock goes away, at most lock_timeout seconds.
+
+    While waiting it asks the holder to let go (`_Wanted`). `doing` completes "so it cannot
+    be ..." in the error.
+    """
+    deadline = time.monotonic() + lock_timeout
+    wanted = _Wanted(path)
+    asked = False
+    try:
+        while True:
+            try:
+                return open_()
+            except duckdb.IOException as exc:
+                if not _is_lock_conflict(exc):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise StoreLockedError(
+                        f"the store {path} is held by another process, so it cannot be {doing}. "
+                        f"DuckDB says: {exc}. Wait for that process (another researchflow run "
+                        "or an open DuckDB shell) to finish, or stop it, then retry.") from exc
+                if not asked:
+                    wanted.ask()
+                    asked = True
+                time.sleep(0.05)  # short: a holder that was asked lets go for only a moment
+    finally:
+        if asked:
+            wanted.withdraw()
+
+
 def connect(path: Path, *, read_only: bool, lock_timeout: float) -> duckdb.DuckDBPyConnection:
     """Open the file, waiting up to lock_timeout for another process's lock to go away.
 
     The caller holds `lock_for(path)`; this only deals with other processes.
     """
-    deadline = time.monotonic() + lock_timeout
-    delay = 0.05
-    while True:
+    def open_() -> duckdb.DuckDBPyConnection:
         try:
             return duckdb.connect(str(path), read_only=read_only)
         except duckdb.IOException as exc:
-            if not _is_lock_conflict(exc):
-                if read_only and "does not exist" in str(exc):
-                    raise StoreError(f"no researchflow store at {path}") from exc
-                raise StoreError(f"cannot open store {path}: {exc}") from exc
-            if time.monotonic() >= deadline:
-                raise StoreLockedError(
-                    f"the store {path} is held by another process, so it cannot be opened "
-                    f"{'for reading' if read_only else 'for writing'}. DuckDB says: {exc}. "
-                    "Wait for that process (another researchflow run or an open DuckDB shell) "
-                    "to finish, or stop it, then retry.") from exc
-            time.sleep(delay)
-            delay = min(delay * 2, 0.5)
+            if _is_lock_conflict(exc):
+                raise
+            if read_only and "does not exist" in str(exc):
+                raise StoreError(f"no researchflow store at {path}") from exc
+            raise StoreError(f"cannot open store {path}: {exc}") from exc
+
+    return retry_locked(open_, path, lock_timeout=lock_timeout,
+                        doing="opened for reading" if read_only else "opened for writing")
+
+
+class _Held:
+    """This process's open read-write connection to one file, between calls."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        self.idle_since = time.monotonic()
+
+
+_HELD: dict[Path, _Held] = {}
+_reaper: threading.Thread | None = None
+
+
+def release(path: Path) -> None:
+    """Close this process's held connection to path, if any. The caller holds lock_for(path)."""
+    held = _HELD.pop(path, None)
+    if held is not None:
+        held.con.close()
+
+
+def _reap() -> None:
+    """Close connections idle for longer than hold_seconds(), for ever (a daemon thread)."""
+    while True:
+        time.sleep(0.1)
+        for path in list(_HELD):
+            lock = lock_for(path)
+            if not lock.acquire(blocking=False):
+                continue  # in use right now: not idle
+            try:
+                held = _HELD.get(path)
+                if held and time.monotonic() - held.idle_since >= hold_seconds():
+                    release(path)
+            finally:
+                lock.release()
+
+
+def release_all() -> None:
+    """Close every held connection of this process (the files are checkpointed and free)."""
+    for path in list(_HELD):
+        with lock_for(path):
+            release(path)
+
+
+atexit.register(release_all)
+
+
+def _checkout(path: Path, lock_timeout: float) -> duckdb.DuckDBPyConnection:
+    """The held connection to path, or a new one. The caller holds lock_for(path)."""
+    held = _HELD.get(path)
+    if held is not None and _Wanted(path).by_other():
+        release(path)
+        # Stay away long enough for the asker's next attempt (it tries every 50 ms).
+        time.sleep(_Wanted.HANDOFF_SECONDS)
+        held = None
+    if held is not None:
+        return held.con
+    return connect(path, read_only=False, lock_timeout=lock_timeout)
+
+
+def _checkin(path: Path, con: duckdb.DuckDBPyConnection) -> None:
+    global _reaper
+    if hold_seconds() <= 0:
+        con.close()
+        return
+    held = _HELD.get(path)
+    if held is None or held.con is not con:
+        _HELD[path] = held = _Held(con)
+    held.idle_since = time.monotonic()
+    if _reaper is None:
+        _reaper = threading.Thread(target=_reap, name="researchflow-store-reaper", daemon=True)
+        _reaper.start()
 
 
 @contextmanager
 def writable(path: Path, *, lock_timeout: float, transaction: bool = False
              ) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-write connection for the length of a `with` block, closed afterwards.
+    """A read-write connection for the length of a `with` block.
 
-    With transaction=True the block runs in one transaction: committed when the block ends,
-    rolled back when it raises.
+    The connection is this process's held one when it has one (see hold_seconds). With
+    transaction=True the block runs in one transaction: committed when the block ends, rolled
+    back when it raises. A connection that failed in a way DuckDB may have invalidated is
+    closed rather than kept.
     """
     with lock_for(path):
-        con = connect(path, read_only=False, lock_timeout=lock_timeout)
+        con = _checkout(path, lock_timeout)
+        ok = False
         try:
             if not transaction:
                 yield con
-                return
-            con.execute("BEGIN TRANSACTION")
-            try:
-                yield con
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-            con.execute("COMMIT")
+            else:
+                con.execute("BEGIN TRANSACTION")
+                try:
+                    yield con
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
+                con.execute("COMMIT")
+            ok = True
         finally:
-            con.close()
+            if ok:
+                _checkin(path, con)
+            else:
+                _HELD.pop(path, None)
+                con.close()
 
 
 def dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:

@@ -13,8 +13,8 @@ Freshness, per page status:
                   may pass, so it only spares the pages of the next hour a host that is down
 
 What it does not do: fetch, search or normalise anything, or ever fail its caller. Like
-`ResultStore` it opens a short-lived connection per call (`connection.writable`, the same
-per-file lock), but a store that is locked by another process, unwritable or otherwise broken
+`ResultStore` it goes through `connection.writable` (a connection held while the process
+works, the same per-file lock), but a store that is locked by another process, unwritable or otherwise broken
 only costs the cache: a read answers None (a miss), a write is dropped, a warning is logged once,
 and the file is left alone for `retry_after` seconds before the next attempt, so a file held by
 a DuckDB shell does not cost every page a lock wait.

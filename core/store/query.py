@@ -11,7 +11,6 @@ What it does not do: create or migrate the schema (a missing file is an error, n
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,8 +21,8 @@ import duckdb
 from core.models import Citation, Report
 from core.store import lake
 from core.store.backend import lake_target
-from core.store.connection import (ReadOnlyQueryError, StoreError, StoreLockedError,
-                                   _is_lock_conflict, connect, lock_for)
+from core.store.connection import (ReadOnlyQueryError, StoreError, _is_lock_conflict, connect,
+                                   lock_for, release, retry_locked)
 
 
 def _existing(path: Path) -> Path:
@@ -50,6 +49,7 @@ def readonly(path: Path, *, lock_timeout: float = 3.0) -> Iterator[duckdb.DuckDB
     # The in-process lock matters: DuckDB refuses a read-only connection while this process
     # holds a read-write one to the same file.
     with lock_for(path):
+        release(path)  # DuckDB refuses read-only while this process holds it read-write
         con = connect(path, read_only=True, lock_timeout=lock_timeout)
         try:
             yield con
@@ -104,23 +104,18 @@ def attached_readonly(con: duckdb.DuckDBPyConnection, path: Path, alias: str, *,
     """
     path = _existing(path)
     quoted = path.as_posix().replace("'", "''")
-    deadline = time.monotonic() + lock_timeout
-    delay = 0.05
+
+    def attach() -> None:
+        try:
+            con.execute(f"ATTACH '{quoted}' AS {alias} (READ_ONLY)")
+        except duckdb.IOException as exc:
+            if _is_lock_conflict(exc):
+                raise
+            raise StoreError(f"cannot open store {path}: {exc}") from exc
+
     with lock_for(path):
-        while True:
-            try:
-                con.execute(f"ATTACH '{quoted}' AS {alias} (READ_ONLY)")
-                break
-            except duckdb.IOException as exc:
-                if not _is_lock_conflict(exc):
-                    raise StoreError(f"cannot open store {path}: {exc}") from exc
-                if time.monotonic() >= deadline:
-                    raise StoreLockedError(
-                        f"the store {path} is held by another process, so it cannot be read. "
-                        f"DuckDB says: {exc}. Wait for that process to finish, or stop it, "
-                        "then retry.") from exc
-                time.sleep(delay)
-                delay = min(delay * 2, 0.5)
+        release(path)
+        retry_locked(attach, path, lock_timeout=lock_timeout, doing="read")
         try:
             yield alias
         finally:

@@ -27,6 +27,7 @@ from core.settings import Settings
 from core.overflow.signals import BudgetExceeded, RateLimited, Transient
 from core.store import ResultStore
 from core.overflow.tokens import TokenEstimator
+from core.store.connection import release_all
 from tests.fakes import providers as fake
 from tests.fakes.http import Reply, ScriptedServer
 from tests.fakes.clock import FakeTime
@@ -69,6 +70,7 @@ class Rig:
     time: FakeTime
 
     def rows(self) -> list[dict[str, Any]]:
+        release_all()  # a read-only opener must wait for this process's held connection
         with duckdb.connect(str(self.path), read_only=True) as con:
             cur = con.execute("SELECT * FROM llm_calls ORDER BY created_at")
             names = [d[0] for d in cur.description]

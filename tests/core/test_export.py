@@ -11,6 +11,7 @@ import pytest
 from core.export import is_web_url, render, to_html, to_markdown
 from core.models import Citation, Report, Source
 from core.store import ResultStore, StoreError
+from core.store.connection import release_all
 from core.store.query import read_report
 from tests.core.test_store_views import cite, topic_result
 
@@ -112,6 +113,7 @@ def test_a_stored_report_exports_read_only(tmp_path: Path) -> None:
     report_id = store.save_result(topic_result(
         "Export me", body="Claim [1].", language="de", sources=(page,),
         citations=(cite(1, page, "<script>x</script> quoted"),)), run_id="r1", engine="offline")
+    release_all()  # the writer's held connection checkpoints when it closes: not the export's
     before = store.path.read_bytes()
 
     report = read_report(store.path, report_id)

@@ -16,6 +16,7 @@ from core.ledger import (CallScope, Ledger, acting_as, current_role, current_sco
 from core.overflow.signals import BudgetExceeded
 from core.store import ResultStore
 from core.usage import CallRecord
+from core.store.connection import release_all
 
 
 def call(cost: float | None, *, run_id: str = "run-1", topic_id: str | None = "t1",
@@ -27,6 +28,7 @@ def call(cost: float | None, *, run_id: str = "run-1", topic_id: str | None = "t
 
 
 def rows(path) -> list[tuple]:
+    release_all()  # a read-only opener must wait for this process's held connection
     with duckdb.connect(str(path), read_only=True) as con:
         return con.execute("SELECT call_id, cost_usd FROM llm_calls ORDER BY call_id").fetchall()
 

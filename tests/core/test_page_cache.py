@@ -26,6 +26,7 @@ from core.search.web import PageRefused, PageUnavailable
 from core.store import SCHEMA_VERSION, TABLES, PageRecord, PageStore, ResultStore, query_readonly
 from core.store import schema as store_schema
 from core.store.pages import UNAVAILABLE_TTL_HOURS
+from core.store.connection import release_all
 from tests.core.test_store_ledger import _V1_TABLES, dump, make_v1_file, schema_shape
 
 
@@ -379,6 +380,7 @@ con.close()
 def test_a_locked_store_degrades_to_fetching(path: Path, caplog: pytest.LogCaptureFixture
                                              ) -> None:
     PageStore(path)  # the file exists, at v5
+    release_all()  # the other process is the holder now
     holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:

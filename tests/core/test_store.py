@@ -18,6 +18,7 @@ from core.models import (Citation, Claim, Evidence, Finding, Report, ResearchPla
 from core.settings import Settings
 from core.store import (SCHEMA_VERSION, TABLES, ReadOnlyQueryError, ResultStore, StoreError,
                         StoreLockedError, public_settings, query_readonly)
+from core.store.connection import release_all
 
 SHARED = Source(url="https://example.org/duckdb", title="DuckDB concurrency",
                 text="DuckDB allows one process to write.\nMany threads may share it.")
@@ -279,6 +280,7 @@ def test_other_process_lock_gives_clear_error(tmp_path: Path) -> None:
     assert reader.returncode == 0, reader.stderr
     assert reader.stdout.strip() == "[(1,)]"
 
+    release_all()  # the other process is the holder now
     holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
