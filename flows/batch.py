@@ -18,8 +18,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from prefect.artifacts import (create_markdown_artifact, create_progress_artifact,
-                               create_table_artifact, update_progress_artifact)
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.transactions import CommitMode, transaction
@@ -31,7 +30,7 @@ from core.runtime import flush_ledgers, ledger_for
 from core.settings import Settings, run_config
 from core.store import ResultStore, StoreError
 from core.usage import UsageTotals
-from flows.progress import emit
+from flows.progress import ProgressArtifact, emit
 from flows.research import topic_flow
 
 log = logging.getLogger("researchflow.flows")
@@ -181,7 +180,7 @@ def research_batch(csv_path: str, batch_id: str | None = None, model: str | None
                  "refresh": refresh}
     budget = BatchBudget(settings.max_batch_cost_usd, config.db_path, run_id, threading.Event())
     workers = max_concurrency or settings.max_topic_concurrency
-    progress = create_progress_artifact(0.0, description=f"Batch {batch}: {len(rows)} topics")
+    progress = ProgressArtifact(f"Batch {batch}: {len(rows)} topics")
     outcomes = [_invalid(e) for e in errors]
     with scoped(run_id=run_id, batch_id=batch, max_batch_cost_usd=settings.max_batch_cost_usd), \
             ThreadPoolTaskRunner(max_workers=workers) as runner:
@@ -189,8 +188,7 @@ def research_batch(csv_path: str, batch_id: str | None = None, model: str | None
             "row": r, "overrides": overrides, "budget": budget}) for r in rows]
         for done, future in enumerate(futures, start=1):
             outcomes.append(future.result())
-            update_progress_artifact(progress, 100.0 * done / max(len(rows), 1),
-                                     description=f"{done}/{len(rows)} topics finished")
+            progress.update(100.0 * done / max(len(rows), 1), f"{done}/{len(rows)} topics finished")
 
     return _close(batch, outcomes, store, run_id)
 

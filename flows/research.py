@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 
 from prefect import flow, get_run_logger, unmapped
-from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
+from prefect.artifacts import create_markdown_artifact
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
@@ -27,7 +27,7 @@ from core.runtime import flush_ledgers, ledger_for
 from core.settings import RunConfig, Settings, run_config
 from core.store import ResultStore, StoreError
 from core.waves import MAX_FOLLOWUPS, affordable_followups, gaps
-from flows.progress import emit
+from flows.progress import ProgressArtifact, emit
 from flows.runners import SettingsTaskRunner
 from tasks.research import plan_topic, research, review_findings
 from tasks.store import store_result
@@ -47,7 +47,7 @@ def _step(step: str, call, *args):
 def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
     """The pipeline for one topic, inside a running flow. Returns the stored report id."""
     emit("topic_started", topic.text)
-    progress = create_progress_artifact(0.0, description=f"Researching: {topic.text[:80]}")
+    progress = ProgressArtifact(f"Researching: {topic.text[:80]}")
     plan = _step("plan", plan_topic, topic, config)
     emit("topic_planned", topic.text, total=len(plan.subquestions))
     wave = Wave(topic, config, progress)
@@ -70,7 +70,7 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
                             findings=tuple(findings), report=report)
     report_id = _step("store", store_result, result, config.db_path, run_id, report.engine)
     usage = _usage(config, run_id, topic)
-    update_progress_artifact(progress, 100.0, description=f"Report {report_id} stored")
+    progress.update(100.0, f"Report {report_id} stored")
     create_markdown_artifact(f"{report.markdown}\n\n---\n{usage}",
                              key=f"report-{report_id.replace('_', '-')}",
                              description=f"Report for: {topic.text[:200]} ({usage})")
@@ -86,7 +86,7 @@ class Wave:
     partial evidence silently.
     """
 
-    def __init__(self, topic: Topic, config: RunConfig, progress) -> None:
+    def __init__(self, topic: Topic, config: RunConfig, progress: ProgressArtifact) -> None:
         self.topic, self.config, self.progress = topic, config, progress
         self.done = 0
         self.total = 0
@@ -110,8 +110,8 @@ class Wave:
                 transcripts.append(transcript)
                 compressing.append((i, compress.submit(transcript, self.config)))
             self.done += 1
-            update_progress_artifact(self.progress, 80.0 * self.done / self.total,
-                                     description=f"{self.done}/{self.total} sub-questions read")
+            self.progress.update(80.0 * self.done / self.total,
+                                 f"{self.done}/{self.total} sub-questions read")
             emit("subquestion_done", self.topic.text)
         findings: list[Finding] = []
         for i, future in compressing:

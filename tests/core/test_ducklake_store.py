@@ -8,13 +8,8 @@ server binaries exist (.ci/run installs them).
 
 from __future__ import annotations
 
-import glob
 import multiprocessing
 import os
-import pwd
-import shutil
-import subprocess
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -28,63 +23,15 @@ from core.store import PageRecord, PageStore, ReadOnlyQueryError, ResultStore, q
 from core.store import lake
 from core.store.backend import lake_target
 from core.usage import CallRecord
-from tests.fakes.prefect_server import free_port
+from tests.fakes.postgres import Postgres, pg_bin
 from tests.core.test_store import SHARED, make_result
 
 ROUNDS = 6  # per worker: a result, five ledger rows, a limit and a page each
 
 
-def _pg_bin() -> Path | None:
-    found = shutil.which("initdb")
-    if found:
-        return Path(found).resolve().parent
-    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True)
-    return Path(versions[0]).parent if versions else None
-
-
-class Postgres:
-    """A throwaway server: unix socket only, trust auth, in a temp folder; root runs it as the
-    `postgres` user (initdb refuses root)."""
-
-    def __init__(self, bin_dir: Path) -> None:
-        self.bin = bin_dir
-        self.dir = Path(tempfile.mkdtemp(prefix="rf-pg-"))
-        self.port = free_port()
-        self.user = "postgres" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
-        if os.geteuid() == 0:
-            os.chmod(self.dir, 0o755)
-            shutil.chown(self.dir, "postgres")
-
-    def run(self, *args: str) -> None:
-        cmd = [str(self.bin / args[0]), *args[1:]]
-        if os.geteuid() == 0:
-            cmd = ["runuser", "-u", "postgres", "--", *cmd]
-        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
-
-    def start(self) -> None:
-        self.run("initdb", "-D", str(self.dir / "data"), "-A", "trust", "-U", self.user,
-                 "--no-sync")
-        self.run("pg_ctl", "-D", str(self.dir / "data"), "-l", str(self.dir / "log"), "-w",
-                 "-o", f"-p {self.port} -k {self.dir} -c listen_addresses='' -c fsync=off",
-                 "start")
-
-    def stop(self) -> None:
-        self.run("pg_ctl", "-D", str(self.dir / "data"), "-m", "fast", "-w", "stop")
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def new_lake(self, data_root: Path) -> tuple[str, str]:
-        """A fresh database: (the lake target, a data path for it)."""
-        name = f"lake_{uuid.uuid4().hex[:8]}"
-        self.run("createdb", "-h", str(self.dir), "-p", str(self.port), "-U", self.user, name)
-        data = data_root / name
-        data.mkdir(parents=True)
-        return (f"ducklake:postgres:dbname={name} host={self.dir} port={self.port} "
-                f"user={self.user}", f"{data}/")
-
-
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[Postgres]:
-    bin_dir = _pg_bin()
+    bin_dir = pg_bin()
     if bin_dir is None:
         pytest.skip("no PostgreSQL server binaries (initdb); .ci/run installs postgresql")
     server = Postgres(bin_dir)

@@ -1,5 +1,6 @@
 """A real `prefect server start` for tests and benches, on a free loopback port with its own
-home, stopped however the `with` block ends."""
+home (and its own database: SQLite there, or a PostgreSQL URL), stopped however the `with` block
+ends."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ def free_port() -> int:
 class PrefectServer:
     """`prefect server start` on a free loopback port, with its own home; yields the API URL."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, *, database_url: str | None = None) -> None:
         self.home = home
+        self.database_url = database_url  # None: SQLite under home
         self.port = free_port()
         self.process: subprocess.Popen | None = None
 
@@ -31,6 +33,8 @@ class PrefectServer:
         env = {**os.environ, "PREFECT_HOME": str(self.home),
                "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
         env.pop("PREFECT_API_URL", None)
+        if self.database_url:
+            env["PREFECT_API_DATABASE_CONNECTION_URL"] = self.database_url
         self.process = subprocess.Popen(
             [str(Path(sys.executable).parent / "prefect"), "server", "start", "--host",
              "127.0.0.1", "--port", str(self.port)], env=env, stdout=subprocess.DEVNULL,

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from core.models import Source
 from core.store import ResultStore
+from core.store.connection import release_all
 from flows.cli import app
 from flows.console import out
 from tests.core.test_store_views import cite, topic_result
@@ -37,6 +38,7 @@ def db(tmp_path: Path) -> Path:
         "DuckDB concurrency", title="Concurrency [/] in DuckDB",
         body="One writer at a time <script>alert(1)</script> [1].", sources=(PAGE,),
         citations=(cite(1, PAGE, "an exclusive lock"),)), run_id="r1", engine="offline")
+    release_all()  # as when the writing run has ended: the file is checkpointed and free
     return store.path
 
 

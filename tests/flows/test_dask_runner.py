@@ -170,9 +170,10 @@ def test_a_signal_raised_in_a_worker_arrives_whole(on_dask):
 def test_workers_on_dask_write_one_ducklake(on_dask, provider, tmp_path, monkeypatch):
     """Past one machine in small: the research tasks of a billed topic run in two worker
     processes that write their ledger rows into one DuckLake (PostgreSQL catalog) at once."""
-    from tests.core.test_ducklake_store import Postgres, _assert_keys_unique, _pg_bin
+    from tests.core.test_ducklake_store import _assert_keys_unique
+    from tests.fakes.postgres import Postgres, pg_bin
 
-    bin_dir = _pg_bin()
+    bin_dir = pg_bin()
     if bin_dir is None:
         pytest.skip("no PostgreSQL server binaries (initdb); .ci/run installs postgresql")
     server = Postgres(bin_dir)

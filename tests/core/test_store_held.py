@@ -1,0 +1,102 @@
+"""The store file held open while a process works, and let go when it idles or is asked.
+
+Opening a DuckDB file costs tens of milliseconds; a batch makes a cache call every few. So one
+read-write connection is kept between calls, closed after RESEARCHFLOW_STORE_HOLD_SECONDS of
+idleness, and handed over when another process asks (`<store>.wanted`).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from core.store import PageRecord, PageStore, ResultStore, query_readonly
+from core.store.connection import hold_seconds, release_all, writable
+
+ROOT = Path(__file__).parents[2]
+
+
+def _page(store: PageStore, i: int) -> None:
+    store.put_page(f"https://example.org/{i}", PageRecord(status="ok", title=f"t{i}", text="x"))
+
+
+def test_consecutive_calls_share_one_connection_until_idle(tmp_path: Path) -> None:
+    path = (tmp_path / "rf.duckdb").resolve()
+    with writable(path, lock_timeout=1) as first:
+        first.execute("CREATE TABLE t (a INT)")
+    with writable(path, lock_timeout=1) as second:
+        second.execute("INSERT INTO t VALUES (1)")
+    assert second is first  # no second open of the file
+    time.sleep(hold_seconds() + 0.5)
+    # Idle: let go, so another process may open the file, even one that does not wait.
+    opened = subprocess.run([sys.executable, "-c", "import sys, duckdb; "
+                             "print(duckdb.connect(sys.argv[1]).execute('SELECT count(*) FROM t')"
+                             ".fetchone()[0])", str(path)],
+                            capture_output=True, text=True, timeout=60)
+    assert opened.returncode == 0, opened.stderr
+    assert opened.stdout.strip() == "1"
+
+
+def test_a_failed_block_does_not_keep_its_connection(tmp_path: Path) -> None:
+    path = (tmp_path / "rf.duckdb").resolve()
+    with writable(path, lock_timeout=1) as con:
+        con.execute("CREATE TABLE t (a INT PRIMARY KEY)")
+    with pytest.raises(Exception):
+        with writable(path, lock_timeout=1, transaction=True) as con:
+            con.execute("INSERT INTO t VALUES (1), (1)")
+    with writable(path, lock_timeout=1) as again:
+        assert again is not con
+        assert again.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+
+
+def test_another_process_gets_its_turn_during_a_busy_run(tmp_path: Path) -> None:
+    """A writer that never idles still lets `query` in: the reader asks, the writer hands over."""
+    db = tmp_path / "rf.duckdb"
+    ResultStore(db)  # the schema
+    pages = PageStore(db)
+    stop = threading.Event()
+    written = []
+
+    def busy() -> None:
+        i = 0
+        while not stop.is_set():
+            _page(pages, i)  # a cache write every few milliseconds, as a batch makes them
+            written.append(i)
+            i += 1
+            time.sleep(0.005)
+
+    writer = threading.Thread(target=busy)
+    writer.start()
+    try:
+        time.sleep(0.5)
+        reader = subprocess.run(
+            [sys.executable, "-c", "import sys; from core.store import query_readonly; "
+             "print(query_readonly(sys.argv[1], 'SELECT count(*) FROM pages', lock_timeout=10)"
+             "[1][0][0])", str(db)],
+            capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert reader.returncode == 0, reader.stderr
+        assert int(reader.stdout.strip()) > 0
+        before = len(written)
+        time.sleep(0.5)
+        assert len(written) > before  # and the writer went on after the handover
+    finally:
+        stop.set()
+        writer.join()
+    assert not db.with_name(db.name + ".wanted").exists()  # the reader withdrew its request
+    release_all()
+    assert query_readonly(db, "SELECT count(*) FROM pages")[1][0][0] == len(written)
+
+
+def test_a_reader_in_the_same_process_closes_the_held_connection(tmp_path: Path) -> None:
+    db = tmp_path / "rf.duckdb"
+    pages = PageStore(db)
+    _page(pages, 1)
+    # DuckDB refuses a read-only connection while this process holds the file read-write.
+    assert query_readonly(db, "SELECT count(*) FROM pages")[1][0][0] == 1
+    _page(pages, 2)  # and writing reopens it
+    assert query_readonly(db, "SELECT count(*) FROM pages")[1][0][0] == 2
