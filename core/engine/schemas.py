@@ -9,6 +9,8 @@ re-asked once.
 
 from __future__ import annotations
 
+import functools
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
@@ -130,5 +132,11 @@ class CompressOut(_Out):
 
 
 def json_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The JSON schema handed to `ChatModel.complete(json_schema=...)`."""
-    return model.model_json_schema()
+    """The JSON schema handed to `ChatModel.complete(json_schema=...)`: a fresh copy each time
+    (providers' adapters reshape it), generated once per model class (pydantic takes ~1 ms)."""
+    return json.loads(_schema_text(model))
+
+
+@functools.lru_cache(maxsize=None)
+def _schema_text(model: type[BaseModel]) -> str:
+    return json.dumps(model.model_json_schema())
