@@ -32,7 +32,7 @@ bench: $(STAMP)
 	$(PY) bench/overhead.py
 
 ui: $(STAMP)
-	$(VENV)/bin/prefect server start --host 127.0.0.1 --port 4200
+	$(VENV)/bin/researchflow ui --host 127.0.0.1 --port 4200
 
 serve: $(STAMP)  # needs PREFECT_API_URL (see `make ui`); options: .venv/bin/researchflow serve --help
 	$(VENV)/bin/researchflow serve

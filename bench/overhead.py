@@ -137,7 +137,18 @@ def child(spec: dict) -> None:
 
 
 def _task_runs() -> list[dict]:
-    """Every task run the API knows (name, start, end, run time, its flow run)."""
+    """Every task run the API knows (name, start, end, run time, its flow run), once the
+    server's task-run recorder (which writes in batches) has caught up."""
+    seen = -1
+    while True:
+        runs = _read_task_runs()
+        if len(runs) == seen:
+            return runs
+        seen = len(runs)
+        time.sleep(2.5)
+
+
+def _read_task_runs() -> list[dict]:
     from prefect.client.orchestration import get_client
 
     runs, offset = [], 0

@@ -16,7 +16,7 @@ from rich.table import Table
 from flows.cli_reports import export, query, search, show
 from flows.console import DbOpt, db_path, fail, out, prefect_env, store_exists
 from flows.local_api import ensure_api
-from flows.serve import serve
+from flows.serve import serve, ui
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Deep-research batches on Prefect, stored in DuckDB.")
@@ -203,6 +203,7 @@ app.command()(show)
 app.command()(search)
 app.command()(export)
 app.command()(serve)
+app.command()(ui)
 app.command()(query)
 
 

@@ -24,6 +24,16 @@ import urllib.request
 from pathlib import Path
 
 MARK = "prefect.server.api.server:create_app"  # in the command line of every ephemeral server
+# How every Prefect server we start runs (this command's own, `researchflow ui`, the tests'):
+# the task-run recorder writes task-run states in batches instead of one transaction per event.
+# A batch of 10 topics sends ~2,000 such events; one by one, they kept SQLite write-locked often
+# enough that creating a topic's subflow met "database is locked" (a 503, then the client's 2 s
+# back-off) 10-70 s per batch (bench/overhead.py). The UI shows task runs up to 1 s later.
+SERVER_SETTINGS = {
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "200",
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+}
 _PR_SET_PDEATHSIG = 1
 
 
@@ -38,7 +48,7 @@ def ensure_api(timeout: float = 120.0) -> str | None:
     process = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "--app-dir", str(_prefect_root()), "--factory", MARK,
          "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"],
-        env={**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+        env={**server_env(), "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
              "PREFECT__SERVER_FINAL": "1"},
         preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
     # Registered before Prefect's own log and event workers start, so those drain first.
@@ -48,6 +58,15 @@ def ensure_api(timeout: float = 120.0) -> str | None:
     os.environ["PREFECT_API_URL"] = url
     _use(url)
     return url
+
+
+def server_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a Prefect server: base (default: ours) plus SERVER_SETTINGS, except
+    where base sets them already (a user's own choice wins)."""
+    env = dict(os.environ if base is None else base)
+    for name, value in SERVER_SETTINGS.items():
+        env.setdefault(name, value)
+    return env
 
 
 def reap_orphans() -> list[int]:

@@ -137,3 +137,23 @@ def _api_url() -> str:
     if problem is not None:
         fail(f"cannot reach the Prefect API at {url} ({type(problem).__name__}); {START_SERVER}")
     return url
+
+
+HostOpt = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: other "
+                       "machines' workers, see README 'Past one machine').")
+PortOpt = typer.Option(4200, "--port", help="Port of the API and the UI.")
+
+
+def ui(host: str = HostOpt, port: int = PortOpt) -> None:
+    """Start the Prefect server and UI (`prefect server start`) with researchflow's settings."""
+    # Its task-run recorder writes in batches (flows.local_api.SERVER_SETTINGS), which spares
+    # big batches most of SQLite's "database is locked" back-offs. Settings already in the
+    # environment win, e.g. PREFECT_API_DATABASE_CONNECTION_URL for a server on PostgreSQL.
+    import shutil
+    import sys
+
+    from flows.local_api import server_env
+
+    prefect = shutil.which("prefect", path=str(Path(sys.executable).parent)) or "prefect"
+    os.execvpe(prefect, [prefect, "server", "start", "--host", host, "--port", str(port)],
+               server_env())

@@ -12,6 +12,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from flows.local_api import server_env
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -30,8 +32,7 @@ class PrefectServer:
 
     def __enter__(self) -> str:
         self.home.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "PREFECT_HOME": str(self.home),
-               "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+        env = server_env({**os.environ, "PREFECT_HOME": str(self.home)})  # as we ship it
         env.pop("PREFECT_API_URL", None)
         if self.database_url:
             env["PREFECT_API_DATABASE_CONNECTION_URL"] = self.database_url
