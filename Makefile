@@ -24,7 +24,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/overflow.py
-	$(PY) bench/corpus_index.py
+	$(PY) bench/corpus.py --no-before
 	$(PY) bench/faults.py
 	$(PY) bench/depth.py
 	$(PY) bench/web.py

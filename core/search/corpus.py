@@ -1,20 +1,24 @@
-"""A local folder as a search engine: BM25 full-text search over a DuckDB index.
+"""A local folder as a search engine: hybrid BM25 + embedding search over a DuckDB index.
 
 `CorpusSearch(corpus_dir, index_path)` indexes every .html/.htm/.md/.txt file under corpus_dir
-(recursively, skipping hidden entries) into a DuckDB file, then answers queries with the `fts`
-extension's BM25. Documents are cut into passages of about 1.5k characters for ranking; a search
-returns the best passage of each matching document (so k results are k different documents),
-shaped like a web hit: url = the file's URI plus "#p<n>" naming the passage, the title, and the
-best-matching sentence of the passage as snippet.
+(recursively, skipping hidden entries) into a DuckDB file, then answers queries. Documents are
+cut into passages of about 1.5k characters; BM25 (the `fts` extension) over their words, and over
+the character bigrams of any Chinese, Japanese or Korean text, picks candidates, which the shared
+offline embedder re-ranks by meaning (core.search.corpus_rank). A search returns the best passage
+of each matching document (so k results are k different documents), shaped like a web hit: url =
+the file's URI plus "#p<n>" naming the passage, the title, and the best-matching sentence of the
+passage as snippet.
 
 `read(result)` returns the document's extracted text when it fits in `read_chars`, else a window
 of whole passages around the hit passage. Either way Source.text is a verbatim slice of the
 document, and the snippet is a verbatim slice of Source.text.
 
 Indexing is incremental: a table keeps (path, size, mtime_ns, sha256) per file; only new or
-changed files are extracted, removed ones are deleted, and the fts index is rebuilt only when
-something changed. An unchanged corpus is checked through a read-only connection and costs a
-`stat` per file. The index is built lazily on the first search.
+changed files are extracted (in a process pool when there are many), removed ones are deleted,
+a file with the same text as another (a page as .html and as .txt) is indexed once, and the fts
+indexes are rebuilt only when something changed (core.search.corpus_build). An unchanged corpus
+is checked through a read-only connection and costs a `stat` per file. The index is built lazily
+on the first search.
 
 Concurrency: DuckDB allows one writing process per file. Writes happen under a per-path thread
 lock plus an flock on a sidecar lock file; searching uses a read-only connection (so other
@@ -27,8 +31,6 @@ package ships (plain `INSTALL fts` downloads, which fails offline).
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import logging
 import re
 import threading
@@ -39,15 +41,16 @@ from urllib.parse import unquote, urlsplit
 
 import duckdb
 
-from core.fts import fts_extension_path, load_fts
+from core.embedding import EmbeddingUnavailable, embedder
+from core.fts import fts_extension_path
 from core.models import SearchResult, Source
-from core.search import text as textlib
+from core.search import corpus_rank
+from core.search.corpus_build import (SCHEMA_VERSION, BuildOptions, FileStat, IndexLock,
+                                      apply, default_workers, known_files, open_db)
 
 log = logging.getLogger(__name__)
 
 EXTENSIONS = frozenset({".html", ".htm", ".md", ".txt"})
-SCHEMA_VERSION = "1"
-_MAX_QUERY_TERMS = 32
 
 
 @dataclass(frozen=True)
@@ -58,26 +61,32 @@ class IndexStats:
     rebuilt: bool
     seconds: float
     stale: bool = False  # changes were found but another process held the index
-
-
-@dataclass(frozen=True)
-class _Stat:
-    size: int
-    mtime_ns: int
+    duplicates: int | None = None  # files indexed as another file's twin; None: not counted
 
 
 class CorpusSearch:
-    """BM25 search over a local folder of documents (see module docstring)."""
+    """Hybrid search over a local folder of documents (see module docstring).
+
+    workers: extraction processes for big changes (None: up to 4, one per core; 1: in-process).
+    batch_size: files written per transaction while indexing (bounds memory).
+    semantic_weight: share of the embedding's cosine in a result's score (0: BM25 only).
+    """
 
     name = "corpus"
 
     def __init__(self, corpus_dir: Path, index_path: Path, *, read_chars: int = 20_000,
-                 passage_chars: int = 1500, max_file_bytes: int = 20_000_000) -> None:
+                 passage_chars: int = 1500, max_file_bytes: int = 20_000_000,
+                 workers: int | None = None, batch_size: int = 256,
+                 semantic_weight: float = corpus_rank.SEMANTIC_WEIGHT) -> None:
         self.corpus_dir = Path(corpus_dir).resolve()
         self.index_path = Path(index_path)
         self.read_chars = read_chars
         self.passage_chars = passage_chars
         self.max_file_bytes = max_file_bytes
+        self.semantic_weight = semantic_weight
+        self._build = BuildOptions(passage_chars=passage_chars,
+                                   workers=default_workers() if workers is None else workers,
+                                   batch_size=max(1, batch_size))
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._lock = threading.Lock()  # guards _conn swaps and lazy indexing
         self._readers = 0
@@ -87,20 +96,17 @@ class CorpusSearch:
     # ---- public API -------------------------------------------------------------------------
 
     def search(self, query: str, k: int = 5) -> list[SearchResult]:
-        terms = textlib.query_terms(query)[:_MAX_QUERY_TERMS]
-        if not terms or k <= 0:
+        sql = corpus_rank.candidate_query(query, k)
+        if sql is None:
             return []
-        rows = self._query(
-            """SELECT path, ord, title, body, score FROM (
-                   SELECT path, ord, title, body,
-                          fts_main_passages.match_bm25(passage_id, ?) AS score
-                   FROM passages) AS hits
-               WHERE score IS NOT NULL
-               QUALIFY row_number() OVER (PARTITION BY path ORDER BY score DESC, ord) = 1
-               ORDER BY score DESC, path LIMIT ?""", [" ".join(terms), k])
-        return [SearchResult(url=self._url(path, ord_), title=title or Path(path).stem,
-                             snippet=textlib.best_sentence(body, query), rank=i)
-                for i, (path, ord_, title, body, _score) in enumerate(rows, start=1)]
+        candidates = [corpus_rank.Candidate(path, ord_, title or "", body, float(score))
+                      for path, ord_, title, body, score in self._query(sql.sql, sql.params)]
+        ranked = corpus_rank.rerank(query, candidates, k, embedder=self._embedder(),
+                                    weight=self.semantic_weight)
+        return [SearchResult(url=self._url(r.candidate.path, r.candidate.ord),
+                             title=r.candidate.title or Path(r.candidate.path).stem,
+                             snippet=corpus_rank.snippet(r.candidate.body, query), rank=i)
+                for i, r in enumerate(ranked, start=1)]
 
     def read(self, result: SearchResult) -> Source | None:
         located = self._locate(result.url)
@@ -162,20 +168,21 @@ class CorpusSearch:
                 self._conn = self._try_open(read_only=True)
                 return self._done(len(on_disk), 0, 0, False, began, stale=True)
             try:
-                extracted, removed_n, rebuilt = self._apply(writer, on_disk)
+                applied = apply(writer, self.corpus_dir, on_disk, self._build)
             finally:
                 writer.close()
             self._conn = self._try_open(read_only=True)
-            return self._done(len(on_disk), extracted, removed_n, rebuilt, began)
+            return self._done(len(on_disk), applied.extracted, applied.removed, applied.rebuilt,
+                              began, duplicates=applied.duplicates)
 
-    def _done(self, files: int, extracted: int, removed: int, rebuilt: bool,
-              began: float, stale: bool = False) -> IndexStats:
+    def _done(self, files: int, extracted: int, removed: int, rebuilt: bool, began: float,
+              stale: bool = False, duplicates: int | None = None) -> IndexStats:
         self.last_stats = IndexStats(files, extracted, removed, rebuilt,
-                                     time.perf_counter() - began, stale)
+                                     time.perf_counter() - began, stale, duplicates)
         return self.last_stats
 
-    def _scan(self) -> dict[str, _Stat]:
-        found: dict[str, _Stat] = {}
+    def _scan(self) -> dict[str, FileStat]:
+        found: dict[str, FileStat] = {}
         for path in sorted(self.corpus_dir.rglob("*")):
             rel = path.relative_to(self.corpus_dir)
             if any(part.startswith(".") for part in rel.parts):
@@ -184,79 +191,27 @@ class CorpusSearch:
                 continue
             st = path.stat()
             if st.st_size <= self.max_file_bytes:
-                found[rel.as_posix()] = _Stat(st.st_size, st.st_mtime_ns)
+                found[rel.as_posix()] = FileStat(st.st_size, st.st_mtime_ns)
         return found
 
     def _known(self) -> dict[str, tuple[int, int, str]] | None:
         """The files table, or None when the index is missing, foreign or from an old schema."""
+        cur = self._conn.cursor()
         try:
-            cur = self._conn.cursor()
-            meta = dict(cur.execute("SELECT key, value FROM meta").fetchall())
-            if meta.get("schema") != SCHEMA_VERSION or meta.get("passage_chars") != str(
-                    self.passage_chars) or meta.get("fts") != "1":
-                return None
-            rows = cur.execute("SELECT path, size, mtime_ns, sha256 FROM files").fetchall()
-        except duckdb.Error:
-            return None
-        return {p: (s, m, h) for p, s, m, h in rows}
-
-    def _apply(self, db: duckdb.DuckDBPyConnection, on_disk: dict[str, _Stat]
-               ) -> tuple[int, int, bool]:
-        _create_schema(db, self.passage_chars)
-        known = {p: (s, m, h) for p, s, m, h in db.execute(
-            "SELECT path, size, mtime_ns, sha256 FROM files").fetchall()}
-        fts_ready = dict(db.execute("SELECT key, value FROM meta").fetchall()).get("fts") == "1"
-        removed = [p for p in known if p not in on_disk]
-        extracted = 0
-        content_changed = bool(removed)
-        db.execute("BEGIN")
-        try:
-            for rel in removed:
-                db.execute("DELETE FROM passages WHERE path = ?", [rel])
-                db.execute("DELETE FROM files WHERE path = ?", [rel])
-            for rel, st in on_disk.items():
-                old = known.get(rel)
-                if old is not None and old[:2] == (st.size, st.mtime_ns):
-                    continue
-                raw = (self.corpus_dir / rel).read_bytes()
-                digest = hashlib.sha256(raw).hexdigest()
-                if old is not None and old[2] == digest:  # touched, not changed
-                    db.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE path = ?",
-                               [st.size, st.mtime_ns, rel])
-                    continue
-                self._store(db, rel, st, digest, raw)
-                extracted += 1
-                content_changed = True
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        rebuild = content_changed or not fts_ready
-        if rebuild:
-            db.execute("PRAGMA create_fts_index('passages', 'passage_id', 'title', 'body', "
-                       "overwrite=1)")
-            db.execute("INSERT OR REPLACE INTO meta VALUES ('fts', '1')")
-        db.execute("CHECKPOINT")
-        return extracted, len(removed), rebuild
-
-    def _store(self, db: duckdb.DuckDBPyConnection, rel: str, st: _Stat, digest: str,
-               raw: bytes) -> None:
-        title, body = _extract(rel, raw)
-        spans = textlib.split_passages(body, target=self.passage_chars,
-                                       hard_max=2 * self.passage_chars)
-        db.execute("DELETE FROM passages WHERE path = ?", [rel])
-        db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?)",
-                   [rel, st.size, st.mtime_ns, digest, title, body])
-        if spans:
-            # One INSERT from unnested lists: far faster than executemany for thousands of rows.
-            db.execute(
-                "INSERT INTO passages SELECT unnest(?), ?, unnest(?), unnest(?), unnest(?), ?, "
-                "unnest(?)",
-                [[f"{rel}#p{i}" for i in range(len(spans))], rel, list(range(len(spans))),
-                 [a for a, _ in spans], [b for _, b in spans], title,
-                 [body[a:b] for a, b in spans]])
+            return known_files(cur, self.passage_chars)
+        finally:
+            cur.close()
 
     # ---- reading ----------------------------------------------------------------------------
+
+    def _embedder(self) -> corpus_rank.Similarity | None:
+        if self.semantic_weight <= 0:
+            return None
+        try:
+            return embedder()
+        except EmbeddingUnavailable as exc:  # a broken install costs the re-rank, not search
+            log.warning("corpus search without re-ranking by meaning: %s", exc)
+            return None
 
     def _query(self, sql: str, params: list) -> list[tuple]:
         self._ensure_index()
@@ -303,63 +258,6 @@ class CorpusSearch:
         return rel, int(match.group(1)) if match else 0
 
 
-def open_db(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
-    db = duckdb.connect(str(path), read_only=read_only)
-    try:
-        load_fts(db)
-    except BaseException:
-        db.close()
-        raise
-    return db
-
-
-class IndexLock:
-    """An exclusive flock on `<index>.lock`, so only one process updates an index at a time."""
-
-    def __init__(self, index_path: Path) -> None:
-        self._path = index_path.with_name(index_path.name + ".lock")
-        self._fh = None
-
-    def __enter__(self) -> "IndexLock":
-        self._fh = open(self._path, "a+")
-        fcntl.flock(self._fh, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self._fh, fcntl.LOCK_UN)
-        self._fh.close()
-
-
-def _create_schema(db: duckdb.DuckDBPyConnection, passage_chars: int) -> None:
-    meta_ok = False
-    try:
-        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-        meta_ok = (meta.get("schema") == SCHEMA_VERSION
-                   and meta.get("passage_chars") == str(passage_chars))
-    except duckdb.Error:
-        pass
-    if not meta_ok:  # a new or incompatible index: start it over
-        for table in ("passages", "files", "meta"):
-            db.execute(f"DROP TABLE IF EXISTS {table}")
-    db.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-    db.execute("CREATE TABLE IF NOT EXISTS files (path VARCHAR PRIMARY KEY, size BIGINT, "
-               "mtime_ns BIGINT, sha256 VARCHAR, title VARCHAR, text VARCHAR)")
-    db.execute("CREATE TABLE IF NOT EXISTS passages (passage_id VARCHAR PRIMARY KEY, "
-               "path VARCHAR, ord INTEGER, start INTEGER, stop INTEGER, title VARCHAR, "
-               "body VARCHAR)")
-    db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?), ('passage_chars', ?)",
-               [SCHEMA_VERSION, str(passage_chars)])
-
-
-def _extract(rel: str, raw: bytes) -> tuple[str, str]:
-    """(title, text) of one corpus file; ('', '') when an HTML page has no main text."""
-    if rel.lower().endswith((".html", ".htm")):
-        page = textlib.extract_html(textlib.decode_body(raw), url=None)
-        return (page.title or Path(rel).stem, page.text) if page else (Path(rel).stem, "")
-    body = textlib.decode_body(raw)
-    return textlib.first_line_title(body) or Path(rel).stem, body
-
-
 def _window(text: str, spans: list[tuple[int, int]], hit: int, budget: int) -> tuple[int, int]:
     """Offsets of the whole document if it fits in budget, else of whole passages grown
     around passage `hit`, alternating after and before, while they fit."""
@@ -382,4 +280,5 @@ def _window(text: str, spans: list[tuple[int, int]], hit: int, budget: int) -> t
     return start, stop
 
 
-__all__ = ["CorpusSearch", "IndexStats", "EXTENSIONS", "fts_extension_path"]
+__all__ = ["CorpusSearch", "IndexStats", "EXTENSIONS", "SCHEMA_VERSION", "IndexLock", "open_db",
+           "fts_extension_path"]

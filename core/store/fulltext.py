@@ -41,6 +41,7 @@ import duckdb
 
 from core.fts import load_fts
 from core.models import stable_id
+from core import cjk
 from core.store.connection import StoreError
 from core.store.query import attached_readonly
 
@@ -54,7 +55,7 @@ TOKENIZER = "1"
 _CHUNK = 2_000  # documents tokenised per statement: bounds memory on a first build
 _K1, _B = 1.2, 0.75  # the usual BM25 constants
 
-_CJK = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}"
+_CJK = cjk.RE2_CLASS
 _MACROS = rf"""
 CREATE OR REPLACE TEMP MACRO rf_words(s) AS
     list_filter(regexp_split_to_array(lower(s), '[^\p{{L}}\p{{M}}\p{{N}}]+'), w -> w <> '');
@@ -204,7 +205,7 @@ def snippet(text: str, words: Sequence[str], width: int = 120) -> str:
 
 def _word_start(word: str) -> str:
     # CJK bigrams sit inside runs of characters with no spaces: match them anywhere.
-    if re.match(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]", word):
+    if cjk.RUN.match(word):
         return re.escape(word)
     return r"(?<!\w)" + re.escape(word)
 

@@ -1,0 +1,360 @@
+"""Writing a corpus index: files in, passages and two BM25 indexes out, incrementally.
+
+`apply(db, root, on_disk, options)` brings the tables of an open, writable index up to date with
+the files found on disk (path -> size, mtime):
+
+- only new and changed files are extracted (core.search.corpus_extract); a file whose size or
+  mtime moved but whose bytes hash the same only gets its stat updated;
+- extraction runs in a process pool once there are enough files to pay for starting it (about
+  a second to spawn workers that import trafilatura), with a bounded number of tasks in flight;
+  results are consumed in submission order and written `batch_size` files per transaction, so
+  memory stays flat however large the corpus, the rows land in the same order as a serial run,
+  and an interrupted build keeps its finished batches;
+- files with the same content key (the same words once markup and whitespace are gone, e.g. a
+  page as .html and as its .txt source) are indexed once: the smallest path is the
+  representative, the others are recorded with `dup_of` and have no passages, and a duplicate is
+  promoted when its representative goes away;
+- the fts indexes are rebuilt (the extension can only build them whole) when anything changed:
+  one over passages' title and body (English words, Porter-stemmed), one over the passages'
+  CJK bigrams (core.cjk), which the word index cannot see: its tokeniser keeps only a-z.
+
+What it does not do: decide when to index, lock, or read (core.search.corpus does).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+
+import duckdb
+
+from core.fts import load_fts
+from core.search.corpus_extract import Extraction, FileJob, extract_file, extract_files, passages
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = "2"  # 2: content keys and duplicates, the CJK bigram index
+PARALLEL_MIN = 48  # fewer files to extract than this: in-process beats spawning workers
+_TASK_FILES = 8  # files per worker task: fewer, larger messages
+_IN_FLIGHT = 4  # tasks queued per worker: keeps workers busy, bounds memory
+
+
+@dataclass(frozen=True)
+class FileStat:
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    passage_chars: int
+    workers: int = 1
+    batch_size: int = 256
+
+
+@dataclass(frozen=True)
+class Applied:
+    extracted: int
+    removed: int
+    rebuilt: bool
+    duplicates: int
+
+
+def default_workers() -> int:
+    return max(1, min(4, len(os.sched_getaffinity(0))))
+
+
+def open_db(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+    db = duckdb.connect(str(path), read_only=read_only)
+    try:
+        load_fts(db)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+class IndexLock:
+    """An exclusive flock on `<index>.lock`, so only one process updates an index at a time."""
+
+    def __init__(self, index_path: Path) -> None:
+        self._path = index_path.with_name(index_path.name + ".lock")
+        self._fh = None
+
+    def __enter__(self) -> "IndexLock":
+        self._fh = open(self._path, "a+")
+        fcntl.flock(self._fh, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._fh, fcntl.LOCK_UN)
+        self._fh.close()
+
+
+def known_files(cur: duckdb.DuckDBPyConnection, passage_chars: int
+                ) -> dict[str, tuple[int, int, str]] | None:
+    """path -> (size, mtime_ns, sha256) of a complete index of this schema, else None (missing,
+    foreign, old, other passage size, or a build that did not finish)."""
+    try:
+        meta = dict(cur.execute("SELECT key, value FROM meta").fetchall())
+        if (meta.get("schema") != SCHEMA_VERSION or meta.get("fts") != "1"
+                or meta.get("passage_chars") != str(passage_chars)):
+            return None
+        rows = cur.execute("SELECT path, size, mtime_ns, sha256 FROM files").fetchall()
+    except duckdb.Error:
+        return None
+    return {p: (s, m, h) for p, s, m, h in rows}
+
+
+def apply(db: duckdb.DuckDBPyConnection, root: Path, on_disk: dict[str, FileStat],
+          options: BuildOptions) -> Applied:
+    """Bring the index in `db` up to date with `on_disk` (see module docstring)."""
+    _create_schema(db, options.passage_chars)
+    known = {p: (s, m, h) for p, s, m, h in db.execute(
+        "SELECT path, size, mtime_ns, sha256 FROM files").fetchall()}
+    fts_ready = _meta(db).get("fts") == "1"
+    removed = [p for p in known if p not in on_disk]
+    jobs = [FileJob(rel, st.size, st.mtime_ns, known[rel][2] if rel in known else None)
+            for rel, st in on_disk.items()
+            if rel not in known or known[rel][:2] != (st.size, st.mtime_ns)]
+    if removed or jobs:
+        # Until the fts indexes are rebuilt they describe other rows: a crash from here on
+        # leaves an index that the next run finishes instead of trusting.
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('fts', '0')")
+    with _transaction(db):
+        _delete(db, removed)
+    extracted = 0
+    batch: list[Extraction] = []
+    for result in _extractions(root, jobs, options):
+        batch.append(result)
+        if len(batch) >= options.batch_size:
+            extracted += _write(db, batch, known, options.passage_chars)
+            batch = []
+    extracted += _write(db, batch, known, options.passage_chars)
+    with _transaction(db):
+        relinked = _reconcile(db, options.passage_chars)
+    rebuild = bool(removed or extracted or relinked or not fts_ready)
+    if rebuild:
+        _build_fts(db)
+    db.execute("CHECKPOINT")
+    duplicates = db.execute("SELECT count(*) FROM files WHERE dup_of IS NOT NULL").fetchone()[0]
+    return Applied(extracted, len(removed), rebuild, duplicates)
+
+
+# ---- extraction, in order, maybe in parallel ---------------------------------------------------
+
+def _extractions(root: Path, jobs: list[FileJob], options: BuildOptions
+                 ) -> Iterator[Extraction]:
+    pool = None
+    if options.workers > 1 and len(jobs) >= PARALLEL_MIN:
+        pool = _pool(options.workers)
+    if pool is None:
+        for job in jobs:
+            yield extract_file(root, job, options.passage_chars)
+        return
+    tasks = (jobs[i:i + _TASK_FILES] for i in range(0, len(jobs), _TASK_FILES))
+    window: deque[Future[list[Extraction]]] = deque()
+    try:
+        for task in islice(tasks, options.workers * _IN_FLIGHT):
+            window.append(pool.submit(extract_files, str(root), task, options.passage_chars))
+        while window:
+            # In submission order: the same rows, in the same order, as a serial run.
+            done = window.popleft().result()
+            task = next(tasks, None)
+            if task is not None:
+                window.append(pool.submit(extract_files, str(root), task,
+                                          options.passage_chars))
+            yield from done
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _pool(workers: int) -> ProcessPoolExecutor | None:
+    if multiprocessing.current_process().daemon:  # e.g. inside a pool worker: no children
+        return None
+    try:
+        # spawn, not fork: the parent holds DuckDB's and maybe Prefect's threads and locks.
+        return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    except (OSError, ValueError, RuntimeError) as exc:
+        log.warning("extracting the corpus in-process: no worker pool (%s)", exc)
+        return None
+
+
+# ---- rows --------------------------------------------------------------------------------------
+
+def _write(db: duckdb.DuckDBPyConnection, batch: list[Extraction], known: dict[str, object],
+           passage_chars: int) -> int:
+    """Store one batch in one transaction; the number of files extracted (not just touched)."""
+    if not batch:
+        return 0
+    fresh = [e for e in batch if not e.unchanged]
+    with _transaction(db):
+        for e in batch:
+            if e.unchanged:
+                db.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE path = ?",
+                           [e.size, e.mtime_ns, e.rel])
+        if not fresh:
+            return 0
+        _delete(db, [e.rel for e in fresh if e.rel in known])  # new files have no old rows
+        # One INSERT per table and batch (see _insert): far faster than a row at a time.
+        _insert(db, "files", {
+            "path": ("VARCHAR", [e.rel for e in fresh]),
+            "size": ("BIGINT", [e.size for e in fresh]),
+            "mtime_ns": ("BIGINT", [e.mtime_ns for e in fresh]),
+            "sha256": ("VARCHAR", [e.sha256 for e in fresh]),
+            "content_key": ("VARCHAR", [e.content_key for e in fresh]),
+            "title": ("VARCHAR", [e.title for e in fresh]),
+            "text": ("VARCHAR", [e.text for e in fresh])})
+        keys = [e.content_key for e in fresh if e.content_key is not None]
+        first = dict(db.execute(f"SELECT content_key, min(path) FROM files WHERE content_key IN "
+                                f"{_JSON_STRINGS} GROUP BY ALL", [json.dumps(keys)]).fetchall())
+        # A twin of a smaller path gets no passages now (_reconcile settles the rest).
+        _insert_passages(db, [(e.rel, e.title, e.text, e.spans, e.grams) for e in fresh
+                              if e.content_key is None or first[e.content_key] == e.rel])
+    return len(fresh)
+
+
+def _insert_passages(db: duckdb.DuckDBPyConnection,
+                     docs: list[tuple[str, str, str, tuple, tuple]]) -> None:
+    ids, paths, ords, starts, stops, titles, bodies = [], [], [], [], [], [], []
+    gram_ids, gram_texts = [], []
+    for rel, title, text, spans, grams in docs:
+        for i, ((a, b), g) in enumerate(zip(spans, grams)):
+            pid = f"{rel}#p{i}"
+            ids.append(pid)
+            paths.append(rel)
+            ords.append(i)
+            starts.append(a)
+            stops.append(b)
+            titles.append(title)
+            bodies.append(text[a:b])
+            if g:
+                gram_ids.append(pid)
+                gram_texts.append(g)
+    if ids:
+        _insert(db, "passages", {
+            "passage_id": ("VARCHAR", ids), "path": ("VARCHAR", paths),
+            "ord": ("INTEGER", ords), "start": ("INTEGER", starts), "stop": ("INTEGER", stops),
+            "title": ("VARCHAR", titles), "body": ("VARCHAR", bodies)})
+    if gram_ids:
+        _insert(db, "passage_grams", {"passage_id": ("VARCHAR", gram_ids),
+                                      "grams": ("VARCHAR", gram_texts)})
+
+
+# DuckDB turns a Python list parameter into SQL values one by one, trying to import pandas for
+# each (measured: 10x the CPU of the whole insert); one JSON string crosses as one value.
+_JSON_STRINGS = "(SELECT unnest(json_transform(?, '[\"VARCHAR\"]')))"
+
+
+def _insert(db: duckdb.DuckDBPyConnection, table: str, columns: dict[str, tuple[str, list]]
+            ) -> None:
+    """INSERT rows given column by column as {name: (SQL type, values)}."""
+    shape = json.dumps({name: [sql_type] for name, (sql_type, _) in columns.items()})
+    payload = json.dumps({name: values for name, (_, values) in columns.items()},
+                         ensure_ascii=False)
+    names = ", ".join(columns)  # our own identifiers, never input
+    db.execute(f"INSERT INTO {table} ({names}) SELECT "
+               + ", ".join(f"unnest(j.{name})" for name in columns)
+               + f" FROM (SELECT json_transform(?, '{shape}') AS j)", [payload])
+
+
+def _delete(db: duckdb.DuckDBPyConnection, rels: list[str]) -> None:
+    if not rels:
+        return
+    _drop_passages(db, rels)
+    db.execute(f"DELETE FROM files WHERE path IN {_JSON_STRINGS}", [json.dumps(rels)])
+
+
+def _drop_passages(db: duckdb.DuckDBPyConnection, rels: list[str]) -> None:
+    db.execute(f"DELETE FROM passage_grams WHERE passage_id IN (SELECT passage_id FROM passages "
+               f"WHERE path IN {_JSON_STRINGS})", [json.dumps(rels)])
+    db.execute(f"DELETE FROM passages WHERE path IN {_JSON_STRINGS}", [json.dumps(rels)])
+
+
+_ROLES = """
+CREATE OR REPLACE TEMP TABLE roles AS
+SELECT path, CASE WHEN content_key IS NOT NULL
+                  AND min(path) OVER (PARTITION BY content_key) <> path
+             THEN min(path) OVER (PARTITION BY content_key) END AS twin_of
+FROM files
+"""
+
+
+def _reconcile(db: duckdb.DuckDBPyConnection, passage_chars: int) -> int:
+    """Give passages to exactly the representatives and record every duplicate's `dup_of`;
+    return how many files changed role."""
+    db.execute(_ROLES)
+    demoted = [r[0] for r in db.execute(
+        "SELECT DISTINCT p.path FROM passages p JOIN roles r USING (path) "
+        "WHERE r.twin_of IS NOT NULL ORDER BY 1").fetchall()]
+    if demoted:
+        _drop_passages(db, demoted)
+    promoted = db.execute(
+        "SELECT f.path, f.title, f.text FROM files f JOIN roles r USING (path) "
+        "WHERE r.twin_of IS NULL AND f.dup_of IS NOT NULL ORDER BY f.path").fetchall()
+    _insert_passages(db, [(rel, title, text, *passages(title, text, passage_chars))
+                          for rel, title, text in promoted])
+    db.execute("UPDATE files SET dup_of = r.twin_of FROM roles r "
+               "WHERE r.path = files.path AND files.dup_of IS DISTINCT FROM r.twin_of")
+    db.execute("DROP TABLE roles")
+    return len(demoted) + len(promoted)
+
+
+def _build_fts(db: duckdb.DuckDBPyConnection) -> None:
+    db.execute("PRAGMA create_fts_index('passages', 'passage_id', 'title', 'body', "
+               "overwrite=1)")
+    # Bigrams are already the terms: split on spaces only, no stemming, stop words or case.
+    db.execute("PRAGMA create_fts_index('passage_grams', 'passage_id', 'grams', "
+               "stemmer='none', stopwords='none', ignore='\\s+', strip_accents=0, lower=0, "
+               "overwrite=1)")
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('fts', '1')")
+
+
+# ---- schema ------------------------------------------------------------------------------------
+
+def _meta(db: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    try:
+        return dict(db.execute("SELECT key, value FROM meta").fetchall())
+    except duckdb.Error:
+        return {}
+
+
+def _create_schema(db: duckdb.DuckDBPyConnection, passage_chars: int) -> None:
+    meta = _meta(db)
+    if (meta.get("schema") != SCHEMA_VERSION
+            or meta.get("passage_chars") != str(passage_chars)):  # new or incompatible: redo
+        for table in ("passage_grams", "passages", "files", "meta"):
+            db.execute(f"DROP TABLE IF EXISTS {table}")
+    db.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    db.execute("CREATE TABLE IF NOT EXISTS files (path VARCHAR PRIMARY KEY, size BIGINT, "
+               "mtime_ns BIGINT, sha256 VARCHAR, content_key VARCHAR, title VARCHAR, "
+               "text VARCHAR, dup_of VARCHAR)")
+    db.execute("CREATE TABLE IF NOT EXISTS passages (passage_id VARCHAR PRIMARY KEY, "
+               "path VARCHAR, ord INTEGER, start INTEGER, stop INTEGER, title VARCHAR, "
+               "body VARCHAR)")
+    db.execute("CREATE TABLE IF NOT EXISTS passage_grams (passage_id VARCHAR PRIMARY KEY, "
+               "grams VARCHAR)")
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?), ('passage_chars', ?)",
+               [SCHEMA_VERSION, str(passage_chars)])
+
+
+class _transaction:
+    """BEGIN ... COMMIT, or ROLLBACK when the block raises."""
+
+    def __init__(self, db: duckdb.DuckDBPyConnection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN")
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        self._db.execute("ROLLBACK" if kind is not None else "COMMIT")

@@ -1,0 +1,88 @@
+"""One corpus file in, one record for the index out: the part of indexing that runs in workers.
+
+`extract_files` reads each file, hashes its bytes, extracts (title, text) — trafilatura for HTML,
+the text itself for .md/.txt — cuts the text into passages, lists the CJK bigrams of each passage
+(core.cjk) and computes the file's content key: a hash of its words, case-folded, without markup
+or whitespace, so a page saved as HTML and as its plain-text or markdown source gets one key.
+
+It is a pure function of the files' bytes, picklable both ways, and imports no database, so a
+process pool can run it (core.search.corpus_build decides where it runs and stores the results).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from core import cjk
+from core.search import text as textlib
+
+_MD_LINK_TARGET = re.compile(r"\]\([^)\s]*\)")  # a link's URL is markup, its text is content
+_WORD = re.compile(r"[^\W_]+")  # no underscore: _emphasis_ is markup
+
+
+@dataclass(frozen=True)
+class FileJob:
+    rel: str  # posix path relative to the corpus root
+    size: int
+    mtime_ns: int
+    known_sha256: str | None  # the digest indexed last time, to tell "touched" from "changed"
+
+
+@dataclass(frozen=True)
+class Extraction:
+    rel: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    unchanged: bool  # same bytes as indexed: nothing below is filled in
+    title: str = ""
+    text: str = ""
+    content_key: str | None = None  # None for a file without text: empty files are not twins
+    spans: tuple[tuple[int, int], ...] = ()
+    grams: tuple[str, ...] = ()  # per passage: its title's and body's CJK bigrams, space-joined
+
+
+def extract_files(root: str, jobs: list[FileJob], passage_chars: int) -> list[Extraction]:
+    """Extract several files (one task of a process pool: fewer, larger messages)."""
+    return [extract_file(Path(root), job, passage_chars) for job in jobs]
+
+
+def extract_file(root: Path, job: FileJob, passage_chars: int) -> Extraction:
+    raw = (root / job.rel).read_bytes()
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest == job.known_sha256:  # touched, not changed
+        return Extraction(job.rel, job.size, job.mtime_ns, digest, unchanged=True)
+    title, body = extract_text(job.rel, raw)
+    spans, grams = passages(title, body, passage_chars)
+    return Extraction(job.rel, job.size, job.mtime_ns, digest, unchanged=False, title=title,
+                      text=body, content_key=content_key(body), spans=spans, grams=grams)
+
+
+def extract_text(rel: str, raw: bytes) -> tuple[str, str]:
+    """(title, text) of one corpus file; (stem, '') when an HTML page has no main text."""
+    if rel.lower().endswith((".html", ".htm")):
+        page = textlib.extract_html(textlib.decode_body(raw), url=None)
+        return (page.title or Path(rel).stem, page.text) if page else (Path(rel).stem, "")
+    body = textlib.decode_body(raw)
+    return textlib.first_line_title(body) or Path(rel).stem, body
+
+
+def passages(title: str, body: str, passage_chars: int
+             ) -> tuple[tuple[tuple[int, int], ...], tuple[str, ...]]:
+    """(start, stop) of each passage of body, and each passage's CJK bigrams as one string."""
+    spans = tuple(textlib.split_passages(body, target=passage_chars, hard_max=2 * passage_chars))
+    title_grams = cjk.bigrams(title)
+    grams = tuple(" ".join(title_grams + cjk.bigrams(body[a:b])) for a, b in spans)
+    return spans, grams
+
+
+def content_key(text: str) -> str | None:
+    """Hash of the text's words in order, case-folded: whitespace, punctuation, markdown marks
+    and link targets do not count, so an HTML page and its text source hash alike."""
+    words = _WORD.findall(_MD_LINK_TARGET.sub("]", text).casefold())
+    if not words:
+        return None
+    return hashlib.sha256(" ".join(words).encode("utf-8")).hexdigest()

@@ -1,0 +1,144 @@
+"""Ranking corpus passages for a query: BM25 finds candidates, meaning re-orders them.
+
+`candidate_query(query, k)` is the SQL for the candidates: the query's words are scored by the
+word index (Porter-stemmed English) and its CJK bigrams by the bigram index (core.cjk); a
+passage's BM25 is the sum of both. It keeps the best few passages of each document and about
+5·k passages in all, so there are enough documents to fill k results after re-ranking.
+
+`rerank(query, candidates, k, ...)` blends each candidate's BM25, divided by the best candidate's
+(so 1.0 is "the best keyword match"), with the cosine similarity of its text to the query from
+the shared offline embedder (core.embedding), also divided by the best candidate's:
+`(1 - w)·bm25/bm25_max + w·max(cos, 0)/cos_max`. Keyword counts
+say a passage mentions the words; the embedding says it is about them, which demotes a passage
+stuffed with the query's words on another subject. Then one passage per document, best first;
+ties break on (path, passage) so equal inputs always give equal outputs.
+
+`snippet(body, query)` picks the passage's sentence that best matches the query — by shared
+bigrams for a CJK query, whose sentences end in 。 without a following space — verbatim.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from core import cjk
+from core.search import text as textlib
+
+log = logging.getLogger(__name__)
+
+CANDIDATES_PER_RESULT = 5
+MIN_CANDIDATES = 20
+PER_DOCUMENT = 3  # passages of one document among the candidates: room for other documents
+SEMANTIC_WEIGHT = 0.5
+_MAX_WORDS = 32
+_MAX_GRAMS = 64
+_CJK_SENTENCE = re.compile(r"[^。！？!?\n]*(?:[。！？!?]+|\n|$)")
+
+
+class Similarity(Protocol):
+    def similarities(self, query: str, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class Candidate:
+    path: str
+    ord: int
+    title: str
+    body: str
+    bm25: float
+
+
+@dataclass(frozen=True)
+class Ranked:
+    candidate: Candidate
+    score: float  # the blend, in [0, 1]: 1 is the best on both scales
+    cosine: float
+
+
+@dataclass(frozen=True)
+class CandidateQuery:
+    sql: str
+    params: list
+
+
+def candidate_query(query: str, k: int) -> CandidateQuery | None:
+    """The SQL and parameters that list candidates as (path, ord, title, body, bm25); None when
+    the query has nothing to search for."""
+    words = [w for w in textlib.query_terms(query) if not cjk.RUN.fullmatch(w)][:_MAX_WORDS]
+    grams = list(dict.fromkeys(cjk.bigrams(query)))[:_MAX_GRAMS]
+    parts, params = [], []
+    if words:
+        parts.append("SELECT passage_id, fts_main_passages.match_bm25(passage_id, ?) AS s "
+                     "FROM passages")
+        params.append(" ".join(words))
+    if grams:
+        parts.append("SELECT passage_id, fts_main_passage_grams.match_bm25(passage_id, ?) AS s "
+                     "FROM passage_grams")
+        params.append(" ".join(grams))
+    if not parts or k <= 0:
+        return None
+    sql = f"""
+        WITH scored AS (
+            SELECT passage_id, sum(s) AS score FROM ({" UNION ALL ".join(parts)})
+            WHERE s IS NOT NULL GROUP BY passage_id)
+        SELECT p.path, p.ord, p.title, p.body, scored.score
+        FROM scored JOIN passages p USING (passage_id)
+        QUALIFY row_number() OVER (PARTITION BY p.path ORDER BY scored.score DESC, p.ord)
+                <= {PER_DOCUMENT}
+        ORDER BY scored.score DESC, p.path, p.ord
+        LIMIT ?"""
+    return CandidateQuery(sql, [*params, max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * k)])
+
+
+def rerank(query: str, candidates: Sequence[Candidate], k: int, *,
+           embedder: Similarity | None, weight: float = SEMANTIC_WEIGHT) -> list[Ranked]:
+    """The best passage of each of the k best documents (see module docstring)."""
+    if not candidates or k <= 0:
+        return []
+    top = max(c.bm25 for c in candidates) or 1.0
+    if embedder is not None and weight > 0:
+        cosines = embedder.similarities(query, [f"{c.title}\n{c.body}" for c in candidates])
+    else:
+        weight, cosines = 0.0, np.zeros(len(candidates), dtype=np.float32)
+    # Both scales are relative to the best candidate: cosines of one small model bunch up
+    # (0.3-0.7 on topic), and dividing by the best spreads them like BM25's share of the top.
+    best_cos = max(float(cosines.max(initial=0.0)), 1e-6)
+    scored = []
+    for c, cos in zip(candidates, cosines.tolist()):
+        blend = (1 - weight) * c.bm25 / top + weight * max(cos, 0.0) / best_cos
+        # Rounded so float noise never decides an order that the tie-break should.
+        scored.append((-round(blend, 9), c.path, c.ord, Ranked(c, blend, cos)))
+    scored.sort(key=lambda row: row[:3])
+    seen: set[str] = set()
+    best: list[Ranked] = []
+    for _neg, path, _ord, ranked in scored:
+        if path in seen:
+            continue
+        seen.add(path)
+        best.append(ranked)
+        if len(best) == k:
+            break
+    return best
+
+
+def snippet(body: str, query: str, max_chars: int = 300) -> str:
+    """The sentence of body that best matches query, at most max_chars, verbatim."""
+    grams = set(cjk.bigrams(query))
+    if not grams:
+        return textlib.best_sentence(body, query, max_chars)
+    best, best_score = "", (-1, False)
+    for match in _CJK_SENTENCE.finditer(body):
+        piece = match.group(0).strip()
+        if not piece:
+            continue
+        # On equal overlap a sentence beats a heading (which has no closing punctuation).
+        score = (len(grams.intersection(cjk.bigrams(piece))), piece[-1] in "。！？!?.")
+        if score > best_score:
+            best, best_score = piece, score
+    return textlib.trim_text(best, max_chars) if best else textlib.best_sentence(
+        body, query, max_chars)

@@ -1,0 +1,100 @@
+"""Hybrid ranking: BM25 candidates re-ranked by the real offline embedder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.search import corpus_rank
+from core.search.corpus import CorpusSearch
+from core.search.corpus_rank import Candidate
+
+LEAK = """Finding a memory leak in a long-running service
+
+The server's memory grew by a few megabytes every hour until the process was killed. Heap
+snapshots taken an hour apart showed the growth: a cache of parsed requests that was never
+evicted kept every object alive, so the garbage collector could not free them. Bounding the
+cache fixed the leak.
+"""
+# Off topic, stuffed with the query's words: BM25 likes it best.
+SNAKES = """Python snakes at the reptile house
+
+The python is a large snake. Our reticulated python, a python from Asia, shares the house with
+a ball python and a rock python. Keepers check each python daily; a python can leak heat through
+glass, so the python enclosure is warmed. Python feeding is weekly.
+"""
+TEA = """Tea brewing
+
+Green tea should be brewed with water at about 80 degrees for two minutes.
+"""
+QUERY = "python memory leak"
+
+
+@pytest.fixture()
+def corpus(tmp_path: Path) -> Path:
+    root = tmp_path / "docs"
+    root.mkdir()
+    for name, text in (("leak.txt", LEAK), ("snakes.txt", SNAKES), ("tea.txt", TEA)):
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+def test_meaning_lifts_the_passage_about_the_query_over_a_keyword_stuffed_one(
+        corpus: Path, tmp_path: Path) -> None:
+    bm25_only = CorpusSearch(corpus, tmp_path / "bm25.duckdb", semantic_weight=0)
+    hybrid = CorpusSearch(corpus, tmp_path / "hybrid.duckdb")
+    try:
+        assert [h.url.rsplit("/", 1)[1].split("#")[0] for h in bm25_only.search(QUERY)] == [
+            "snakes.txt", "leak.txt"]  # keywords alone get it wrong
+        hits = hybrid.search(QUERY)
+        assert [h.url.rsplit("/", 1)[1].split("#")[0] for h in hits] == [
+            "leak.txt", "snakes.txt"]
+        assert [h.rank for h in hits] == [1, 2]
+        assert hybrid.search(QUERY) == hits  # same question, same answer
+    finally:
+        bm25_only.close()
+        hybrid.close()
+
+
+class _Cosines:
+    """Fixed similarities, to test the blend's arithmetic and order without a model."""
+
+    def __init__(self, values: list[float]) -> None:
+        self.values = np.asarray(values, dtype=np.float32)
+
+    def similarities(self, query: str, texts: list[str]) -> np.ndarray:
+        assert len(texts) == len(self.values)
+        return self.values
+
+
+def _c(path: str, ord_: int, bm25: float) -> Candidate:
+    return Candidate(path, ord_, "t", f"{path} {ord_}", bm25)
+
+
+def test_blend_one_passage_per_document_and_stable_ties() -> None:
+    candidates = [_c("b.txt", 0, 2.0), _c("a.txt", 3, 1.0), _c("a.txt", 1, 1.0),
+                  _c("c.txt", 0, 1.0)]
+    ranked = corpus_rank.rerank("q", candidates, 5, embedder=_Cosines([0.2, 0.8, 0.8, 0.8]),
+                                weight=0.5)
+    # b: 0.5*1 + 0.5*0.25 = 0.625; a and c: 0.5*0.5 + 0.5*1 = 0.75, tied: path, then passage
+    assert [(r.candidate.path, r.candidate.ord) for r in ranked] == [
+        ("a.txt", 1), ("c.txt", 0), ("b.txt", 0)]
+    assert ranked[0].score == pytest.approx(0.75) and ranked[2].score == pytest.approx(0.625)
+    # weight 0 is BM25 alone; negative cosines count as no similarity, not as a penalty
+    assert [r.candidate.path for r in corpus_rank.rerank(
+        "q", candidates, 2, embedder=_Cosines([-0.9, 0.1, 0.1, 0.1]), weight=0)] == [
+        "b.txt", "a.txt"]
+    assert corpus_rank.rerank("q", [], 3, embedder=None) == []
+
+
+def test_candidates_leave_room_for_other_documents() -> None:
+    query = corpus_rank.candidate_query("asyncio event loop", 5)
+    assert query is not None and query.params[-1] == 25
+    assert f"<= {corpus_rank.PER_DOCUMENT}" in query.sql
+    assert corpus_rank.candidate_query("  ;; ", 5) is None
+    assert corpus_rank.candidate_query("tea", 0) is None
+    chinese = corpus_rank.candidate_query("并发写入", 2)
+    assert chinese is not None and chinese.params[0] == "并发 发写 写入"
+    assert "fts_main_passages" not in chinese.sql  # no words: the word index is not scanned
