@@ -100,3 +100,30 @@ def test_a_reader_in_the_same_process_closes_the_held_connection(tmp_path: Path)
     assert query_readonly(db, "SELECT count(*) FROM pages")[1][0][0] == 1
     _page(pages, 2)  # and writing reopens it
     assert query_readonly(db, "SELECT count(*) FROM pages")[1][0][0] == 2
+
+
+def test_binding_parameters_does_not_search_for_pandas_each_time(tmp_path: Path) -> None:
+    """DuckDB tries `import pandas` for each bound value; without pandas each try searched
+    sys.path again (0.6 ms per insert). The store records the absence once."""
+    import importlib.util
+
+    if importlib.util.find_spec("pandas") is not None and sys.modules.get("pandas") is not None:
+        pytest.skip("pandas is installed here: the import succeeds and is cached")
+    lookups = []
+
+    class Counting:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "pandas":
+                lookups.append(name)
+            return None
+
+    path = (tmp_path / "rf.duckdb").resolve()
+    sys.meta_path.insert(0, Counting())
+    try:
+        with writable(path, lock_timeout=1) as con:
+            con.execute("CREATE TABLE t (a VARCHAR, b INT)")
+            for i in range(50):
+                con.execute("INSERT INTO t VALUES (?, ?)", [f"row {i}", i])
+    finally:
+        sys.meta_path.pop(0)
+    assert lookups == []
