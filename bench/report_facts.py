@@ -11,14 +11,17 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple, Sequence
 
+from core.report import HEADINGS
+
 _CITE = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\](?!\()")  # [3] or [3, 4]; not a [text](link)
 # A sentence ends at its punctuation plus any citation marks right after it (as core/report.py).
 _END = re.compile(r"(?:[.!?]+(?=\s|$|\[)|[。！？]+)(?:\s*\[\d+(?:\s*,\s*\d+)*\](?!\())*")
 _REF = re.compile(r"^\s*(\d+)\.\s+\[(.*)\]\((\S+?)\)\s*(?:[—–-]+\s*[“\"](.*)[”\"])?\s*$")
 _ITEM = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
 _ESCAPED = re.compile(r"\\([\\`*_\[\]<>|])")  # core.report.escape_markdown, undone
-REFERENCES = {"references", "sources", "参考文献", "参考资料"}
-DISPUTED = {"disputed findings"}
+# Every language's heading (core.report.HEADINGS), lower-cased, and older spellings.
+REFERENCES = {"sources", "参考资料"} | {t["references"].lower() for t in HEADINGS.values()}
+DISPUTED = {t["disputed"].lower() for t in HEADINGS.values()}
 
 
 class Sentence(NamedTuple):

@@ -28,11 +28,14 @@ from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 
 from core.models import Citation, Report
+from core.report import reference_headings
 
 Format = Literal["md", "html"]
 
 # The references section core.report.assemble writes last; to_html rebuilds it from citations.
-_REFERENCES = re.compile(r"^##[ \t]+(References)[ \t]*$", re.MULTILINE)
+# The report's own references section, in any language the report may be written in.
+_REFERENCES = re.compile(r"^##[ \t]+(" + "|".join(map(re.escape, reference_headings()))
+                         + r")[ \t]*$", re.MULTILINE)
 _NEXT_SECTION = re.compile(r"^##[ \t]", re.MULTILINE)
 _MARKER = re.compile(r"\[(\d+)\]")
 

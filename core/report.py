@@ -6,6 +6,9 @@ renders as the page wrote it), marks sections without any citation as
 "[insufficient evidence]", adds a "Disputed findings" section for conflicting claims, and flags
 numbers in the prose that do not appear in the quotes they cite (seed 002 §4.4). It never writes
 an error message into a report: a draft that cannot be assembled raises.
+
+Fixed headings and header words are written in the plan's language (`HEADINGS`: English,
+Chinese, Japanese, Korean; English for any other), unless the draft named a part itself.
 """
 
 from __future__ import annotations
@@ -23,6 +26,39 @@ _SENTENCE_END = re.compile(r"(?<=[.!?。！？\]])(\s+)(?!\s|\[E\d)")
 INSUFFICIENT = "[insufficient evidence]"
 # Inline markdown: emphasis, code, links, html, and a backslash itself.
 _MARKDOWN_SPECIAL = re.compile(r"[\\`*_\[\]<>|]")
+
+# The report's fixed words in its language; any other language gets English. A draft may name
+# its own parts (a model writes them in the report's language); references, disputes and the
+# header lines are always ours. "[insufficient evidence]" stays as is: it is a marker that code
+# and readers search for, not a heading.
+HEADINGS: dict[str, dict[str, str]] = {
+    "en": {"summary": "Executive summary", "comparison": "Comparison",
+           "recommendation": "Recommendation", "conclusion": "Conclusion",
+           "disputed": "Disputed findings", "references": "References", "topic": "Topic",
+           "intent": "Intent", "describe": "describe", "compare": "compare",
+           "recommend": "recommend"},
+    "zh": {"summary": "执行摘要", "comparison": "对比", "recommendation": "建议", "conclusion": "结论",
+           "disputed": "存在争议的发现", "references": "参考文献", "topic": "主题", "intent": "意图",
+           "describe": "描述", "compare": "比较", "recommend": "推荐"},
+    "ja": {"summary": "要旨", "comparison": "比較", "recommendation": "推奨", "conclusion": "結論",
+           "disputed": "見解が分かれる点", "references": "参考文献", "topic": "トピック",
+           "intent": "意図", "describe": "説明", "compare": "比較", "recommend": "推奨"},
+    "ko": {"summary": "요약", "comparison": "비교", "recommendation": "권장 사항", "conclusion": "결론",
+           "disputed": "논쟁이 있는 발견", "references": "참고 문헌", "topic": "주제", "intent": "의도",
+           "describe": "설명", "compare": "비교", "recommend": "추천"},
+}
+
+
+def fixed_heading(part: str, language: str) -> str:
+    """The fixed heading (or header word) `part` in `language`:
+    fixed_heading("references", "zh") -> "参考文献"; English for languages without a table."""
+    primary = re.split(r"[-_]", language.strip().lower(), maxsplit=1)[0]
+    return HEADINGS.get(primary, HEADINGS["en"])[part]
+
+
+def reference_headings() -> tuple[str, ...]:
+    """Every language's references heading: what a reader of stored markdown looks for."""
+    return tuple(dict.fromkeys(table["references"] for table in HEADINGS.values()))
 
 
 def evidence_catalog(findings: Sequence[Finding]) -> list[tuple[str, Evidence]]:
@@ -122,10 +158,14 @@ def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft
     flags: list[str] = []
     drafted = {s.subquestion_index: s for s in draft.sections}
 
+    own = dict(draft.headings)
+    lang = plan.language
+
     def part(name: str, body: str | None) -> list[str]:
         if not body or not body.strip():
             return []
-        heading = draft.heading(name)
+        # The draft's own heading for the part, else ours in the report's language.
+        heading = own.get(name) or fixed_heading(name, lang)
         lines = body.strip().splitlines() if name == "comparison" else [body]
         return [f"## {heading}", "",
                 "\n".join(_cite(line, numberer, flags, heading) for line in lines), ""]
@@ -133,7 +173,8 @@ def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft
     parts = [f"# {draft.title}", ""]
     if notice:
         parts += [f"> {notice}", ""]
-    parts += [f"**Topic:** {plan.topic}  ", f"**Intent:** {plan.intent}", ""]
+    parts += [f"**{fixed_heading('topic', lang)}:** {plan.topic}  ",
+              f"**{fixed_heading('intent', lang)}:** {fixed_heading(plan.intent, lang)}", ""]
     parts += part("summary", draft.summary)
     if plan.intent == "compare":
         parts += part("comparison", draft.comparison_table)
@@ -151,7 +192,7 @@ def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft
 
     disputed = [(f, c) for f in findings for c in f.claims if c.confidence == "conflict"]
     if disputed:
-        parts += ["## Disputed findings", ""]
+        parts += [f"## {fixed_heading('disputed', lang)}", ""]
         for finding, claim in disputed:
             keys = [k for k, ev in catalog.items() if ev in claim.evidence]
             refs = _cite("".join(f"[{k}]" for k in keys), numberer, flags, "Disputed")
@@ -160,7 +201,7 @@ def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft
 
     if numberer.unknown:
         flags.append("draft cited unknown evidence keys: " + ", ".join(sorted(set(numberer.unknown))))
-    parts += ["## References", ""]
+    parts += [f"## {fixed_heading('references', lang)}", ""]
     for c in numberer.citations:
         title = escape_markdown(_collapse(c.title or c.url))
         parts.append(f"{c.number}. [{title}]({c.url}) — “{escape_markdown(_collapse(c.quote))}”")

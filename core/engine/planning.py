@@ -1,122 +1,237 @@
-"""The offline planner: a topic's intent, its comparison targets and its sub-questions."""
+"""The offline planner: a topic's intent, its comparison targets and its sub-questions.
+
+`plan_topic` reads the topic's parts (core.engine.intent: options, subject, verb, aspect) and
+phrases each sub-question from them with the templates of core.engine.phrasing, in the plan's
+language (English, Chinese, Japanese or Korean; English for any other). A compare or
+recommend plan asks one dimension of difference per sub-question about every option; a
+describe plan asks what its subject is, how it does what the topic asks, how it is used and
+where it fails. Queries are the topic's own content words, as written, plus a word or two of
+the dimension (in the topic's language: what the sources are written in); focus phrases are
+what a relevant sentence must name (the options, or the subject's phrases). Deterministic.
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Sequence
 
+from core.engine import phrasing as ph
+from core.engine.intent import TopicParts, parse_topic, split_options
+from core.engine.intent_cjk import phrases
 from core.engine.text import query_words, terms
-from core.language import resolve_language
-from core.models import Intent, ResearchPlan, SubQuestion, Topic
+from core.language import is_cjk, resolve_language
+from core.models import ResearchPlan, SubQuestion, Topic
 
-_COMPARE = re.compile(r"\b(compare|comparing|comparison|versus|vs\.?|differences? between|"
-                      r"difference of|differ)\b", re.I)
-_RECOMMEND = re.compile(r"\b(should i|which (?:one|is best|to use)|recommend\w*|best way|"
-                        r"choose|choosing|when to use)\b", re.I)
-_CONTEXT_SPLIT = re.compile(r"\b(?:for|in|when|on|to)\b", re.I)
-_LEAD = re.compile(r"^(?:how (?:does|do|is|are|can|should)|what (?:is|are|does)|why (?:does|do|is|are)|"
-                   r"which (?:\w+ )?(?:should i (?:use|choose|pick)|to use|is best)(?: for)?|"
-                   r"should i (?:use|choose|pick)|explain|"
-                   r"describe|tell me about)(?:\s*:\s*|\s+)", re.I)
-_TRAIL = re.compile(r"\s+(?:work|works|mean|means|do)\s*$", re.I)
+# Verbs that say only that something is dealt with: "... differ in safety for concurrent
+# writes" reads better than "... when they handle concurrent writes".
+_GENERIC_VERBS = frozenset("handle manage process support treat deal".split())
+# A Chinese verb phrase's leading generic verb is no search word: "处理并发写入" -> "并发写入".
+_ZH_GENERIC = re.compile(r"^(?:处理|实现|进行|支持|管理|完成|执行|应对)")
 
-# Dimensions of difference for comparisons (seed 002 §5.4): each sub-question compares every
-# target along one axis, rather than one paragraph per option.
-_DIMENSIONS = (
-    ("How do {targets} differ in purpose and design{context}?", ("purpose design", "model")),
-    ("How do {targets} differ in performance and scalability{context}?",
-     ("performance", "blocking overhead")),
-    ("How do {targets} differ in safety, correctness and limitations{context}?",
-     ("limitation safe", "restriction")),
-    ("How do {targets} differ in their APIs and typical usage{context}?",
-     ("usage example", "create")),
-    ("How do {targets} differ in error handling{context}?", ("exception error", "raise")),
-    ("How do {targets} differ in compatibility and interoperability{context}?",
-     ("compatible", "support")),
-)
-_ASPECTS = {
-    "describe": (
-        ("What is {subject} and what is it for?", ("{kp}", "{kp} overview")),
-        ("How does {subject} work?", ("{kp} how it works",)),
-        ("How is {subject} used in practice?", ("{kp} usage example",)),
-        ("What are the limitations and pitfalls of {subject}?", ("{kp} limitation", "{kp} error")),
-        ("How does {subject} relate to alternatives?", ("{kp} alternative",)),
-        ("What details or options of {subject} matter most?", ("{kp} option parameter",)),
-    ),
-    "recommend": (
-        ("What options exist for {subject}?", ("{kp}", "{kp} alternative")),
-        ("What criteria matter when choosing for {subject}?", ("{kp} performance",)),
-        ("What are the trade-offs between the options for {subject}?", ("{kp} limitation",)),
-        ("When is each option the right choice for {subject}?", ("{kp} usage",)),
-        ("What pitfalls should be avoided with {subject}?", ("{kp} error",)),
-        ("What does a minimal working approach to {subject} look like?", ("{kp} example",)),
-    ),
-}
-
-
-def _intent(text: str) -> Intent:
-    if _COMPARE.search(text):
-        return "compare"
-    if _RECOMMEND.search(text):
-        return "recommend"
-    return "describe"
-
-
-def _targets(text: str) -> tuple[tuple[str, ...], str]:
-    """The options a comparison is between, and the context phrase after them ("for I/O")."""
-    body = re.sub(r"\b(?:vs\.?|versus)(?=\s)", ",", text, flags=re.I)
-    body = _LEAD.sub("", _COMPARE.sub(" ", body).strip(" ?.!:"))
-    if ":" in body:  # "serializing data: json or pickle" -> options after the colon
-        context, _, head = (x.strip() for x in body.rpartition(":"))
-        context = re.sub(r"^(?:for|to)\s+", "", context, flags=re.I)
-    else:
-        parts = _CONTEXT_SPLIT.split(body, maxsplit=1)
-        head, context = parts[0], (parts[1].strip() if len(parts) > 1 else "")
-    items = [i.strip(" ,.;") for i in re.split(r",|\band\b|\bor\b|\bvs\.?|\bversus\b", head)]
-    # "the difference between the lists and tuples": articles and spacing are not the option.
-    items = [" ".join(re.sub(r"^(?:the|a|an)\s+", "", i, flags=re.I).split()) for i in items]
-    items = [i for i in items if i and terms(i)]
-    return tuple(dict.fromkeys(items)), context
-
-
-def _join(items: Sequence[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+Draft = tuple[str, tuple[str, ...]]  # a sub-question's text and its queries
 
 
 def plan_topic(topic: Topic) -> ResearchPlan:
+    """The research plan for `topic`, written in its language (or the one it asks for)."""
     text = " ".join(topic.text.split())
-    intent = _intent(text)
-    targets, context = _targets(text) if intent != "describe" else ((), "")
-    n = topic.max_subquestions
-    if len(targets) >= 2:
-        subqs = []
-        dims = list(_DIMENSIONS[: n - 1 if intent == "recommend" else n])
-        if intent == "recommend":
-            dims.append(("When should each of {targets} be chosen{context}?",
-                         ("recommended use", "suitable")))
-        ctx = f" for {context}" if context else ""
-        ctx_terms = " ".join(query_words(context)[:2])
-        for i, (question, extra) in enumerate(dims):
-            q = question.format(targets=_join(targets), context=ctx)
-            queries = tuple(f"{t} {extra[j % len(extra)]} {ctx_terms}".strip()
-                            for j, t in enumerate(targets))[:3]
-            subqs.append(SubQuestion(index=i, question=q, queries=queries, focus=targets))
-        brief = (f"Compare {_join(targets)}" + (f" for {context}" if context else "") +
-                 " along dimensions of difference, quoting the sources for each claim.")
-    else:
-        intent = "describe" if intent == "compare" else intent
-        targets = ()  # one option is not a comparison: no targets, no comparison table
-        subject = _TRAIL.sub("", _LEAD.sub("", text.rstrip("?.! "))) or text
-        kp = " ".join(query_words(subject)[:3]) or subject
-        # "garbage collection and reference counting" -> either phrase, all of its words.
-        focus = tuple(p for p in (x.strip() for x in re.split(r",|\band\b|\bor\b", subject))
-                      if terms(p))
-        subqs = [SubQuestion(index=i, question=q.format(subject=subject),
-                             queries=tuple(x.format(kp=kp) for x in qs), focus=focus)
-                 for i, (q, qs) in enumerate(_ASPECTS.get(intent, _ASPECTS["describe"])[:n])]
-        brief = f"Research: {subject}. Answer each sub-question from quoted sources."
+    parts = parse_topic(text)
     language = resolve_language(topic.language, text)
-    subqs = [sq.model_copy(update={"language": language}) for sq in subqs]
+    lang, qlang = ph.lang_of(language), ph.lang_of(parts.language)
+    n = topic.max_subquestions
+    if len(parts.targets) >= 2:
+        intent, targets, focus = parts.intent, parts.targets, parts.targets
+        if parts.aspect and not parts.verb and not is_cjk(parts.language):
+            # "JSON in SQLite or PostgreSQL": a sentence names an option and what it handles.
+            focus = tuple(f"{t} {_object(parts.aspect)}" for t in parts.targets)
+        drafts = _comparison(parts, lang, qlang, n)
+        brief = _compare_brief(parts, lang)
+    elif parts.intent == "recommend":
+        intent, targets, focus = "recommend", (), _focus(parts.subject, parts.language)
+        drafts, brief = _recommendation(parts, lang, qlang)
+    else:  # one option is not a comparison: no targets, no comparison table
+        intent, targets = "describe", ()
+        focus = _focus(parts.subject or _object(parts.aspect), parts.language)
+        if parts.subject and parts.aspect and parts.verb not in ("", "work", "be"):
+            # "How does asyncio cancel a task?": a sentence names the subject and its action.
+            action = " ".join(w for w in (parts.verb, _object(parts.aspect))
+                              if w not in _GENERIC_VERBS)
+            focus = tuple(f"{p} {action}" for p in focus)
+        drafts, brief = _description(parts, lang, qlang)
+    subqs = tuple(SubQuestion(index=i, question=q, queries=tuple(dict.fromkeys(qs))[:3] or (q,),
+                              focus=focus, language=language)
+                  for i, (q, qs) in enumerate(drafts[:n]))
     return ResearchPlan(topic=text, brief=brief, intent=intent, targets=targets,
-                        subquestions=tuple(subqs), language=language,
-                        report_words=topic.report_words)
+                        subquestions=subqs, language=language, report_words=topic.report_words)
+
+
+# -- comparisons ------------------------------------------------------------------------------
+
+def _vp(parts: TopicParts) -> str:
+    """The topic's action as a phrase: "handle concurrent writes", "处理并发写入"; "" when it
+    names none (an aspect alone, "在并发写入上", is not an action)."""
+    return " ".join(f"{parts.verb} {parts.aspect}".split()) if parts.verb else ""
+
+
+def _key(phrase: str, limit: int = 2) -> str:
+    """A phrase's search words: content words as written ("concurrent I/O in Python" ->
+    "concurrent"), a CJK phrase without its generic verb ("处理并发写入" -> "并发写入")."""
+    return " ".join(query_words(_ZH_GENERIC.sub("", phrase) or phrase)[:limit])
+
+
+def _short(target: str, extra: str, tail: str, limit: int = 6) -> str:
+    """A query of at most `limit` words: the option whole, then the dimension's first word, the
+    context's words, the dimension's other words ("ON DUPLICATE KEY UPDATE" is four already)."""
+    words = [*extra.split()[:1], *tail.split(), *extra.split()[1:]]
+    kept = words[:max(limit - len(target.split()), 0)]
+    if len(target.split()) + len(words) <= limit:
+        kept = [*extra.split(), *tail.split()]  # short enough: in reading order
+    return " ".join([target, *kept])
+
+
+def _ctx(parts: TopicParts, lang: str) -> dict[str, str]:
+    """What follows (English) or precedes (CJK) every comparison question: its context."""
+    vp = _vp(parts)
+    if lang == "en":
+        if parts.aspect and not parts.verb:  # "JSON in SQLite or PostgreSQL for documents"
+            ctx = " ".join(f" when working with {parts.aspect} {parts.context}".split())
+            return {"ctx": " " + ctx, "scope": ""}
+        if parts.context:
+            ctx = f" {parts.context}" if re.match(r"(?:for|in|when|on|under|at|with|regarding)\s",
+                                                  parts.context) else f" for {parts.context}"
+        elif parts.verb and parts.aspect and parts.verb in _GENERIC_VERBS:
+            ctx = f" for {parts.aspect}"
+        elif vp:
+            ctx = f" when they {vp}"
+        elif parts.aspect:
+            ctx = f" for {parts.aspect}"
+        else:
+            ctx = ""
+        return {"ctx": ctx, "scope": ""}
+    scope = ph.SCOPE[lang]
+    pieces = [scope["owner"].format(parts.owner) if parts.owner else "",
+              scope["context"].format(parts.context) if parts.context else "",
+              scope["aspect"].format(parts.aspect) if parts.aspect and not parts.verb else ""]
+    return {"ctx": "", "scope": "".join(pieces)}
+
+
+def _comparison(parts: TopicParts, lang: str, qlang: str, n: int) -> list[Draft]:
+    targets = ph.join(parts.targets, lang)
+    slots = {"targets": targets, **_ctx(parts, lang)}
+    around = _key(parts.context or parts.aspect or parts.verb)
+    if parts.aspect and parts.context and not parts.verb:  # what is handled, and what for
+        around = f"{_key(parts.aspect, 1)} {_key(parts.context, 1)}"
+
+    def ask(extra: Sequence[str], tail: str = around) -> tuple[str, ...]:
+        return tuple(_short(t, extra[j % len(extra)], tail) for j, t in enumerate(parts.targets))
+
+    drafts: list[Draft] = []
+    vp = _vp(parts)
+    if vp:  # the topic's own action first: "... differ in how they handle concurrent writes?"
+        slots_vp = {**slots, "ctx": f" {parts.context}" if lang == "en" and parts.context else ""}
+        drafts.append((ph.MECHANISM[lang].format(vp=vp, **slots_vp),
+                       ask(("",), _key(parts.aspect or vp, 3))))
+    elif parts.aspect:
+        slots_aspect = {**slots, "ctx": f" {parts.context}" if lang == "en" and parts.context
+                        else ""}
+        drafts.append((ph.ASPECT[lang].format(aspect=parts.aspect, **slots_aspect),
+                       ask(("",), _key(parts.aspect, 3))))
+    if parts.criterion:  # "Is Go faster than Python?" -> "... differ in speed?"
+        drafts.append((ph.COMPARE[lang].format(dim=parts.criterion, **slots),
+                       ask((_key(parts.criterion),))))
+    for dim, extra in zip(ph.DIMENSIONS[lang], ph.DIMENSION_QUERIES[qlang]):
+        drafts.append((ph.COMPARE[lang].format(dim=dim, **slots), ask(extra)))
+    if parts.intent == "recommend":  # the last question asks when to choose each
+        drafts = drafts[: max(n - 1, 0)] + [(ph.CHOOSE[lang].format(**slots),
+                                             ask(ph.CHOOSE_QUERIES[qlang]))]
+    return drafts
+
+
+def _compare_brief(parts: TopicParts, lang: str) -> str:
+    slots = _ctx(parts, lang)
+    if lang == "en" and not parts.context:
+        vp = _vp(parts)
+        slots["ctx"] = (f" in how they {vp}" if vp else
+                        f" in {parts.criterion}" if parts.criterion else slots["ctx"])
+    return ph.COMPARE_BRIEF[lang].format(targets=ph.join(parts.targets, lang), **slots)
+
+
+# -- one subject ------------------------------------------------------------------------------
+
+def _object(aspect: str) -> str:
+    """A how-to's object without its context: "JSON in Python" -> "JSON"."""
+    return re.split(r"\s+(?:for|in|when|on|with|using|from|into)\s+", aspect, maxsplit=1)[0]
+
+
+def _focus(subject: str, language: str) -> tuple[str, ...]:
+    """What a relevant sentence must name: one of the subject's phrases, all of its words
+    ("Python's garbage collection and reference counting" -> either phrase)."""
+    if not subject:
+        return ()
+    found = phrases(subject) if is_cjk(language) else split_options(subject)
+    return tuple(p for p in found if terms(p))
+
+
+def _subject_key(subject: str, limit: int = 3) -> str:
+    # "SQLite 的 WAL 模式" is searched as "sqlite wal 模式": 的/の/和 join, they say nothing.
+    plain = re.sub(r"\s*[的の和与、]\s*", " ", subject)
+    return " ".join(query_words(plain)[:limit]) or subject
+
+
+def _fill(table: dict[str, tuple[tuple[str, tuple[str, ...]], ...]], lang: str, qlang: str,
+          kp: str, slots: dict[str, str], pick: Sequence[int] | None = None) -> list[Draft]:
+    """A template table filled in: questions in `lang`, query words in `qlang` (the tables
+    are aligned by position across languages)."""
+    questions = table.get(lang, table["en"])
+    words = table.get(qlang, table["en"])
+    order = range(len(questions)) if pick is None else pick
+    return [(questions[i][0].format(**slots),
+             tuple(" ".join(f"{kp} {w}".split()) for w in words[i][1])) for i in order]
+
+
+def _description(parts: TopicParts, lang: str, qlang: str) -> tuple[list[Draft], str]:
+    subject, vp = parts.subject, _vp(parts)
+    agree = ph.agreement(parts.plural)
+    together = "together" in parts.aspect.lower()
+    action = bool(vp) and parts.verb not in ("work", "be") and not together
+    verb3 = (ph.third_person(parts.verb) if not parts.plural and lang == "en" and
+             parts.language == "en" else parts.verb)
+    slots = {"subject": subject, "vp": vp, "vp3": " ".join(f"{verb3} {parts.aspect}".split()),
+             "aspect": parts.aspect, "passive": parts.passive,
+             "work": "work together" if together else "work", **agree}
+    kp = " ".join(dict.fromkeys((_subject_key(subject) + " " + _key(vp, 3)).split()))
+    if action and not subject:  # "How do I cancel an asyncio task?"
+        drafts = _fill(ph.HOWTO, lang, qlang, _key(vp, 4), slots)
+        what = {"en": f"how to {vp}"}.get(lang, vp)
+    elif action and lang in ph.ACTION:
+        drafts = _fill(ph.ACTION, lang, qlang, kp, slots)
+        what = {"en": f"how {subject} {slots['vp3']}"}.get(lang, f"{subject}{vp}")
+    else:
+        if not subject:  # a how-to in a language without how-to templates: the action itself
+            subject = slots["subject"] = vp
+        kp = _subject_key(subject)
+        drafts = _fill(ph.DESCRIBE, lang, qlang, kp, slots)
+        what = subject
+        if lang == "en" and parts.verb == "be" and parts.aspect:  # "Why is Python slow?"
+            drafts = _fill(ph.STATE, lang, "en", kp + " " + _key(parts.aspect), slots) + \
+                _fill(ph.DESCRIBE, lang, qlang, kp, slots, pick=(0, 3, 1, 2))
+            what = f"why {subject} {agree['is']} {parts.aspect}"
+        elif lang == "en" and parts.passive:  # "How is the GIL implemented?"
+            drafts = _fill(ph.PASSIVE, lang, "en", kp, slots) + \
+                _fill(ph.DESCRIBE, lang, qlang, kp, slots, pick=(0, 2, 3, 4, 5))
+            what = f"how {subject} {agree['is']} {parts.passive}"
+    return drafts, ph.DESCRIBE_BRIEF[lang].format(what=what)
+
+
+def _recommendation(parts: TopicParts, lang: str, qlang: str) -> tuple[list[Draft], str]:
+    purpose = parts.purpose or parts.subject
+    if lang == "en" and not re.match(r"(?:to|for|in|when|on|with)\s", purpose):
+        purpose = f"for {purpose}"  # a Chinese purpose ("小型网站") in an English plan
+    elif lang != "en":
+        purpose = re.sub(r"^(?:for|to)\s+", "", purpose)
+    kp = _key(re.sub(r"^(?:to|for|in|when|on|with)\s+", "", purpose), 4)
+    slots = {"purpose": purpose, "subject": parts.subject, **ph.agreement(parts.plural)}
+    drafts = _fill(ph.RECOMMEND, lang, qlang, kp, slots)
+    if parts.subject:  # "Should I use asyncio for web scraping?": that option first
+        drafts.insert(0, (ph.GOOD_CHOICE[lang].format(**slots),
+                          (" ".join(f"{_subject_key(parts.subject)} {kp}".split()),)))
+    return drafts, ph.RECOMMEND_BRIEF[lang].format(purpose=purpose)

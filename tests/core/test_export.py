@@ -107,6 +107,18 @@ def test_a_report_without_citations_keeps_its_own_references_section() -> None:
     assert 'id="references"' not in page
 
 
+def test_a_chinese_report_keeps_one_references_section_with_linked_citations() -> None:
+    report = Report(report_id="r_zh", topic="并发写入", title="研究报告", engine="offline",
+                    language="zh", markdown="# 研究报告\n\n## 摘要\n\n写入者持有锁。[1]\n\n"
+                    "## 参考文献\n\n1. [锁](https://example.org/locks) — “写入者持有锁”\n",
+                    citations=(Citation(number=1, url="https://example.org/locks", title="锁",
+                                        quote="写入者持有锁"),))
+    page = to_html(report)
+    assert page.count("<h2>参考文献</h2>") == 1 and "References" not in page
+    assert '<a href="#ref-1" class="cite">[1]</a>' in page and 'id="ref-1"' in page
+    assert '<html lang="zh">' in page
+
+
 def test_a_stored_report_exports_read_only(tmp_path: Path) -> None:
     store = ResultStore(tmp_path / "rf.duckdb")
     page = Source(url="https://example.org/p", title="P", text="<script>x</script> quoted")

@@ -128,7 +128,9 @@ def test_four_targets_still_get_at_most_three_queries() -> None:
 def test_describe_plan_uses_the_subject_and_unstemmed_query_words() -> None:
     plan = ExtractiveEngine().plan(Topic(text="How do databases use indexes?", max_subquestions=3))
     assert plan.intent == "describe" and plan.targets == ()
-    assert plan.subquestions[0].question == "What is databases use indexes and what is it for?"
+    # Built from the topic's parts (subject "databases", verb "use", object "indexes"), with
+    # the plural subject's "do": not the topic pasted into "What is ... and what is it for?".
+    assert plan.subquestions[0].question == "What steps do databases go through to use indexes?"
     # Search backends stem for themselves: "databas" would miss "databases" under porter.
     assert plan.subquestions[0].queries[0] == "databases indexes"
 
