@@ -1,18 +1,24 @@
 """The offline extractive engine: every role, with no network and no model weights.
 
-It plans by pulling key phrases and comparison targets out of the topic, ranks the sentences of
-what was read against each sub-question, quotes the best ones verbatim as evidence, and assembles
-the report from those quotes. Deterministic: the same corpus and topic give the same report. Its
-reports say plainly that they are extractive, not model-written prose.
+It plans with core.engine.planning, picks the sentences of what was read that answer each
+sub-question (core.engine.selection: words and meaning, on the subject, near-duplicates once),
+quotes them verbatim as evidence, and assembles the report from those quotes, with a summary
+chosen for coverage of the sections (core.engine.summary). Meaning comes from the shared offline
+embedder (core.embedding), the only "model" here: 16 MB of word vectors, no generation.
+Deterministic: the same corpus and topic give the same report. Its reports say plainly that they
+are extractive, not model-written prose.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+from core.embedding import Embedder
 from core.engine.base import ReportDraft, SectionDraft
 from core.engine.planning import plan_topic
-from core.engine.text import Scorer, Sentence, overlap, query_words, sentences, terms
+from core.engine.selection import corroborated, pick, rank
+from core.engine.summary import summarize
+from core.engine.text import query_words, terms
 from core.models import (Claim, Evidence, Finding, FollowUp, ResearchPlan, SearchResult,
                          Source, SubQuestion, Topic, Transcript)
 from core.report import escape_markdown, evidence_catalog
@@ -20,18 +26,6 @@ from core.report import escape_markdown, evidence_catalog
 NOTICE = ("Extractive offline report: assembled by researchflow's offline engine from verbatim "
           "sentences of the sources below. It is not model-written prose; set an LLM key for a "
           "written report.")
-
-
-def _page(url: str) -> str:
-    """Passages of one document (url#p3, url#p7) are one page, not two witnesses."""
-    return url.split("#", 1)[0]
-
-
-def _on_topic(focus: list[set[str]], context: set[str]) -> bool:
-    """Some focus phrase has every word in the sentence or its page title ("cancel" matches
-    "cancellation": words agree on their first five letters)."""
-    stems = {t[:5] for t in context}
-    return not focus or any(phrase and all(t[:5] in stems for t in phrase) for phrase in focus)
 
 
 def _cell(text: str, limit: int = 220) -> str:
@@ -71,10 +65,11 @@ class ExtractiveEngine:
     notice = NOTICE
 
     def __init__(self, claims_per_finding: int = 6, claims_per_section: int = 4,
-                 notes_per_source: int = 3) -> None:
+                 notes_per_source: int = 3, embedder: Embedder | None = None) -> None:
         self.claims_per_section = claims_per_section
         self.claims_per_finding = claims_per_finding
         self.notes_per_source = notes_per_source
+        self._embedder = embedder  # None: the process's shared one, loaded on first use
 
     def for_role(self, role: str) -> "ExtractiveEngine":
         return self
@@ -160,53 +155,21 @@ class ExtractiveEngine:
 
     def condense(self, subquestion: SubQuestion, source: Source, *,
                  max_tokens: int | None = None) -> str:
-        best = self._rank(subquestion, [source])[: self.notes_per_source]
-        return "\n".join(f"- {s.clean}" for _, s, _ in best)
+        best = pick(rank(subquestion, [source], self._embedder), self.notes_per_source)
+        return "\n".join(f"- {c.sentence.clean}" for c in best)
 
     # -- compress -----------------------------------------------------------------------------
     def compress(self, transcript: Transcript, *, max_tokens: int | None = None) -> Finding:
-        ranked = self._rank(transcript.subquestion, transcript.sources)
-        chosen: list[tuple[float, Sentence, Source]] = []
-        for score, sent, src in ranked:
-            if score <= 0 or any(overlap(sent.text, c.text) > 0.5 for _, c, _ in chosen):
-                continue
-            chosen.append((score, sent, src))
-            if len(chosen) == self.claims_per_finding:
-                break
-        claims = []
-        for _, sent, src in chosen:
-            corroborated = sum(1 for _, o, s in ranked if _page(s.url) != _page(src.url)
-                               and overlap(o.text, sent.text) > 0.3)
-            claims.append(Claim(text=sent.clean,
-                                evidence=(Evidence(url=src.url, title=src.title, quote=sent.text),),
-                                confidence="high" if corroborated else "medium"))
-        notes = "\n".join(m.content for m in transcript.messages if m.role == "tool")
         sq = transcript.subquestion
+        ranked = rank(sq, transcript.sources, self._embedder)
+        claims = [Claim(text=c.sentence.clean,
+                        evidence=(Evidence(url=c.source.url, title=c.source.title,
+                                           quote=c.sentence.text),),
+                        confidence="high" if corroborated(c, ranked) else "medium")
+                  for c in pick(ranked, self.claims_per_finding, sq.focus)]
+        notes = "\n".join(m.content for m in transcript.messages if m.role == "tool")
         return Finding(subquestion_index=sq.index, subquestion=sq.question, claims=tuple(claims),
                        raw_notes=notes)
-
-    def _rank(self, subquestion: SubQuestion, sources: Sequence[Source]
-              ) -> list[tuple[float, Sentence, Source]]:
-        pool = [(s, src) for src in sources for s in sentences(src.text)]
-        # A sentence that recurs across several pages is boilerplate (headers, disclaimers).
-        spread: dict[str, set[str]] = {}
-        for sent, src in pool:
-            spread.setdefault(sent.clean, set()).add(_page(src.url))
-        pool = [(s, src) for s, src in pool if len(spread[s.clean]) < 3]
-        if not pool:
-            return []
-        scorer = Scorer([s.text for s, _ in pool])
-        query = terms(subquestion.question + " " + " ".join(subquestion.queries))
-        focus = [set(terms(f)) for f in subquestion.focus]
-        # A sentence must name what the question is about (any one focus phrase, all its words),
-        # however well it matches the aspect words ("performance", "usage").
-        titles = {src.url: set(terms(src.title)) for src in sources}
-        scored = [(scorer.score(i, query)
-                   if _on_topic(focus, scorer.docs[i].keys() | titles[src.url]) else 0.0, s, src)
-                  for i, (s, src) in enumerate(pool)]
-        # Stable order for equal scores: source url, then position, so runs are reproducible.
-        scored.sort(key=lambda x: (-round(x[0], 9), x[2].url, x[1].start))
-        return scored
 
     # -- report -------------------------------------------------------------------------------
     def write_report(self, plan: ResearchPlan, findings: Sequence[Finding], *,
@@ -219,16 +182,16 @@ class ExtractiveEngine:
                     + "".join(f"[{keys[id(e)]}]" for e in claim.evidence))
 
         used: set[str] = set()
-        sections, leads = [], []
+        sections, shown = [], []
         for f in findings:
             # Researchers run independently, so two may quote the same sentence: say it once.
             fresh = [c for c in f.claims if c.text not in used][: self.claims_per_section]
             used.update(c.text for c in fresh)
-            leads.extend(fresh[:1])
+            shown.append((f.subquestion, fresh))
             sections.append(SectionDraft(subquestion_index=f.subquestion_index,
                                          heading=f.subquestion,
                                          body="\n\n".join(cite(c) for c in fresh)))
-        summary = " ".join(cite(c) for c in leads)
+        summary = " ".join(cite(c) for c in summarize(plan, shown, self._embedder))
         table = self._comparison_table(plan, findings, cite) if plan.intent == "compare" else None
         recommendation = None
         if plan.intent == "recommend" and findings:

@@ -24,11 +24,35 @@ versus compare comparison comparing difference differences different between pyt
 which best should recommend recommended better choose choosing option options work works way ways
 """.split())
 
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_+#.-]*[A-Za-z0-9_+#]|[A-Za-z]|[\u4e00-\u9fff]")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_+#.-]*[A-Za-z0-9_+#]|[A-Za-z]|[\u4e00-\u9fff]+")
 _HEADING = re.compile(r"^\s*(?:#+\s.*|[A-Z][A-Z0-9 _-]{2,}|[-=*]{3,}|\S+ - .*)\s*$")
-# Chinese puts no space after 。！？, so there a sentence ends at the mark itself.
-_SENT_END = re.compile(r"(?<=[。！？])\s*|(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`\u4e00-\u9fff])|\n\s*\n")
+# Chinese puts no space after 。！？；, so there a sentence ends at the mark itself (or at the
+# closing quote right after it: 他说：“好。”); a half-width !?; ends one only after a Han character.
+_CLOSE = "”’」』）)"
+_SENT_END = re.compile(rf"(?<=[。！？；．｡])(?![{_CLOSE}])\s*|(?<=[。！？；．｡][{_CLOSE}])\s*"
+                       r"|(?<=[\u4e00-\u9fff][!?;])\s*"
+                       r"|(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`\u4e00-\u9fff])|\n\s*\n")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
+_TERMINAL = ".!?。！？；．｡"
+# A "see also" link's caption: a title, a dash, where to read it.
+_LINK_LINE = re.compile(r"^[^\n.]{3,80}? [-–—] (?:in the |see |documentation\b)")
+# A parameter's entry in an API reference: an identifier, a colon, a capitalised description.
+_PARAMETER = re.compile(r"(?:^|[.;]\s+)[a-z_][a-z0-9_]*: [A-Z]")
+# Words a sentence often opens with, and a wrapped line seldom continues with, capitalised.
+_OPENERS = frozenset("The A An This These That Those It Its In If When While For To By On "
+                     "Each Every Some Most Many All Use Set Return Returns As Although Unlike "
+                     "Since Because There However Note".split())
+# Function characters that glue Chinese words together: a run is cut at them, so "电池的容量"
+# gives the bigrams of 电池 and 容量, not the meaningless 池的 and 的容.
+_CJK_GLUE = re.compile(r"[的了和与及或是在有也都而就被把对之其这那些吗呢吧啊着过]+")
+# Bigrams of question and template wording that say nothing about the subject (cf. STOPWORDS).
+_CJK_STOP = frozenset("""
+哪 么 什么 哪些 有哪 哪个 如何 怎么 怎样 为什 为何 主要 一个 一些 我们 你们 他们 可以 进行 以及 还是
+应该 应选 选择 比较 对比 区别 不同 建议 推荐 给出 理由 优缺 缺点 优点 相比 方面 情况
+""".split())
+_CJK_CUT = re.compile(_CJK_GLUE.pattern + "|" + "|".join(sorted(_CJK_STOP, key=len, reverse=True)))
+# A Han character carries about a word: Chinese prose needs far fewer characters for a sentence.
+MIN_CJK_CHARS = 10
 
 
 @dataclass(frozen=True)
@@ -43,16 +67,37 @@ class Sentence:
 
 
 def terms(text: str) -> list[str]:
-    """Lower-cased content words (stop words removed, light plural stemming)."""
+    """Lower-cased content words (stop words removed, light plural stemming); a run of Han
+    characters gives its character bigrams (Chinese has no spaces, and a bigram is the usual
+    unit of meaning: 电池, 容量, 衰减), a lone character itself."""
     out = []
     for w in _WORD.findall(text.lower()):
-        w = w.strip(".-")
-        if len(w) < 2 and not ("\u4e00" <= w <= "\u9fff"):
+        if _CJK.match(w):
+            out.extend(_han_terms(w))
             continue
-        if w in STOPWORDS:
+        w = w.strip(".-")
+        if len(w) < 2 or w in STOPWORDS:
             continue
         out.append(stem(w))
     return out
+
+
+def _han_terms(run: str) -> list[str]:
+    # Cut at function characters and at question wording too: "主要机制有哪些" is 机制 alone,
+    # not 机制 plus the stray 要机 that 主要 leaves behind.
+    out = []
+    for part in _CJK_CUT.split(run):
+        if len(part) == 1:
+            out.extend([part] if part not in _CJK_STOP else [])
+        else:
+            out.extend(part[i:i + 2] for i in range(len(part) - 1))
+    return out
+
+
+def is_cjk_text(text: str) -> bool:
+    """Mostly Han characters: judged by length in characters, not words."""
+    han = len(_CJK.findall(text))
+    return han > 0 and han >= 0.5 * len(text.replace(" ", ""))
 
 
 def query_words(text: str) -> list[str]:
@@ -127,17 +172,36 @@ def units(text: str, *, min_chars: int = 12, max_chars: int = 1_200) -> list[Sen
 
 def _is_title(line: str, after: str) -> bool:
     """A short unpunctuated line before a capitalised one: a title (an HTML <h1> after
-    extraction, a plain-text heading), not the first line of a wrapped sentence."""
-    return (0 < len(line.split()) <= 5 and not re.search(r"[.!?,;:。！？，；：]\s*$", line)
-            and after.lstrip()[:1].isupper())
+    extraction, a plain-text heading), not the first line of a wrapped sentence. A longer line
+    is a title when most of its words are capitalised ("SQLite driver: Serializable isolation /
+    Savepoints"); a mostly-Han line (Chinese has no capitals) when it is short."""
+    if re.search(r"[.!?,;:。！？，；：、]\s*$", line):
+        return False
+    head = after.lstrip()[:1]
+    if not (head.isupper() or _CJK.match(head)):
+        return False
+    if is_cjk_text(line):
+        return 0 < len(line.strip()) <= 30
+    words = [w for w in line.split() if w[:1].isalpha()]
+    capitalised = sum(w[:1].isupper() for w in words)
+    # A wrapped sentence does not go on with a capitalised "The" or "If": a new sentence does.
+    opener = after.split(None, 1)[0] in _OPENERS if after.split() else False
+    return 0 < len(line.split()) <= 5 or (0 < len(words) <= 15 and (
+        capitalised * 2 >= len(words) or opener))
 
 
 def _is_prose(span: str, min_chars: int, max_chars: int) -> bool:
-    # A CJK character carries about a word: count it double for length, as one word for words.
+    # A CJK character carries about a word: count it as one word, and hold a Chinese span to
+    # MIN_CJK_CHARS characters ("高温会加速电解液分解！" is a sentence at 11).
     cjk = len(_CJK.findall(span))
-    if not (min_chars <= len(span) + cjk and len(span) <= max_chars):
+    # Chinese with Latin terms in it ("WAL 是预写日志（write-ahead log）的缩写。") is Chinese too.
+    chinese = cjk >= 5 or is_cjk_text(span)
+    size = len(span) if chinese else len(span) + cjk
+    least = min(min_chars, MIN_CJK_CHARS) if chinese else min_chars
+    if not (least <= size and len(span) <= max_chars):
         return False
-    if span[-1] not in ".!?。！？":
+    end = span[-2] if len(span) > 1 and span[-1] in _CLOSE else span[-1]
+    if end not in _TERMINAL and not (end == ";" and is_cjk_text(span)):
         return False
     letters = sum(ch.isalpha() for ch in span)
     if letters < 0.6 * len(span.replace(" ", "").replace("\n", "")):
@@ -146,6 +210,10 @@ def _is_prose(span: str, min_chars: int, max_chars: int) -> bool:
         return False
     if re.match(r"^(?:#|[\w.]+ [-—] |[\w.]+\(.*?\)\s)", span):
         return False  # a heading, pydoc's "module - summary" line, a "func(args) Doc" line
+    if _LINK_LINE.match(span):
+        return False  # a reference link's caption ("Table options - in the PostgreSQL docs.")
+    if _PARAMETER.search(span):
+        return False  # a run of parameter docs ("workers. mp_context: A context to launch ...")
     first_line = span.splitlines()[0]
     return len(span.split()) + cjk >= 6 and not first_line.rstrip().endswith((":", "："))
 

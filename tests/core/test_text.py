@@ -135,7 +135,22 @@ def test_terms_drop_stopwords_and_stem_plurals() -> None:
 def test_terms_keep_technical_tokens_and_chinese_characters() -> None:
     assert "c++" in terms("C++ and C# interop")
     assert "i/o" not in terms("concurrent I/O")  # '/' splits: both halves are single letters
-    assert terms("异步") == ["异", "步"]
+    assert terms("异步") == ["异步"]
+
+
+def test_chinese_terms_are_bigrams_of_han_runs_cut_at_function_characters() -> None:
+    # 的 glues words: no 池的 or 的容; question wording (哪些, 主要) says nothing of the subject.
+    assert terms("电池的容量有哪些") == ["电池", "容量"]
+    assert terms("锂电池") == ["锂电", "电池"] and terms("锂") == ["锂"]
+    assert "衰减" in terms("Python 的容量衰减 test")
+    assert "python" not in terms("Python 的容量衰减")  # a stop word, as in English topics
+
+
+def test_scorer_matches_chinese_by_shared_bigrams() -> None:
+    pool = ["锂离子电池的容量会随着循环逐渐衰减。", "光伏组件把光能直接转化为电能。"]
+    scorer = Scorer(pool)
+    query = terms("电池容量衰减")
+    assert scorer.score(0, query) > 0 == scorer.score(1, query)
 
 
 def test_scorer_prefers_the_sentence_about_the_query() -> None:
@@ -172,3 +187,57 @@ def test_title_line_glued_to_a_sentence_is_left_out() -> None:
         "The multiprocessing package starts separate processes, each with its own memory.",
         "The threading module runs\nseveral threads inside one process, sharing its memory.",
     ]
+
+
+def test_chinese_splits_on_semicolons_and_fullwidth_marks_with_closing_quotes() -> None:
+    text = ("负极表面的界面膜在循环中不断增厚；活性锂因此被持续消耗掉了。"
+            "工程师说：“高温会明显加速电解液的分解。”快速充电可能导致负极析锂吗？"
+            "这是实验室里反复验证过的结果！")
+    assert _assert_exact(text) == [
+        "负极表面的界面膜在循环中不断增厚；",
+        "活性锂因此被持续消耗掉了。",
+        "工程师说：“高温会明显加速电解液的分解。”",
+        "快速充电可能导致负极析锂吗？",
+        "这是实验室里反复验证过的结果！",
+    ]
+
+
+def test_half_width_marks_after_han_end_a_sentence_too() -> None:
+    text = "快速充电时负极可能出现析锂现象!金属锂沉积会造成不可逆的容量损失;"
+    assert _assert_exact(text) == ["快速充电时负极可能出现析锂现象!",
+                                   "金属锂沉积会造成不可逆的容量损失;"]
+
+
+def test_short_normal_chinese_sentences_are_kept_and_scraps_dropped() -> None:
+    # Eleven characters is a whole Chinese sentence; "好的。" and "然后呢；" are not.
+    assert _assert_exact("高温会加速电解液分解！好的。然后呢；") == ["高温会加速电解液分解！"]
+
+
+def test_chinese_heading_lines_are_not_glued_to_the_next_sentence() -> None:
+    text = "Home\n容量衰减的机制\n锂离子电池在循环中不断消耗可用的活性锂。"
+    assert _assert_exact(text) == ["锂离子电池在循环中不断消耗可用的活性锂。"]
+
+
+def test_api_parameter_entries_and_link_captions_are_not_prose() -> None:
+    text = ("Workers run the calls. mp_context: A multiprocessing context to launch the workers. "
+            "The pool shuts down cleanly once every submitted call has finished running.\n\n"
+            "Storage engine table options - in the database server documentation.\n\n"
+            "Index storage settings - documentation on every storage setting there is.")
+    assert _assert_exact(text) == [
+        "The pool shuts down cleanly once every submitted call has finished running."]
+
+
+def test_sentence_case_headings_before_a_new_sentence_are_left_out() -> None:
+    text = ("Reading rows: compatibility with native date and time types\n"
+            "The driver converts stored text into date objects when the column says so.\n\n"
+            "A wrapped line of a sentence that goes on past the end of this line with\n"
+            "Python named in the middle is still one sentence.")
+    assert _assert_exact(text) == [
+        "The driver converts stored text into date objects when the column says so.",
+        "A wrapped line of a sentence that goes on past the end of this line with\n"
+        "Python named in the middle is still one sentence."]
+
+
+def test_a_chinese_heading_before_a_latin_opening_is_left_out() -> None:
+    text = "写入日志的工作方式：读写互不阻塞\nWAL 是预写日志（write-ahead log）的缩写。"
+    assert _assert_exact(text) == ["WAL 是预写日志（write-ahead log）的缩写。"]

@@ -1,0 +1,216 @@
+"""Which sentences of what was read answer a sub-question, for the offline extractive engine.
+
+Every prose sentence of the sources is a candidate (boilerplate that recurs on several pages is
+not). A candidate is scored by a blend of word relevance (the BM25-like `Scorer` against the
+question, its queries and its focus) and meaning (embedding cosine to the question and to the
+focus phrases), so a sentence that says the same thing in other words still counts, and one that
+merely shares aspect words ("purpose", "performance") does not win on those alone.
+
+A sentence must also be about the subject, the sub-question's `focus`: it names a focus phrase
+(every word of it; two thirds of a long Chinese phrase's character bigrams); or it names half of
+that and is about as close to it in meaning as the sentences that name all of it; or its page
+title names the phrase and it is closer to the phrase in meaning than the average sentence read.
+A page title alone no longer lets "A string used for identification purposes only." through.
+Naming is not weighted by rarity on purpose: in a pool about the subject its own words are the
+common ones, and in a pool that is not they are the rare ones.
+
+All candidates of one call are embedded in one batch; nothing is cached between calls. The
+quotes are `Sentence` spans, exact substrings of the source text. Deterministic: embeddings are,
+and ties break on url and position.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from core.embedding import Embedder, embedder as shared_embedder
+from core.engine.text import Scorer, Sentence, overlap, sentences, terms
+from core.models import Source, SubQuestion
+
+# Weights of the blend: words, meaning of the question, meaning of the subject, naming it.
+_W_WORDS, _W_QUESTION, _W_FOCUS, _W_NAMED = 0.35, 0.35, 0.15, 0.15
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+# Near-duplicates: the same statement from two pages (or twice on one) is quoted once.
+DUPLICATE_COSINE, DUPLICATE_OVERLAP = 0.92, 0.5
+# Another page saying nearly the same thing corroborates a claim.
+CORROBORATE_COSINE, CORROBORATE_OVERLAP = 0.85, 0.3
+# Share of a long Chinese focus phrase's bigrams a sentence must name.
+_LONG_PHRASE = 2 / 3
+# How much closer to the subject than the pool's average (in standard deviations) a sentence
+# naming half of it must be when no sentence names all of it (see _partial_bar):
+# "A sourdough starter is a culture of wild yeast" is about "sourdough fermentation",
+# "Kombucha fermentation works through a culture" is not.
+_CLOSE_PARTIAL = 0.75
+# A sentence recurring on this many pages is boilerplate (headers, disclaimers, cookie notes).
+_BOILERPLATE_PAGES = 3
+
+
+@dataclass(frozen=True)
+class Candidate:
+    score: float
+    sentence: Sentence
+    source: Source
+    vector: np.ndarray = field(compare=False, repr=False)
+
+
+def page(url: str) -> str:
+    """Passages of one document (url#p3, url#p7) are one page, not two witnesses."""
+    return url.split("#", 1)[0]
+
+
+def rank(subquestion: SubQuestion, sources: Sequence[Source],
+         embedder: Embedder | None = None) -> list[Candidate]:
+    """The sentences of `sources` that answer `subquestion`, best first; off-subject and
+    irrelevant ones are left out."""
+    pool = _pool(sources)
+    if not pool:
+        return []
+    texts = [s.text for s, _ in pool]
+    focus = [f for f in subquestion.focus if terms(f)]
+    anchors = [subquestion.question, *focus]
+    vectors = (embedder or shared_embedder()).embed([*anchors, *texts])  # one batch per call
+    anchor, vec = vectors[: len(anchors)], vectors[len(anchors):]
+    q_sim = vec @ anchor[0]
+    f_sim = (vec @ anchor[1:].T).max(axis=1) if focus else q_sim
+
+    scorer = Scorer(texts)
+    query = terms(" ".join([subquestion.question, *subquestion.queries, *focus]))
+    words = np.array([scorer.score(i, query) for i in range(len(pool))])
+    phrases = [terms(f) for f in focus]
+    docs = [scorer.docs[i].keys() for i in range(len(pool))]
+    named = np.array([naming(phrases, d) for d in docs])
+    blend = (_W_WORDS * _unit(words) + _W_QUESTION * _minmax(q_sim)
+             + _W_FOCUS * _minmax(f_sim) + _W_NAMED * named)
+    titles = {src.url: terms(src.title) for src in sources}
+    about = (_about_subject(phrases, docs, [titles[src.url] for _, src in pool], named, f_sim)
+             if phrases else np.ones(len(pool), dtype=bool))
+    # An answer shares a word with the question, its queries or its subject, or names the
+    # subject in other words ("threads" for "threading") and is nearer the question in meaning
+    # than half the sentences read; and it is about the subject, however well it matches the
+    # aspect words.
+    relevant = (words > 0) | ((named >= 1.0) & (q_sim >= float(np.median(q_sim))))
+    out = [Candidate(float(blend[i]), sent, src, vec[i]) for i, (sent, src) in enumerate(pool)
+           if relevant[i] and about[i]]
+    out.sort(key=lambda c: (-round(c.score, 9), c.source.url, c.sentence.start))
+    return out
+
+
+def pick(ranked: Sequence[Candidate], limit: int,
+         focus: Sequence[str] = ()) -> list[Candidate]:
+    """The best `limit` candidates with near-duplicates (same meaning or mostly the same words,
+    from any page) dropped. With several focus phrases (the options a comparison is between),
+    the best candidate naming each comes first, so one option's pages cannot fill every slot."""
+    chosen: list[Candidate] = []
+
+    def take(cand: Candidate) -> bool:
+        if len(chosen) == limit or any(c is cand for c in chosen) or any(
+                _same(cand, c, DUPLICATE_COSINE, DUPLICATE_OVERLAP) for c in chosen):
+            return False
+        chosen.append(cand)
+        return True
+
+    phrases = [terms(f) for f in focus if terms(f)]
+    for phrase in phrases if len(phrases) > 1 else ():
+        for cand in ranked:
+            if naming([phrase], terms(cand.sentence.text)) >= 1.0 and take(cand):
+                break  # this option has its best sentence
+    for cand in ranked:
+        take(cand)
+    order = {id(c): i for i, c in enumerate(ranked)}
+    return sorted(chosen, key=lambda c: order[id(c)])
+
+
+def corroborated(claim: Candidate, ranked: Sequence[Candidate]) -> bool:
+    """Another page says nearly the same thing."""
+    return any(page(o.source.url) != page(claim.source.url)
+               and _same(claim, o, CORROBORATE_COSINE, CORROBORATE_OVERLAP) for o in ranked)
+
+
+def _same(a: Candidate, b: Candidate, cosine: float, words: float) -> bool:
+    return (float(a.vector @ b.vector) >= cosine
+            or overlap(a.sentence.text, b.sentence.text) > words)
+
+
+def _pool(sources: Sequence[Source]) -> list[tuple[Sentence, Source]]:
+    pool = [(s, src) for src in sources for s in sentences(src.text)]
+    spread: dict[str, set[str]] = {}
+    for sent, src in pool:
+        spread.setdefault(sent.clean, set()).add(page(src.url))
+    seen: set[str] = set()
+    out = []
+    titles = {" ".join(src.title.split()) for src in sources}
+    for sent, src in pool:
+        if len(spread[sent.clean]) >= _BOILERPLATE_PAGES or sent.clean in seen:
+            continue  # boilerplate, or the same sentence read twice (two passages of one page)
+        if sent.clean in titles:
+            continue  # a page's title as its heading ("小型 Web 应用：选择 SQLite 还是 PostgreSQL？")
+        seen.add(sent.clean)
+        out.append((sent, src))
+    return out
+
+
+def naming(phrases: Sequence[Sequence[str]], have: Iterable[str]) -> float:
+    """1.0 when `have` (terms of a text) names some focus phrase: every word of it, or two thirds
+    of the bigrams of a longer Chinese one (bigrams across word boundaries, such as 池容 in
+    电池容量, are noise); else the best fraction named, scaled so that 1.0 is the bar ("cancel"
+    matches "cancellation", see `_agree`)."""
+    stems: dict[str, list[str]] = {}
+    for t in set(have):
+        stems.setdefault(t[:5], []).append(t)
+    best = 0.0
+    for phrase in phrases:
+        words = set(phrase)
+        if not words:
+            continue
+        bar = _LONG_PHRASE if len(words) > 2 and any(_HAN.match(t) for t in words) else 1.0
+        named = sum(any(_agree(t, h) for h in stems.get(t[:5], ())) for t in words)
+        best = max(best, min(1.0, named / len(words) / bar))
+    return best
+
+
+def _agree(a: str, b: str) -> bool:
+    """The same word for naming's sake: equal, or one (of five letters or more) a prefix of the
+    other: "cancel" and "cancellation", "schedul" (stemmed "schedule") and "scheduling"; but
+    "multipl" (stemmed "multiples") is not "multiprocessing"."""
+    short, long_ = sorted((a, b), key=len)
+    return a == b or (len(short) >= 5 and long_.startswith(short))
+
+
+def _about_subject(phrases: list[list[str]], docs: Sequence[Iterable[str]],
+                   titles: Sequence[list[str]], named: np.ndarray,
+                   f_sim: np.ndarray) -> np.ndarray:
+    """Which sentences are about the subject (see the module docstring): they name it; or name
+    half of it and are about as close to it in meaning as those that name it all; or their
+    page title names it and they are closer to it than the average sentence."""
+    # Cosines are compared within the pool: Chinese text has a far higher baseline than English.
+    spread = max(float(f_sim.std()), 0.05)
+    bar = _partial_bar(f_sim, named, spread)
+    closer = f_sim >= float(f_sim.mean())
+    return np.array([
+        named[i] >= 1.0
+        or (f_sim[i] >= bar and named[i] >= 0.5)
+        or (closer[i] and naming(phrases, {*doc, *titles[i]}) >= 1.0)
+        for i, doc in enumerate(docs)], dtype=bool)
+
+
+def _partial_bar(f_sim: np.ndarray, named: np.ndarray, spread: float) -> float:
+    """How close to the subject in meaning a sentence naming only part of it must be: about as
+    close as the least close sentence that names all of it (half a standard deviation of slack),
+    or clearly closer than the pool's average when none does."""
+    above_average = float(f_sim.mean()) + _CLOSE_PARTIAL * spread
+    full = f_sim[named >= 1.0]
+    return min(above_average, float(full.min()) - 0.5 * spread) if len(full) else above_average
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    top = float(x.max()) if len(x) else 0.0
+    return x / top if top > 0 else np.zeros_like(x)
+
+
+def _minmax(x: np.ndarray) -> np.ndarray:
+    low, high = float(x.min()), float(x.max())
+    return (x - low) / (high - low) if high - low > 1e-9 else np.ones_like(x)

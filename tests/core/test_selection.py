@@ -1,0 +1,175 @@
+"""Sentence selection of the offline engine (core/engine/selection.py): relevance by words and
+meaning, the subject gate, near-duplicates, Chinese, determinism.
+
+Every text here is written for the test. The real embedder (wordllama, offline) runs: a test that
+mocked it would only check the mock.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.engine.extractive import ExtractiveEngine
+from core.engine.selection import Candidate, naming, pick, rank
+from core.engine.text import Scorer, Sentence, sentences, terms
+from core.models import Source, SubQuestion, Transcript
+
+PUMPS = Source(url="https://heat.example/pumps", title="Heat pumps for homes", text=(
+    "A heat pump moves warmth from the outdoor air into the house instead of burning fuel. "
+    "Heat pumps keep working in freezing air, although they deliver less warmth for each unit "
+    "of electricity. "
+    "Modern heat pumps with vapour injection still heat a house at minus twenty degrees. "
+    "Cold weather performance of the regional grid depends on weather forecasts and cold "
+    "reserve capacity. "
+    "A string kept for identification and performance tracking purposes only."))
+BOILERS = Source(url="https://heat.example/boilers", title="Gas boilers", text=(
+    "Gas boilers perform well in cold weather because burning gas gives the same heat at any "
+    "outdoor temperature. "
+    "A condensing boiler recovers heat from its exhaust and reaches high efficiency."))
+COLD = SubQuestion(index=0, question="How do heat pumps perform in cold weather?",
+                   queries=("heat pumps cold weather performance",), focus=("heat pumps",))
+
+OFF_SUBJECT = ("regional grid", "identification", "Gas boilers", "condensing boiler")
+
+
+def test_the_aspect_words_alone_would_pick_off_subject_sentences() -> None:
+    # The premise of the next test: by word overlap alone, the grid sentence (on a page whose
+    # title names heat pumps) and the boiler sentence beat every sentence about heat pumps.
+    pool = [s.text for src in (PUMPS, BOILERS) for s in sentences(src.text)]
+    scorer = Scorer(pool)
+    query = terms(COLD.question + " " + " ".join(COLD.queries))
+    best = sorted(pool, key=lambda t: -scorer.score(pool.index(t), query))[:2]
+    assert any("regional grid" in t for t in best) and any("Gas boilers" in t for t in best)
+
+
+def test_sentences_about_the_subject_beat_ones_sharing_only_aspect_words() -> None:
+    finding = ExtractiveEngine().compress(Transcript(subquestion=COLD, sources=[PUMPS, BOILERS]))
+    quotes = [c.evidence[0].quote for c in finding.claims]
+    assert len(quotes) == 3
+    assert all("heat pump" in q.lower() for q in quotes)
+    assert not any(word in q for q in quotes for word in OFF_SUBJECT)
+
+
+def test_a_page_title_does_not_carry_a_fragment_that_is_far_from_the_subject() -> None:
+    ranked = rank(COLD, [PUMPS])
+    assert ranked and not any("identification" in c.sentence.text for c in ranked)
+
+
+def test_a_sentence_naming_part_of_the_subject_counts_only_when_close_in_meaning() -> None:
+    bread = Source(url="https://bake.example/sour", title="Baking notes", text=(
+        "A sourdough starter is a culture of wild yeast and lactic acid bacteria kept in flour. "
+        "Sourdough fermentation sours the dough as the bacteria make lactic and acetic acid. "
+        "Warm kitchens speed up sourdough fermentation, while a fridge slows it for days. "
+        "The long fermentation of sourdough breaks down part of the gluten in the flour."))
+    tea = Source(url="https://brew.example/tea", title="Brewing notes", text=(
+        "Kombucha fermentation works through a floating culture of bacteria and yeast on sweet "
+        "tea. Ale fermentation works best between eighteen and twenty-two degrees Celsius. "
+        "Most kombucha is fermented for seven to ten days before it is bottled."))
+    sq = SubQuestion(index=1, question="How does sourdough fermentation work?",
+                     queries=("sourdough fermentation",), focus=("sourdough fermentation",))
+    texts = [c.sentence.text for c in rank(sq, [bread, tea])]
+    assert any(t.startswith("A sourdough starter") for t in texts)  # names half, means it
+    assert not any("Kombucha" in t or "Ale " in t for t in texts)  # names half, means other
+
+
+def test_naming_needs_every_word_of_a_short_phrase_and_most_of_a_long_one() -> None:
+    assert naming([terms("heat pumps")], terms("A heat pump works in frost.")) == 1.0
+    assert naming([terms("heat pumps")], terms("Gas gives heat.")) == 0.5
+    assert naming([terms("threading")], terms("Threads share memory.")) == 1.0
+    assert naming([terms("cancel")], terms("Cancellation is cooperative.")) == 1.0
+    # Five shared letters are not a shared word.
+    assert naming([terms("multiprocessing")], terms("Use multiples of 4096.")) == 0.0
+    long = terms("锂离子电池容量衰减")  # 8 bigrams: 6 named is past two thirds
+    assert naming([long], terms("锂离子电池的容量会衰减")) == 1.0
+    assert naming([long], terms("铅酸电池容量衰减")) < 1.0  # 电池 and 容量衰减 only: not lithium
+
+
+def test_near_duplicates_across_pages_are_quoted_once_and_corroborate() -> None:
+    a = Source(url="https://a.example/gc", title="Collector", text=(
+        "The cycle collector finds groups of objects that only refer to each other. "
+        "Reference counting frees most objects as soon as their last reference goes away."))
+    b = Source(url="https://b.example/gc", title="Memory", text=(
+        "Reference counting frees most objects as soon as the last reference to them goes "
+        "away!"))
+    sq = SubQuestion(index=0, question="How does reference counting free objects?",
+                     focus=("reference counting",))
+    finding = ExtractiveEngine().compress(Transcript(subquestion=sq, sources=[a, b]))
+    freeing = [c for c in finding.claims if "frees most objects" in c.text]
+    assert len(freeing) == 1 and freeing[0].confidence == "high"
+
+
+def _candidate(text: str, vector: list[float], score: float, url: str = "u") -> Candidate:
+    v = np.asarray(vector, dtype=np.float32)
+    return Candidate(score, Sentence(text, 0, len(text)), Source(url=url, title="t", text=text),
+                     v / np.linalg.norm(v))
+
+
+def test_pick_drops_a_near_duplicate_in_meaning_even_without_shared_words() -> None:
+    ranked = [_candidate("Lorries carry freight across the border daily.", [1, 0, 0], 0.9),
+              _candidate("Trucks haul cargo over the frontier every day.", [0.99, 0.05, 0], 0.8),
+              _candidate("Ferries cross the strait twice an hour.", [0, 1, 0], 0.7)]
+    assert [c.sentence.text[:6] for c in pick(ranked, 3)] == ["Lorrie", "Ferrie"]
+
+
+def test_nothing_about_the_question_gives_nothing() -> None:
+    sq = SubQuestion(index=0, question="How do volcanoes form magma chambers?",
+                     focus=("volcanoes",))
+    assert rank(sq, [PUMPS, BOILERS]) == []
+
+
+BATTERY = Source(url="https://zh.example/li", title="锂离子电池的老化", text=(
+    "容量衰减的机制\n"
+    "锂离子电池在循环过程中，负极表面的界面膜不断增厚，持续消耗可用的活性锂。"
+    "活性锂的损失是锂离子电池容量衰减最主要的原因之一；"
+    "高温会加速电解液分解，因此锂离子电池在高温下存放时容量衰减更快！"
+    "快速充电时锂离子电池的负极可能析锂，金属锂沉积会造成不可逆的容量损失。"
+    "点击这里订阅我们的每周新闻简报。"))
+LEAD = Source(url="https://zh.example/lead", title="铅酸电池的维护", text=(
+    "铅酸电池容量衰减的主要机制是极板硫酸盐化。"
+    "铅酸电池长期亏电存放会导致硫酸铅结晶变硬，容量难以恢复。"))
+FADE = SubQuestion(index=0, question="锂离子电池容量衰减的主要机制是什么？",
+                   queries=("锂离子电池 容量衰减",), focus=("锂离子电池",), language="zh")
+
+
+def test_chinese_sentences_are_chosen_verbatim_and_on_subject() -> None:
+    finding = ExtractiveEngine().compress(Transcript(subquestion=FADE, sources=[BATTERY, LEAD]))
+    quotes = [c.evidence[0].quote for c in finding.claims]
+    assert len(quotes) >= 4
+    assert all(q in BATTERY.text for q in quotes)  # verbatim, from the lithium page
+    assert not any("铅酸" in q or "订阅" in q for q in quotes)
+    assert not any(q.startswith("容量衰减的机制") for q in quotes)  # the heading is not glued on
+
+
+def test_a_page_title_repeated_as_its_heading_is_not_quoted() -> None:
+    page = Source(url="https://zh.example/q", title="锂离子电池为什么会老化？", text=(
+        "锂离子电池为什么会老化？\n\n"
+        "锂离子电池在循环过程中，负极表面的界面膜不断增厚，持续消耗可用的活性锂。"))
+    quotes = [c.sentence.text for c in rank(FADE, [page])]
+    assert quotes == ["锂离子电池在循环过程中，负极表面的界面膜不断增厚，持续消耗可用的活性锂。"]
+
+
+def test_rank_is_deterministic() -> None:
+    def keys() -> list[tuple[str, int, float]]:
+        return [(c.source.url, c.sentence.start, round(c.score, 9))
+                for c in rank(FADE, [LEAD, BATTERY])]
+    assert keys() == keys()
+
+
+def test_a_comparison_quotes_every_option_even_when_one_has_the_most_pages() -> None:
+    lines = ("Trams offer a high capacity on their routes, with long coupled cars at rush hour.",
+             "The capacity of a tram route grows when the city adds a second coupled car.",
+             "Tram routes are fixed by their rails, so changing a route takes years of work.",
+             "A modern tram carries two hundred riders, a capacity few vehicles on a route match.")
+    trams = [Source(url=f"https://city.example/trams{i}", title="Trams", text=t)
+             for i, t in enumerate(lines)]
+    buses = Source(url="https://city.example/buses", title="Buses", text=(
+        "Buses are cheap to put on a new street, since the roads are already there."))
+    sq = SubQuestion(index=0, question="How do trams and buses differ in capacity and routes?",
+                     queries=("trams capacity routes", "buses capacity routes"),
+                     focus=("trams", "buses"))
+    ranked = rank(sq, [*trams, buses])
+    assert not any("Buses" in c.sentence.text for c in ranked[:3])  # by score, trams only
+    claims = ExtractiveEngine(claims_per_finding=3).compress(
+        Transcript(subquestion=sq, sources=[*trams, buses])).claims
+    assert len(claims) == 3
+    assert any(c.text.startswith("Buses") for c in claims)  # the one page about buses speaks
