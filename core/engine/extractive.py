@@ -15,7 +15,9 @@ from typing import Sequence
 
 from core.embedding import Embedder
 from core.engine.base import ReportDraft, SectionDraft
+from core.engine.phrasing import dimension_label
 from core.engine.planning import plan_topic
+from core.engine.report_words import words
 from core.engine.selection import corroborated, pick, rank
 from core.engine.summary import summarize
 from core.engine.text import query_words, terms
@@ -53,11 +55,11 @@ def _coverage(plan: ResearchPlan, findings: Sequence[Finding],
     answered = {s.subquestion_index for s in sections if s.body.strip()}
     open_ = [sq.question for sq in plan.sections if sq.index not in answered]
     corroborated = sum(c.confidence == "high" for f in findings for c in f.claims)
-    text = (f"Quoted evidence answers {len(plan.sections) - len(open_)} of "
-            f"{len(plan.sections)} sub-questions; {corroborated} claims are supported by more "
-            "than one page.")
+    say = words(plan.language)
+    text = say["coverage"].format(answered=len(plan.sections) - len(open_),
+                                  total=len(plan.sections), corroborated=corroborated)
     if open_:
-        text += " Still open (no quoted evidence): " + "; ".join(open_) + "."
+        text += say["open"].format(questions=say["join"].join(open_))
     return text
 
 class ExtractiveEngine:
@@ -198,16 +200,17 @@ class ExtractiveEngine:
             # The plan's last aspect asks when each option is the right choice.
             last = max(findings, key=lambda f: f.subquestion_index)
             picks = [cite(c) for c in last.claims[:2]]
-            recommendation = ("What the sources say about when to choose each option:\n\n"
+            recommendation = (words(plan.language)["choose"] + "\n\n"
                               + "\n\n".join(picks)) if picks else None
-        return ReportDraft(title=f"Research report: {plan.topic}", summary=summary,
+        return ReportDraft(title=words(plan.language)["title"].format(topic=plan.topic),
+                           summary=summary,
                            sections=tuple(sections), comparison_table=table,
                            recommendation=recommendation,
                            conclusion=_coverage(plan, findings, sections))
 
     def _comparison_table(self, plan: ResearchPlan, findings: Sequence[Finding], cite) -> str:
         targets = plan.targets
-        rows = ["| Dimension | " + " | ".join(targets) + " |",
+        rows = [f"| {words(plan.language)['dimension']} | " + " | ".join(targets) + " |",
                 "|---" * (len(targets) + 1) + "|"]
         target_terms = [set(terms(t)) for t in targets]
         used: set[str] = set()  # a sentence fills one cell of the whole table, not one per row
@@ -222,6 +225,6 @@ class ExtractiveEngine:
                 if hit is not None:
                     used.add(hit.text)
                 cells.append(_cell(cite(hit)) if hit else "—")
-            dim = f.subquestion.split(" differ in ")[-1].rstrip("?")
+            dim = dimension_label(f.subquestion)
             rows.append(f"| {dim} | " + " | ".join(cells) + " |")
         return "\n".join(rows)

@@ -313,3 +313,25 @@ def test_comparison_cells_prefer_a_claim_about_that_option_alone() -> None:
     table = engine.write_report(plan, [finding]).comparison_table
     row = table.splitlines()[2]
     assert "shares memory" in row and "event loop" in row and "both help" not in row
+
+
+def test_a_chinese_comparison_report_writes_its_own_words_in_chinese() -> None:
+    from core.models import Claim, Evidence, Finding
+
+    def claim(text: str) -> Claim:
+        return Claim(text=text, evidence=(Evidence(url="u", title="t", quote=text),))
+
+    engine = ExtractiveEngine()
+    plan = engine.plan(Topic(text="SQLite 和 PostgreSQL 在并发写入上有什么区别？"))
+    assert plan.language == "zh" and plan.intent == "compare"
+    finding = Finding(subquestion_index=1, subquestion=plan.subquestions[1].question, claims=(
+        claim("SQLite 同一时间只允许一个写入者持有写锁。"),
+        claim("PostgreSQL 通过多版本并发控制让多个写入者同时工作。")))
+    draft = engine.write_report(plan, [finding])
+    header, _, row = draft.comparison_table.splitlines()[:3]
+    assert header.startswith("| 维度 | SQLite | PostgreSQL |")
+    label = row.split("|")[1].strip()
+    assert label and "区别" not in label and label in plan.subquestions[1].question
+    assert draft.title.startswith("研究报告：")
+    assert "引用的证据回答了" in draft.conclusion and "尚无引用证据的问题" in draft.conclusion
+    assert "Quoted evidence" not in draft.conclusion
