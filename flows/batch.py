@@ -33,6 +33,7 @@ from core.store import ResultStore, StoreError
 from core.usage import UsageTotals
 from flows.progress import ProgressArtifact, emit
 from flows.research import topic_flow
+from flows.slots import batch_slots, topic_slot
 
 log = logging.getLogger("researchflow.flows")
 
@@ -79,6 +80,13 @@ def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicO
         if stored:
             emit("topic_done", topic.text, detail=stored)
             return TopicOutcome(row.row, topic.text, "succeeded", report_id=stored, reused=True)
+    with topic_slot(budget.run_id):  # the budget is checked when the topic can really start
+        return _research_row(row, overrides, budget, store)
+
+
+def _research_row(row: TopicRow, overrides: dict, budget: BatchBudget,
+                  store: ResultStore) -> TopicOutcome:
+    topic = row.topic
     if budget.exhausted():
         reason = f"budget: the batch budget of ${budget.limit:.4f} was reached before it started"
         _record(store.record_skipped, topic.batch_id, topic, reason, budget.run_id)
@@ -184,11 +192,12 @@ def research_batch(csv_path: str, batch_id: str | None = None, model: str | None
                  "db_path": config.db_path, "max_cost_usd": settings.max_cost_usd,
                  "refresh": refresh}
     budget = BatchBudget(settings.max_batch_cost_usd, config.db_path, run_id, threading.Event())
-    workers = max_concurrency or settings.max_topic_concurrency
+    slots = max_concurrency or settings.max_topic_concurrency
     progress = ProgressArtifact(f"Batch {batch}: {len(rows)} topics")
     outcomes = [_invalid(e) for e in errors]
+    # Twice as many topic threads as slots: a topic's bookkeeping overlaps others' research.
     with scoped(run_id=run_id, batch_id=batch, max_batch_cost_usd=settings.max_batch_cost_usd), \
-            ThreadPoolTaskRunner(max_workers=workers) as runner:
+            batch_slots(run_id, slots), ThreadPoolTaskRunner(max_workers=2 * slots) as runner:
         futures = [runner.submit(run_topic_row, parameters={
             "row": r, "overrides": overrides, "budget": budget}) for r in rows]
         for done, future in enumerate(futures, start=1):

@@ -29,6 +29,7 @@ from core.store import ResultStore, StoreError
 from core.waves import MAX_FOLLOWUPS, affordable_followups, gaps
 from flows.progress import ProgressArtifact, emit
 from flows.runners import SettingsTaskRunner
+from flows.slots import release_slot
 from tasks.research import plan_topic, research, review_findings
 from tasks.store import store_result
 from tasks.write import compress, write_report
@@ -45,9 +46,27 @@ def _step(step: str, call, *args):
 
 
 def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
-    """The pipeline for one topic, inside a running flow. Returns the stored report id."""
+    """The pipeline for one topic, inside a running flow. Returns the stored report id.
+
+    In a batch, the topic's slot (flows.slots) is given back once the report is written:
+    storing and the artifacts need no provider, so the next topic starts meanwhile."""
     emit("topic_started", topic.text)
     progress = ProgressArtifact(f"Researching: {topic.text[:80]}")
+    result = _research(topic, config, progress)
+    release_slot()
+    report_id = _step("store", store_result, result, config.db_path, run_id,
+                      result.report.engine)
+    usage = _usage(config, run_id, topic)
+    progress.update(100.0, f"Report {report_id} stored")
+    create_markdown_artifact(f"{result.report.markdown}\n\n---\n{usage}",
+                             key=f"report-{report_id.replace('_', '-')}",
+                             description=f"Report for: {topic.text[:200]} ({usage})")
+    emit("topic_done", topic.text, detail=report_id)
+    return report_id
+
+
+def _research(topic: Topic, config: RunConfig, progress: ProgressArtifact) -> ResearchResult:
+    """Plan, research in waves, write the report: every provider call of the topic."""
     plan = _step("plan", plan_topic, topic, config)
     emit("topic_planned", topic.text, total=len(plan.subquestions))
     wave = Wave(topic, config, progress)
@@ -66,16 +85,8 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
     report = _step("report", write_report, plan, findings, config,
                    report_id_for(topic.batch_id, topic.topic_id))
     sources = {s.url: s for t in transcripts for s in t.sources}
-    result = ResearchResult(topic=topic, plan=plan, sources=tuple(sources.values()),
-                            findings=tuple(findings), report=report)
-    report_id = _step("store", store_result, result, config.db_path, run_id, report.engine)
-    usage = _usage(config, run_id, topic)
-    progress.update(100.0, f"Report {report_id} stored")
-    create_markdown_artifact(f"{report.markdown}\n\n---\n{usage}",
-                             key=f"report-{report_id.replace('_', '-')}",
-                             description=f"Report for: {topic.text[:200]} ({usage})")
-    emit("topic_done", topic.text, detail=report_id)
-    return report_id
+    return ResearchResult(topic=topic, plan=plan, sources=tuple(sources.values()),
+                          findings=tuple(findings), report=report)
 
 
 class Wave:
