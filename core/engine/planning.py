@@ -16,8 +16,12 @@ import re
 from typing import Sequence
 
 from core.engine import phrasing as ph
+from core.engine.aspects import aspect_brief, aspect_drafts
 from core.engine.intent import TopicParts, parse_topic, split_options
 from core.engine.intent_cjk import phrases
+from core.engine.intent_en import base_verb
+from core.engine.kinds import Asked, focus_of, read_english, tool_like
+from core.engine.kinds_zh import read_chinese
 from core.engine.text import query_words, terms
 from core.language import is_cjk, resolve_language
 from core.models import ResearchPlan, SubQuestion, Topic
@@ -38,7 +42,11 @@ def plan_topic(topic: Topic) -> ResearchPlan:
     language = resolve_language(topic.language, text)
     lang, qlang = ph.lang_of(language), ph.lang_of(parts.language)
     n = topic.max_subquestions
-    if len(parts.targets) >= 2:
+    asked = _asked(text, parts, lang)
+    if asked is not None:  # "What causes inflation?", "The history of X", "为什么天空是蓝色的"
+        intent, targets, focus = asked.intent, (), asked.focus
+        drafts, brief = aspect_drafts(asked, lang), aspect_brief(asked, lang)
+    elif len(parts.targets) >= 2:
         intent, targets, focus = parts.intent, parts.targets, parts.targets
         if parts.aspect and not parts.verb and not is_cjk(parts.language):
             # "JSON in SQLite or PostgreSQL": a sentence names an option and what it handles.
@@ -57,11 +65,43 @@ def plan_topic(topic: Topic) -> ResearchPlan:
                               if w not in _GENERIC_VERBS)
             focus = tuple(f"{p} {action}" for p in focus)
         drafts, brief = _description(parts, lang, qlang)
+    if not focus:  # "the best way to parse arguments": what it is done to
+        focus = _fallback_focus(parts, text)
     subqs = tuple(SubQuestion(index=i, question=q, queries=tuple(dict.fromkeys(qs))[:3] or (q,),
                               focus=focus, language=language)
                   for i, (q, qs) in enumerate(drafts[:n]))
     return ResearchPlan(topic=text, brief=brief, intent=intent, targets=targets,
                         subquestions=subqs, language=language, report_words=topic.report_words)
+
+
+def _asked(text: str, parts: TopicParts, lang: str) -> Asked | None:
+    """The topic's kind of question (core.engine.kinds), when it is not a comparison and the
+    plan is written in the topic's own language (the kinds' subjects are its words)."""
+    if len(parts.targets) >= 2:
+        return None
+    if is_cjk(parts.language):
+        asked = read_chinese(text) if parts.language == "zh" and lang == "zh" else None
+    else:
+        asked = read_english(text) if lang == "en" else None
+    if asked and asked.kind == "how" and (parts.verb or parts.passive or parts.intent != "describe"):
+        return None  # the older grammar read its verb: "How does asyncio cancel a task?"
+    understood = parts.subject.strip(" ?") != text.strip(" ?")  # not "Should we fear AI?"
+    if asked and parts.intent == "recommend" and asked.kind != "practice" and understood:
+        return None  # "Should I use asyncio for scraping?": the recommend templates
+    return asked
+
+
+def _fallback_focus(parts: TopicParts, text: str) -> tuple[str, ...]:
+    """A focus for a topic with no subject: the object of its purpose or action, without
+    the verb ("to parse command line arguments" -> "command line arguments")."""
+    for phrase in (parts.purpose, parts.aspect, parts.subject, text):
+        words = re.sub(r"^(?:to|for|in|when|on|with)\s+", "", phrase or "").split()
+        if len(words) > 1 and base_verb(words[0]):
+            words = words[1:]
+        found = focus_of(" ".join(words)) if words else ()
+        if found:
+            return found
+    return (text,)
 
 
 # -- comparisons ------------------------------------------------------------------------------
@@ -188,8 +228,18 @@ def _fill(table: dict[str, tuple[tuple[str, tuple[str, ...]], ...]], lang: str, 
              tuple(" ".join(f"{kp} {w}".split()) for w in words[i][1])) for i in order]
 
 
+def _concept(parts: TopicParts, lang: str, subject: str) -> bool:
+    """A subject that is not a made thing one uses, asked what it is or how it works (never
+    for a Chinese "如何工作", the older templates' own question)."""
+    if lang not in ("en", "zh") or lang != ph.lang_of(parts.language) or tool_like(subject):
+        return False
+    if lang == "zh":
+        return not parts.verb and not parts.context
+    return parts.verb in ("", "work") and not parts.passive and not parts.context
+
+
 def _description(parts: TopicParts, lang: str, qlang: str) -> tuple[list[Draft], str]:
-    subject, vp = parts.subject, _vp(parts)
+    subject, vp = _lower_article(parts.subject), _vp(parts)
     agree = ph.agreement(parts.plural)
     together = "together" in parts.aspect.lower()
     action = bool(vp) and parts.verb not in ("work", "be") and not together
@@ -211,15 +261,28 @@ def _description(parts: TopicParts, lang: str, qlang: str) -> tuple[list[Draft],
         kp = _subject_key(subject)
         drafts = _fill(ph.DESCRIBE, lang, qlang, kp, slots)
         what = subject
+        if _concept(parts, lang, subject):  # "What is inflation?": not asked what it is for
+            found = _focus(subject, parts.language) if lang == "zh" else focus_of(subject)
+            concept = Asked("concept", subject, focus=found or (subject,), plural=parts.plural)
+            drafts = aspect_drafts(concept, lang)
+            if parts.verb == "work":  # the topic's own "How does X work?" first
+                drafts.insert(0, (ph.DESCRIBE["en"][1][0].format(**slots), (f"{kp} mechanism",)))
         if lang == "en" and parts.verb == "be" and parts.aspect:  # "Why is Python slow?"
-            drafts = _fill(ph.STATE, lang, "en", kp + " " + _key(parts.aspect), slots) + \
-                _fill(ph.DESCRIBE, lang, qlang, kp, slots, pick=(0, 3, 1, 2))
+            rest = _fill(ph.DESCRIBE, lang, qlang, kp, slots, pick=(0, 3, 1, 2))
+            if not tool_like(subject):  # "Explain why the sky is blue": the sky is no tool
+                rest = aspect_drafts(Asked("open", subject, focus=(subject,)), lang)
+            drafts = _fill(ph.STATE, lang, "en", kp + " " + _key(parts.aspect), slots) + rest
             what = f"why {subject} {agree['is']} {parts.aspect}"
         elif lang == "en" and parts.passive:  # "How is the GIL implemented?"
             drafts = _fill(ph.PASSIVE, lang, "en", kp, slots) + \
                 _fill(ph.DESCRIBE, lang, qlang, kp, slots, pick=(0, 2, 3, 4, 5))
             what = f"how {subject} {agree['is']} {parts.passive}"
     return drafts, ph.DESCRIBE_BRIEF[lang].format(what=what)
+
+
+def _lower_article(subject: str) -> str:
+    """"The Roman Empire" mid-sentence reads "the Roman Empire"; names stay as written."""
+    return re.sub(r"^(The|A|An)\b(?=\s)", lambda m: m.group(1).lower(), subject)
 
 
 def _recommendation(parts: TopicParts, lang: str, qlang: str) -> tuple[list[Draft], str]:
