@@ -25,13 +25,16 @@ from pathlib import Path
 
 MARK = "prefect.server.api.server:create_app"  # in the command line of every ephemeral server
 # How every Prefect server we start runs (this command's own, `researchflow ui`, the tests'):
-# the task-run recorder writes task-run states in batches instead of one transaction per event.
-# A batch of 10 topics sends ~2,000 such events; one by one, they kept SQLite write-locked often
-# enough that creating a topic's subflow met "database is locked" (a 503, then the client's 2 s
-# back-off) 10-70 s per batch (bench/overhead.py). The UI shows task runs up to 1 s later.
+# the task-run recorder and the event persister write in batches instead of a transaction per
+# event or per 20. A batch of 10 topics sends ~2,000 task-run events; written one by one they
+# kept SQLite write-locked often enough that creating a topic's subflow met "database is locked"
+# (a 503, then the client's 2 s back-off) for 10-70 s per batch (bench/overhead.py). The UI shows
+# task runs up to 1 s and events up to 2 s later.
 SERVER_SETTINGS = {
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "200",
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1",
+    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE": "1000",
+    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": "2",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
 }
 _PR_SET_PDEATHSIG = 1

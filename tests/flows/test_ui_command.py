@@ -36,13 +36,15 @@ def _settings(port: int, env: dict[str, str]) -> dict:
         server.wait(timeout=30)
 
 
-def test_ui_runs_the_server_with_a_batching_task_run_recorder(tmp_path: Path) -> None:
+def test_ui_runs_the_server_with_batched_event_writes(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_SERVER_SERVICES")}
     env.update(PREFECT_HOME=str(tmp_path / "home"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
     env.pop("PREFECT_API_URL", None)
-    recorder = _settings(free_port(), env)["server"]["services"]["task_run_recorder"]
-    assert recorder["batch_size"] == int(
+    services = _settings(free_port(), env)["server"]["services"]
+    assert services["task_run_recorder"]["batch_size"] == int(
         SERVER_SETTINGS["PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE"]) > 1
+    assert services["event_persister"]["batch_size"] == int(
+        SERVER_SETTINGS["PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE"]) > 20
 
     # A setting the user made wins over ours.
     env["PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE"] = "7"
