@@ -53,6 +53,7 @@ def _topic(topic, config, run_id: str, workers: int) -> str:
     from core.overflow.roles import plan_with_shrink, review_with_shrink
     from core.overflow.recovery import report_with_shrink
     from core.report import assemble, report_id_for
+    from core.engine.report_words import notice_of
     from core.runtime import build_engine, flush_ledgers, ledger_for
     from core.store import ResultStore
     from core.waves import MAX_FOLLOWUPS, affordable_followups, for_report, gaps
@@ -82,7 +83,7 @@ def _topic(topic, config, run_id: str, workers: int) -> str:
                                              max_output_tokens=config.max_output_tokens)
         report = assemble(plan, kept, draft,
                           report_id=report_id_for(topic.batch_id, topic.topic_id),
-                          engine=engine.name, notice=getattr(engine, "notice", None))
+                          engine=engine.name, notice=notice_of(engine, plan.language))
         sources = {s.url: s for t in transcripts for s in t.sources}
         result = ResearchResult(topic=topic, plan=plan, sources=tuple(sources.values()),
                                 findings=tuple(findings), report=report)

@@ -11,6 +11,7 @@ from typing import Sequence
 
 from prefect import get_run_logger, task
 
+from core.engine.report_words import notice_of
 from core.ledger import acting_as, scoped
 from core.models import Finding, ResearchPlan, Report, Transcript
 from core.overflow.recovery import compress_with_shrink, report_with_shrink
@@ -41,4 +42,4 @@ def write_report(plan: ResearchPlan, findings: Sequence[Finding], config: RunCon
             writer, plan, sections, window=writer.context_window(),
             max_output_tokens=config.max_output_tokens, log=get_run_logger().info)
     return assemble(plan, kept, draft, report_id=report_id, engine=engine.name,
-                    notice=getattr(engine, "notice", None))
+                    notice=notice_of(engine, plan.language))

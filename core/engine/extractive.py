@@ -25,9 +25,7 @@ from core.models import (Claim, Evidence, Finding, FollowUp, ResearchPlan, Searc
                          Source, SubQuestion, Topic, Transcript)
 from core.report import escape_markdown, evidence_catalog
 
-NOTICE = ("Extractive offline report: assembled by researchflow's offline engine from verbatim "
-          "sentences of the sources below. It is not model-written prose; set an LLM key for a "
-          "written report.")
+NOTICE = words("en")["notice"]
 
 
 def _cell(text: str, limit: int = 220) -> str:
@@ -64,7 +62,12 @@ def _coverage(plan: ResearchPlan, findings: Sequence[Finding],
 
 class ExtractiveEngine:
     name = "offline-extractive"
-    notice = NOTICE
+    notice = NOTICE  # English; a report in another language carries notice_for(language)
+
+    @staticmethod
+    def notice_for(language: str | None) -> str:
+        """The notice a report in `language` carries (English for a language without one)."""
+        return words(language)["notice"]
 
     def __init__(self, claims_per_finding: int = 6, claims_per_section: int = 4,
                  notes_per_source: int = 3, embedder: Embedder | None = None) -> None:

@@ -11,6 +11,9 @@ A sentence must also be about the subject, the sub-question's `focus`: it names 
 that and is about as close to it in meaning as the sentences that name all of it; or its page
 title names the phrase and it is closer to the phrase in meaning than the average sentence read.
 A page title alone no longer lets "A string used for identification purposes only." through.
+Naming is not meaning, though: a page that names the subject in another sense (the writer Franz
+Kafka on a Kafka-the-broker question) is left out whole when, with the subject's own words
+masked, its content is far from the other pages that name it (see `stray_pages`).
 Naming is not weighted by rarity on purpose: in a pool about the subject its own words are the
 common ones, and in a pool that is not they are the rare ones.
 
@@ -47,6 +50,17 @@ _LONG_PHRASE = 2 / 3
 _CLOSE_PARTIAL = 0.75
 # A sentence recurring on this many pages is boilerplate (headers, disclaimers, cookie notes).
 _BOILERPLATE_PAGES = 3
+# A page naming the subject is about something else when, subject words masked, it is this many
+# times as far (1 - cosine) from the other naming pages' centroid as the typical naming page...
+_STRAY_DISTANCE = 1.8
+# ...and is not close to them either: its cosine, rescaled from the pool's unrelated sentences
+# (their 10th percentile cosine, as 0) to 1, is below this. The writer Kafka's page scores 0.32
+# among the broker's pages, the odd one out of pages on one subject 0.43 and up.
+_STRAY_CLOSENESS = 0.375
+# At least this many pages name the subject: a sense is a consensus of several pages.
+_STRAY_MIN_PAGES = 3
+# Sentences (evenly spaced) that estimate what unrelated text scores in the pool's language.
+_BASELINE_SENTENCES = 400
 
 
 @dataclass(frozen=True)
@@ -88,6 +102,8 @@ def rank(subquestion: SubQuestion, sources: Sequence[Source],
     titles = {src.url: terms(src.title) for src in sources}
     about = (_about_subject(phrases, docs, [titles[src.url] for _, src in pool], named, f_sim)
              if phrases else np.ones(len(pool), dtype=bool))
+    stray = stray_pages(focus, sources, embedder) if phrases else set()
+    about &= np.array([page(src.url) not in stray for _, src in pool], dtype=bool)
     # An answer shares a word with the question, its queries or its subject, or names the
     # subject in other words ("threads" for "threading") and is nearer the question in meaning
     # than half the sentences read; and it is about the subject, however well it matches the
@@ -184,17 +200,72 @@ def _about_subject(phrases: list[list[str]], docs: Sequence[Iterable[str]],
                    titles: Sequence[list[str]], named: np.ndarray,
                    f_sim: np.ndarray) -> np.ndarray:
     """Which sentences are about the subject (see the module docstring): they name it; or name
-    half of it and are about as close to it in meaning as those that name it all; or their
-    page title names it and they are closer to it than the average sentence."""
+    half of it (the compared respect, when the options share one) and are about as close to it
+    in meaning as those that name it all; or their page title names it and they are closer to
+    it than the average sentence."""
+    # Options compared in one respect ("SQLite JSON", "PostgreSQL JSON"): the words every phrase
+    # shares are that respect, and a sentence naming half must name it, not just an option.
+    shared = sorted(set.intersection(*map(set, phrases))) if len(phrases) > 1 else []
     # Cosines are compared within the pool: Chinese text has a far higher baseline than English.
     spread = max(float(f_sim.std()), 0.05)
     bar = _partial_bar(f_sim, named, spread)
     closer = f_sim >= float(f_sim.mean())
     return np.array([
         named[i] >= 1.0
-        or (f_sim[i] >= bar and named[i] >= 0.5)
+        or (f_sim[i] >= bar and named[i] >= 0.5
+            and (not shared or naming([shared], doc) >= 1.0))
         or (closer[i] and naming(phrases, {*doc, *titles[i]}) >= 1.0)
         for i, doc in enumerate(docs)], dtype=bool)
+
+
+def stray_pages(focus: Sequence[str], sources: Sequence[Source],
+                embedder: Embedder | None = None) -> set[str]:
+    """Pages that name the subject in another sense: "Kafka" on a page about the writer's
+    letters, among pages about the message broker. With the subject's own words masked (a
+    bag-of-words embedding is dominated by the shared name), a stray page is far from the
+    centroid of the other pages naming the subject in two ways: relative to its peers
+    (`_STRAY_DISTANCE` times the median naming page's distance), and absolutely (its cosine,
+    rescaled so that the pool's unrelated sentences score 0, below `_STRAY_CLOSENESS`). The
+    second keeps a page that is merely the odd one out of a close-knit pool; the rescaling,
+    because cosines live on another scale per language (Chinese text has a far higher
+    baseline)."""
+    phrases = [terms(f) for f in focus if terms(f)]
+    texts: dict[str, list[str]] = {}
+    for src in sources:
+        texts.setdefault(page(src.url), [src.title]).append(src.text)
+    naming_pages = [p for p, parts in texts.items()
+                    if naming(phrases, terms(" ".join(parts))) >= 1.0]
+    if len(naming_pages) < _STRAY_MIN_PAGES:
+        return set()
+    mask = _subject_mask(focus)
+    bodies = {p: " ".join(parts[1:]) for p, parts in texts.items()}
+    # Split, then mask: a sentence opening on the masked name must still end the one before.
+    said = [mask.sub(" ", s.text) for body in bodies.values() for s in sentences(body)]
+    vectors = (embedder or shared_embedder()).embed(
+        [*(mask.sub(" ", bodies[p]) for p in naming_pages), *said])
+    pages_v, said_v = vectors[:len(naming_pages)], vectors[len(naming_pages):]
+    sample = said_v[::max(1, len(said_v) // _BASELINE_SENTENCES)]  # bounded: n² cosines
+    pairs = (sample @ sample.T)[np.triu_indices(len(sample), 1)]
+    unrelated = min(float(np.percentile(pairs, 10)), 0.9) if len(pairs) else 0.0
+    closeness = []
+    for j in range(len(naming_pages)):  # each page against the others: leave one out
+        others = np.delete(pages_v, j, axis=0).mean(axis=0)
+        closeness.append(float(pages_v[j] @ others) / max(float(np.linalg.norm(others)), 1e-9))
+    distance = 1.0 - np.array(closeness)
+    typical = max(float(np.median(distance)), 1e-6)
+    return {p for p, d, c in zip(naming_pages, distance, closeness)
+            if d >= _STRAY_DISTANCE * typical
+            and (c - unrelated) / (1.0 - unrelated) < _STRAY_CLOSENESS}
+
+
+def _subject_mask(focus: Sequence[str]) -> re.Pattern[str]:
+    """The focus phrases' words, as a pattern to blank out: Latin words at a word start in any
+    case ("Kafka's"), Han runs anywhere."""
+    words = {w for f in focus for w in re.findall(r"[A-Za-z0-9][\w+#.-]*|[\u4e00-\u9fff]+", f)
+             if terms(w)}
+    parts = [rf"(?<![A-Za-z0-9_]){re.escape(w)}" if not _HAN.match(w) else re.escape(w)
+             for w in sorted(words, key=lambda w: (-len(w), w))]
+    return re.compile("|".join(parts) or r"(?!)", re.I)
 
 
 def _partial_bar(f_sim: np.ndarray, named: np.ndarray, spread: float) -> float:

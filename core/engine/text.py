@@ -42,6 +42,17 @@ _PARAMETER = re.compile(r"(?:^|[.;]\s+)[a-z_][a-z0-9_]*: [A-Z]")
 _OPENERS = frozenset("The A An This These That Those It Its In If When While For To By On "
                      "Each Every Some Most Many All Use Set Return Returns As Although Unlike "
                      "Since Because There However Note".split())
+# Words a wrapped line can stop on mid-sentence and a heading seldom ends with.
+_CONTINUES = frozenset("""
+a an the of to in on at by for from with without into onto over under and or nor but as than
+that which who whose whom is are was were be been being has have had do does did can could will
+would shall should may might must not no its their his her our your my this these those such via
+per vs versus between about across after before during like so if when while where whether
+because although though since until unless both either neither each every some any all more
+most less very also just only even then thus
+""".split())
+# A labelled heading: "PostgreSQL asyncpg driver: Disabling the PostgreSQL JIT ...".
+_LABELLED = re.compile(r"\w: [A-Z]")
 # Function characters that glue Chinese words together: a run is cut at them, so "电池的容量"
 # gives the bigrams of 电池 and 容量, not the meaningless 池的 and 的容.
 _CJK_GLUE = re.compile(r"[的了和与及或是在有也都而就被把对之其这那些吗呢吧啊着过]+")
@@ -174,7 +185,9 @@ def _is_title(line: str, after: str) -> bool:
     """A short unpunctuated line before a capitalised one: a title (an HTML <h1> after
     extraction, a plain-text heading), not the first line of a wrapped sentence. A longer line
     is a title when most of its words are capitalised ("SQLite driver: Serializable isolation /
-    Savepoints"); a mostly-Han line (Chinese has no capitals) when it is short."""
+    Savepoints"), or is short or labelled ("driver: Disabling the JIT") and does not stop on a
+    word a sentence goes on after ("with", "the"); a mostly-Han line (Chinese has no capitals)
+    when it is short."""
     if re.search(r"[.!?,;:。！？，；：、]\s*$", line):
         return False
     head = after.lstrip()[:1]
@@ -186,8 +199,13 @@ def _is_title(line: str, after: str) -> bool:
     capitalised = sum(w[:1].isupper() for w in words)
     # A wrapped sentence does not go on with a capitalised "The" or "If": a new sentence does.
     opener = after.split(None, 1)[0] in _OPENERS if after.split() else False
+    # A short or labelled line before a capital is a heading unless it stops where a sentence
+    # goes on ("... handed over for\nPostgreSQL"): "Franz Kafka's letters and their delivery".
+    last = line.split()[-1].lower().strip("\"'()[]") if line.split() else ""
+    ends = last not in _CONTINUES and not line.rstrip().endswith("-")
     return 0 < len(line.split()) <= 5 or (0 < len(words) <= 15 and (
-        capitalised * 2 >= len(words) or opener))
+        capitalised * 2 >= len(words) or opener)) or (ends and (
+            0 < len(words) <= 8 or bool(_LABELLED.search(line))))
 
 
 def _is_prose(span: str, min_chars: int, max_chars: int) -> bool:

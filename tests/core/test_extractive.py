@@ -8,11 +8,13 @@ quotes are verbatim substrings of their sources, and the same inputs give the sa
 from __future__ import annotations
 
 import pydoc
+import re
 
 import pytest
 
 from core.engine.base import ResearchEngine
 from core.engine.extractive import ExtractiveEngine
+from core.engine.report_words import notice_of
 from core.models import Message, ResearchPlan, Source, SubQuestion, Topic, Transcript
 from core.report import assemble, evidence_catalog
 
@@ -335,3 +337,25 @@ def test_a_chinese_comparison_report_writes_its_own_words_in_chinese() -> None:
     assert draft.title.startswith("研究报告：")
     assert "引用的证据回答了" in draft.conclusion and "尚无引用证据的问题" in draft.conclusion
     assert "Quoted evidence" not in draft.conclusion
+
+
+def test_the_notice_speaks_the_reports_language_and_stays_english_for_english() -> None:
+    zh = Source(url="https://zh.example/aio", title="异步与线程", text=(
+        "异步编程使用事件循环在一个线程里调度大量协程，适合等待网络的任务。"
+        "线程由操作系统调度，多个线程共享同一个进程的内存。"))
+    engine = ExtractiveEngine()
+    plan = engine.plan(Topic(text="asyncio 和 threading 有什么区别？", max_subquestions=2))
+    findings = [engine.compress(_transcript(sq, [zh])) for sq in plan.subquestions]
+    draft = engine.write_report(plan, findings)
+    notice = notice_of(engine, plan.language)  # what tasks/write.py passes
+    assert notice == engine.notice_for("zh") and "离线" in notice
+    assert not re.search(r"\b(?:Extractive|offline|report)\b", notice)
+    md = assemble(plan, findings, draft, report_id="r_zh", engine=engine.name,
+                  notice=notice).markdown
+    assert f"> {notice}" in md.split("## ")[0]
+    assert notice_of(engine, "en") == ExtractiveEngine.notice
+    assert notice_of(object(), "zh") is None  # an engine without a notice (a model) has none
+    assert ExtractiveEngine.notice.startswith("Extractive offline report:")
+    assert ExtractiveEngine().notice_for("ko") != ExtractiveEngine.notice_for("ja")
+
+

@@ -173,3 +173,74 @@ def test_a_comparison_quotes_every_option_even_when_one_has_the_most_pages() -> 
         Transcript(subquestion=sq, sources=[*trams, buses])).claims
     assert len(claims) == 3
     assert any(c.text.startswith("Buses") for c in claims)  # the one page about buses speaks
+
+
+def _sky(name: str, title: str, text: str) -> Source:
+    return Source(url=f"https://sky.example/{name}", title=title, text=text)
+
+
+PLANETS = [
+    _sky("mercury-orbit", "Mercury: orbit and surface", (
+        "Mercury is the planet closest to the Sun and circles it every eighty-eight days. "
+        "The surface of Mercury swings from over four hundred degrees by day to minus one "
+        "hundred and seventy at night. Mercury has almost no atmosphere to hold the heat of its "
+        "rocky surface.")),
+    _sky("mercury-heat", "Mercury: day and night", (
+        "A day on Mercury lasts longer than its year, so the Sun heats one side of the planet "
+        "for months. Without an atmosphere, the surface of Mercury loses its heat to space as "
+        "soon as the Sun sets.")),
+    _sky("venus-air", "Venus: atmosphere and heat", (
+        "Venus has a thick carbon dioxide atmosphere that traps heat in a runaway greenhouse "
+        "effect. The surface of Venus stays near four hundred and sixty degrees, hotter than any "
+        "other planet. Clouds of sulphuric acid hide the surface of Venus from telescopes.")),
+    _sky("venus-orbit", "Venus: rotation and orbit", (
+        "Venus turns on its axis more slowly than it orbits the Sun, so a day on the planet is "
+        "longer than its year. The dense atmosphere of Venus spreads the heat so evenly that "
+        "its night side is as hot as its day side.")),
+]
+# Names a planet and shares the question's words, but means the singer.
+SINGER = _sky("freddie", "Freddie Mercury on stage", (
+    "Freddie Mercury sang with a range that made every stadium performance feel like a surface "
+    "of pure heat. Fans remember how Mercury held the crowd at Live Aid in nineteen eighty-five. "
+    "Mercury wrote many of the band's best known songs on the piano."))
+SURFACE = SubQuestion(index=0, question="How do Mercury and Venus differ in surface heat?",
+                      queries=("Mercury surface heat", "Venus surface heat"),
+                      focus=("Mercury", "Venus"))
+
+
+def test_a_page_naming_the_subject_in_another_sense_is_left_out(monkeypatch) -> None:
+    import core.engine.selection as selection
+
+    assert selection.stray_pages(SURFACE.focus, [*PLANETS, SINGER]) == {SINGER.url}
+    assert selection.stray_pages(SURFACE.focus, PLANETS) == set()  # one sense: nobody strays
+    assert not any(c.source is SINGER for c in rank(SURFACE, [*PLANETS, SINGER]))
+    # The premise: by naming alone, the singer's page would be quoted.
+    monkeypatch.setattr(selection, "stray_pages", lambda *a, **k: set())
+    assert any(c.source is SINGER for c in rank(SURFACE, [*PLANETS, SINGER]))
+
+
+def test_two_pages_are_no_consensus_on_a_sense() -> None:
+    from core.engine.selection import stray_pages
+
+    assert stray_pages(SURFACE.focus, [PLANETS[0], SINGER]) == set()
+
+
+def test_options_compared_in_one_respect_are_quoted_only_where_it_is_named() -> None:
+    # No sentence names an option and JSON together: one naming half of "PostgreSQL JSON" must
+    # name the respect compared (JSON), not just the option, however close it is in meaning.
+    sqlite = Source(url="https://db.example/sqlite", title="SQLite notes", text=(
+        "JSON documents are kept as plain text and parsed again on every query that reads them. "
+        "SQLite stores each document in an ordinary table row inside one file on disk. "
+        "SQLite locks that file while a transaction writes, so writers wait for each other."))
+    postgres = Source(url="https://db.example/pg", title="PostgreSQL notes", text=(
+        "A binary JSON column can be indexed, so a query finds documents by a key quickly. "
+        "PostgreSQL stores large documents in separate tables outside the main row. "
+        "PostgreSQL runs a server process for every client connection it accepts."))
+    asked = dict(index=0, question="How do SQLite and PostgreSQL differ in storing JSON "
+                                   "documents?",
+                 queries=("SQLite json documents", "PostgreSQL json documents"))
+    json = SubQuestion(**asked, focus=("SQLite JSON", "PostgreSQL JSON"))
+    options = SubQuestion(**asked, focus=("SQLite", "PostgreSQL"))
+    # The premise: about the options alone, these sentences are answers.
+    assert any("JSON" not in c.sentence.text for c in rank(options, [sqlite, postgres]))
+    assert not any("JSON" not in c.sentence.text for c in rank(json, [sqlite, postgres]))

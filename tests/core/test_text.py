@@ -241,3 +241,23 @@ def test_sentence_case_headings_before_a_new_sentence_are_left_out() -> None:
 def test_a_chinese_heading_before_a_latin_opening_is_left_out() -> None:
     text = "写入日志的工作方式：读写互不阻塞\nWAL 是预写日志（write-ahead log）的缩写。"
     assert _assert_exact(text) == ["WAL 是预写日志（write-ahead log）的缩写。"]
+
+
+def test_a_short_or_labelled_heading_before_a_sentence_is_left_out() -> None:
+    # Page headings as HTML extraction leaves them: a line of their own over the first sentence.
+    text = ("Franz Kafka's letters and their delivery\n"
+            "Franz Kafka wrote hundreds of letters, and their delivery by post shaped his "
+            "stories.\n"
+            "PostgreSQL asyncpg driver: Disabling the PostgreSQL JIT to improve ENUM datatype "
+            "handling\nAsyncpg has an issue when using PostgreSQL ENUM datatypes on new "
+            "connections.")
+    assert _assert_exact(text) == [
+        "Franz Kafka wrote hundreds of letters, and their delivery by post shaped his stories.",
+        "Asyncpg has an issue when using PostgreSQL ENUM datatypes on new connections."]
+
+
+def test_a_wrapped_line_stopping_on_a_function_word_stays_in_its_sentence() -> None:
+    # Eight words, like a short heading, but it stops on "for": the sentence goes on.
+    text = ("Each new connection is handed over for\n"
+            "PostgreSQL to check before the engine uses it.")
+    assert _assert_exact(text) == [text]
