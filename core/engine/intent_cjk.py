@@ -197,19 +197,6 @@ _JA_TAIL = re.compile(r"(?:とは)?(?:何|なん)ですか$|とは$|について
                       r"を?説明(?:して)?(?:ください)?$")
 
 
-def _parse_ja(t: str) -> TopicParts:
-    m = _JA_COMPARE.search(t)
-    if m:
-        head = re.sub(r"[のはをで]$", "", t[:m.start()].strip())
-        targets, owner = _options(head, _JA_JOIN)
-        if len(targets) > 1:
-            intent: Intent = "recommend" if _JA_RECOMMEND.search(t) else "compare"
-            return _compare(targets, owner, "ja", intent=intent)
-    subject = _clean(re.sub(r"[はがを]$", "", _JA_TAIL.sub("", t).strip()))
-    intent = "recommend" if _JA_RECOMMEND.search(t) else "describe"
-    return TopicParts(intent=intent, subject=subject or t, purpose=subject or t, language="ja")
-
-
 _KO_JOIN = r"(?:와|과|하고|랑|이랑)\s+|\s*(?:및|또는|혹은|대|\bvs\.?\b|,)\s*"
 _KO_COMPARE = re.compile(r"의?\s*차이|비교|다른가|다릅니까|어느\s*것|어떤\s*것이\s*더")
 _KO_RECOMMEND = re.compile(r"선택|추천|써야|사용해야|골라야")
@@ -217,15 +204,30 @@ _KO_TAIL = re.compile(r"(?:이란|란)?\s*무엇인가요$|(?:은|는|이|가)?\
                       r"에\s*대해\s*(?:설명해\s*주세요|알려\s*주세요)?$|(?:이란|란)?\s*뭔가요$")
 
 
-def _parse_ko(t: str) -> TopicParts:
-    m = _KO_COMPARE.search(t)
+def _parse_options_or_subject(t: str, language: str, compare: re.Pattern[str], join: str,
+                              recommend: re.Pattern[str], tail: re.Pattern[str],
+                              particles: str) -> TopicParts:
+    """Japanese and Korean alike: options around the comparison word, else the subject with
+    the question's tail and its particle cut off."""
+    m = compare.search(t)
     if m:
-        head = re.sub(r"(?:의|은|는|를|을)$", "", t[:m.start()].strip())
-        targets, owner = _options(head, _KO_JOIN)
+        head = re.sub(f"(?:{particles})$", "", t[:m.start()].strip())
+        targets, owner = _options(head, join)
         if len(targets) > 1:
-            intent: Intent = "recommend" if _KO_RECOMMEND.search(t) else "compare"
-            return _compare(targets, owner, "ko", intent=intent)
-    subject = _clean(re.sub(r"(?:은|는|이|가|을|를)$", "", _KO_TAIL.sub("", t).strip()))
-    intent = "recommend" if _KO_RECOMMEND.search(t) else "describe"
-    return TopicParts(intent=intent, subject=subject or t, purpose=subject or t, language="ko")
+            intent: Intent = "recommend" if recommend.search(t) else "compare"
+            return _compare(targets, owner, language, intent=intent)
+    subject = _clean(re.sub(f"(?:{particles})$", "", tail.sub("", t).strip()))
+    intent = "recommend" if recommend.search(t) else "describe"
+    return TopicParts(intent=intent, subject=subject or t, purpose=subject or t,
+                      language=language)
+
+
+def _parse_ja(t: str) -> TopicParts:
+    return _parse_options_or_subject(t, "ja", _JA_COMPARE, _JA_JOIN, _JA_RECOMMEND, _JA_TAIL,
+                                     "の|は|を|で|が")
+
+
+def _parse_ko(t: str) -> TopicParts:
+    return _parse_options_or_subject(t, "ko", _KO_COMPARE, _KO_JOIN, _KO_RECOMMEND, _KO_TAIL,
+                                     "의|은|는|를|을|이|가")
 
