@@ -33,7 +33,7 @@ from core.store import ResultStore, StoreError
 from core.usage import UsageTotals
 from flows.progress import ProgressArtifact, emit
 from flows.research import topic_flow
-from flows.slots import batch_slots, topic_slot
+from flows.slots import batch_slots
 
 log = logging.getLogger("researchflow.flows")
 
@@ -70,6 +70,12 @@ class BatchBudget:
             return False
         return self.reached.is_set() or ledger_for(self.db_path).spent(self.run_id) >= self.limit
 
+    def refusal(self) -> str:
+        """Why a topic may not start now ("" when it may): asked when it gets its slot."""
+        if not self.exhausted():
+            return ""
+        return f"budget: the batch budget of ${self.limit:.4f} was reached before it started"
+
 
 @task(name="run-topic", task_run_name="row {row.row}: {row.topic.text:.50}", cache_policy=NO_CACHE)
 def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicOutcome:
@@ -80,26 +86,11 @@ def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicO
         if stored:
             emit("topic_done", topic.text, detail=stored)
             return TopicOutcome(row.row, topic.text, "succeeded", report_id=stored, reused=True)
-    with topic_slot(budget.run_id):  # the budget is checked when the topic can really start
-        return _research_row(row, overrides, budget, store)
-
-
-def _research_row(row: TopicRow, overrides: dict, budget: BatchBudget,
-                  store: ResultStore) -> TopicOutcome:
-    topic = row.topic
-    if budget.exhausted():
-        reason = f"budget: the batch budget of ${budget.limit:.4f} was reached before it started"
-        _record(store.record_skipped, topic.batch_id, topic, reason, budget.run_id)
-        emit("topic_failed", topic.text, detail=reason)
-        return TopicOutcome(row.row, topic.text, "skipped", error=reason)
     # The topic flow runs inside this task's transaction; committed eagerly, what its tasks
     # finished stays cached even when the topic fails, so a rerun or a retry of the batch pays
     # only for what had not finished (rolled back, every finished call would be paid again).
-    # Without heartbeats of its own: a flow's heartbeat thread sleeps in 1 s steps and its
-    # flow waits for it to notice the end, ~1 s per topic on the batch's critical path; the
-    # batch flow around it still beats for the whole run.
-    with transaction(commit_mode=CommitMode.EAGER), \
-            temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+    # The flow waits for its slot (flows.slots) once it exists in the API.
+    with transaction(commit_mode=CommitMode.EAGER):
         state = topic_flow()(topic=topic.text, batch_id=topic.batch_id,
                              **topic.model_dump(include=set(TOPIC_FIELDS)),
                              return_state=True, **overrides)
@@ -108,6 +99,8 @@ def _research_row(row: TopicRow, overrides: dict, budget: BatchBudget,
                  output_tokens=usage.output_tokens, cost_usd=round(usage.cost_usd, 6))
     if state.is_completed():
         return TopicOutcome(row.row, topic.text, "succeeded", report_id=state.result(), **spent)
+    if state.is_cancelled():  # the batch's gate refused it: the flow recorded it as skipped
+        return TopicOutcome(row.row, topic.text, "skipped", error=state.message or "skipped")
     failure = state.result(raise_on_failure=False)
     if isinstance(failure, TopicFailed) and failure.budget_scope == "batch":
         budget.reached.set()
@@ -196,8 +189,12 @@ def research_batch(csv_path: str, batch_id: str | None = None, model: str | None
     progress = ProgressArtifact(f"Batch {batch}: {len(rows)} topics")
     outcomes = [_invalid(e) for e in errors]
     # Twice as many topic threads as slots: a topic's bookkeeping overlaps others' research.
+    # Topic subflows beat no heartbeat: its thread sleeps in 1 s steps and a flow waits for it
+    # to notice the end, ~1 s per topic; the batch flow's own heartbeat is already running.
     with scoped(run_id=run_id, batch_id=batch, max_batch_cost_usd=settings.max_batch_cost_usd), \
-            batch_slots(run_id, slots), ThreadPoolTaskRunner(max_workers=2 * slots) as runner:
+            temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}), \
+            batch_slots(run_id, slots, budget.refusal), \
+            ThreadPoolTaskRunner(max_workers=2 * slots) as runner:
         futures = [runner.submit(run_topic_row, parameters={
             "row": r, "overrides": overrides, "budget": budget}) for r in rows]
         for done, future in enumerate(futures, start=1):

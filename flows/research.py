@@ -16,6 +16,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, unmapped
 from prefect.artifacts import create_markdown_artifact
+from prefect.states import Cancelled, State
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
@@ -29,7 +30,7 @@ from core.store import ResultStore, StoreError
 from core.waves import MAX_FOLLOWUPS, affordable_followups, gaps
 from flows.progress import ProgressArtifact, emit
 from flows.runners import SettingsTaskRunner
-from flows.slots import release_slot
+from flows.slots import TopicSkipped, topic_slot
 from tasks.research import plan_topic, research, review_findings
 from tasks.store import store_result
 from tasks.write import compress, write_report
@@ -48,12 +49,13 @@ def _step(step: str, call, *args):
 def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
     """The pipeline for one topic, inside a running flow. Returns the stored report id.
 
-    In a batch, the topic's slot (flows.slots) is given back once the report is written:
-    storing and the artifacts need no provider, so the next topic starts meanwhile."""
-    emit("topic_started", topic.text)
+    In a batch, the topic holds one of its slots (flows.slots) from planning until the report
+    is written: storing and the artifacts need no provider, so the next topic starts meanwhile.
+    Raises TopicSkipped when the batch's budget was reached before a slot was free."""
     progress = ProgressArtifact(f"Researching: {topic.text[:80]}")
-    result = _research(topic, config, progress)
-    release_slot()
+    with topic_slot(run_id):
+        emit("topic_started", topic.text)
+        result = _research(topic, config, progress)
     report_id = _step("store", store_result, result, config.db_path, run_id,
                       result.report.engine)
     usage = _usage(config, run_id, topic)
@@ -179,11 +181,20 @@ def _usage(config: RunConfig, run_id: str, topic: Topic) -> str:
 
 def _record_failure(config: RunConfig, topic: Topic, failure: TopicFailed, run_id: str) -> None:
     """Never raises: a locked store must not hide the topic's own error."""
+    _record("failure", config, topic, str(failure), run_id)
+
+
+def _record_skipped(config: RunConfig, topic: Topic, reason: str, run_id: str) -> None:
+    _record("skipped", config, topic, reason, run_id)
+
+
+def _record(outcome: str, config: RunConfig, topic: Topic, error: str, run_id: str) -> None:
+    store = ResultStore(Path(config.db_path))
+    write = store.record_failure if outcome == "failure" else store.record_skipped
     try:
-        ResultStore(Path(config.db_path)).record_failure(topic.batch_id, topic, str(failure),
-                                                         run_id)
+        write(topic.batch_id, topic, error, run_id)
     except StoreError as exc:
-        log.error("could not record the failure of %r in %s: %s", topic.text, config.db_path,
+        log.error("could not record the %s of %r in %s: %s", outcome, topic.text, config.db_path,
                   exc)
 
 
@@ -194,7 +205,7 @@ def research_topic(topic: str, batch_id: str = "adhoc", max_subquestions: int = 
                    language: str | None = None, report_words: int = 1_200,
                    model: str | None = None, search: str | None = None,
                    corpus_dir: str | None = None, db_path: str | None = None,
-                   max_cost_usd: float | None = None, refresh: bool = False) -> str:
+                   max_cost_usd: float | None = None, refresh: bool = False) -> str | State:
     """Research one topic and store its report in DuckDB; returns the report id.
 
     `max_waves` bounds the supervisor's waves (1: the plan's sub-questions only); `max_rounds`
@@ -226,6 +237,10 @@ def research_topic(topic: str, batch_id: str = "adhoc", max_subquestions: int = 
     try:
         with scoped(**scope):
             report_id = run_topic(item, config, run_id)
+    except TopicSkipped as skipped:  # nothing was spent: the run ends cancelled, not failed
+        _record_skipped(config, item, str(skipped), run_id)
+        emit("topic_failed", item.text, detail=str(skipped))
+        return Cancelled(message=str(skipped))
     except TopicFailed as failure:
         flush_ledgers()
         _record_failure(config, item, failure, run_id)

@@ -1,49 +1,69 @@
 """Topic slots: how many topics of one batch research (call providers) at once.
 
-A batch runs twice as many topic threads as slots. A topic's row takes a slot before anything
-else (so the batch budget is checked when the topic can really start) and its flow gives it
-back as soon as the report is written: storing the report, the artifacts and finishing the
-subflow in the Prefect API then overlap with the next topic's research instead of holding its
-slot. The batch's `max_concurrency` counts slots: it bounds the provider load.
+A batch runs twice as many topic threads as slots. A topic takes its slot inside its own flow,
+once the subflow exists: creating a flow run in the Prefect API (and the back-off when a busy
+SQLite server answers 503) happens while the previous topics still research, so a freed slot
+goes straight to a topic that is ready to plan. The batch's budget is checked when the slot is
+taken, that is when the topic can really start; a topic refused there raises `TopicSkipped`.
+The flow gives its slot back as soon as the report is written: storing the report, the
+artifacts and finishing the subflow overlap with the next topic's research. The batch's
+`max_concurrency` counts slots: it bounds the provider load.
 
-A topic run on its own (no batch in this process) takes no slot.
+A topic run on its own (no batch of its root run in this process) takes no slot.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
-_slots: dict[str, threading.BoundedSemaphore] = {}
+_gates: dict[str, "_Gate"] = {}
 _guard = threading.Lock()
 _held = threading.local()  # the slot this thread holds; a sync subflow runs in its row's thread
 
 
+class TopicSkipped(Exception):
+    """The batch's gate refused a topic (its budget was reached before the topic started)."""
+
+
+@dataclass(frozen=True)
+class _Gate:
+    slots: threading.BoundedSemaphore
+    refusal: Callable[[], str]  # why no more topics may start; "" while they may
+
+
 @contextmanager
-def batch_slots(run_id: str, slots: int) -> Iterator[None]:
-    """The slots of the batch run `run_id`, for its topics while the block runs."""
+def batch_slots(run_id: str, slots: int,
+                refusal: Callable[[], str] = lambda: "") -> Iterator[None]:
+    """The slots of the batch run `run_id`, for its topics while the block runs; `refusal` is
+    asked each time a topic has a slot, and a non-empty answer skips that topic."""
     with _guard:
-        _slots[run_id] = threading.BoundedSemaphore(max(1, slots))
+        _gates[run_id] = _Gate(threading.BoundedSemaphore(max(1, slots)), refusal)
     try:
         yield
     finally:
         with _guard:
-            _slots.pop(run_id, None)
+            _gates.pop(run_id, None)
 
 
 @contextmanager
 def topic_slot(run_id: str) -> Iterator[None]:
     """Wait for a slot of batch `run_id` and hold it for the block, unless `release_slot` gave
-    it back earlier. Without a batch of that id, nothing to wait for."""
+    it back earlier. Raises TopicSkipped (holding nothing) when the batch refuses the topic.
+    Without a batch of that id, nothing to wait for."""
     with _guard:
-        semaphore = _slots.get(run_id)
-    if semaphore is None:
+        gate = _gates.get(run_id)
+    if gate is None:
         yield
         return
-    semaphore.acquire()
-    _held.slot = semaphore
+    gate.slots.acquire()
+    _held.slot = gate.slots
     try:
+        reason = gate.refusal()
+        if reason:
+            raise TopicSkipped(reason)
         yield
     finally:
         release_slot()

@@ -6,7 +6,9 @@ from __future__ import annotations
 import threading
 import time
 
-from flows.slots import batch_slots, release_slot, topic_slot
+import pytest
+
+from flows.slots import TopicSkipped, batch_slots, release_slot, topic_slot
 
 
 def test_a_slot_given_back_early_lets_the_next_topic_start_before_the_first_ends() -> None:
@@ -65,3 +67,36 @@ def test_slots_bound_how_many_research_at_once() -> None:
 def test_without_a_batch_a_topic_takes_no_slot() -> None:
     with topic_slot("no-such-batch"):
         release_slot()  # nothing held, nothing to give back
+
+
+def test_the_refusal_is_asked_once_a_slot_is_free_and_a_refused_topic_holds_nothing() -> None:
+    spent = {"usd": 0.0}
+    asked_while: list[float] = []
+
+    def refusal() -> str:
+        asked_while.append(spent["usd"])
+        return "budget: reached" if spent["usd"] >= 1.0 else ""
+
+    second_done = threading.Event()
+    outcome: list[str] = []
+
+    def second() -> None:
+        try:
+            with topic_slot("batch-3"):
+                outcome.append("researched")
+        except TopicSkipped as exc:
+            outcome.append(str(exc))
+        second_done.set()
+
+    with batch_slots("batch-3", 1, refusal):
+        with topic_slot("batch-3"):
+            waiting = threading.Thread(target=second)
+            waiting.start()
+            time.sleep(0.05)
+            assert not second_done.is_set()  # no slot yet: not asked, not run
+            spent["usd"] = 1.0  # the first topic spends the budget
+        waiting.join(10)
+        assert outcome == ["budget: reached"] and asked_while == [0.0, 1.0]
+        with pytest.raises(TopicSkipped):  # the refused topic gave its slot back
+            with topic_slot("batch-3"):
+                pass
