@@ -3,7 +3,10 @@ checkout updated between a failure and its retry reuses finished calls unless th
 
 from __future__ import annotations
 
-from tasks.caching import _code_only, core_fingerprint
+import json
+from pathlib import Path
+
+from tasks.caching import _code_only, code_fingerprint, core_fingerprint
 
 BEFORE = '''"""A module."""
 
@@ -29,3 +32,33 @@ def test_a_change_in_what_the_code_does_changes_the_key() -> None:
 
 def test_the_fingerprint_is_stable_within_a_process() -> None:
     assert core_fingerprint() == core_fingerprint() and len(core_fingerprint()) == 16
+
+
+def _package(root: Path, body: str) -> Path:
+    (root / "pkg").mkdir(parents=True, exist_ok=True)
+    (root / "pkg" / "mod.py").write_text(body, encoding="utf-8")
+    return root / "pkg"
+
+
+def test_the_remembered_fingerprint_is_the_parsed_one_and_follows_the_code(tmp_path) -> None:
+    package, memo = _package(tmp_path, BEFORE), tmp_path / "cache" / "memo.json"
+    parsed = code_fingerprint(package, tmp_path / "elsewhere.json")
+    assert code_fingerprint(package, memo) == parsed  # computed, then remembered
+    assert len(json.loads(memo.read_text())) == 1
+    memo.write_text(json.dumps({k: "remembered" for k in json.loads(memo.read_text())}))
+    assert code_fingerprint(package, memo) == "remembered"  # read back, not parsed again
+    _package(tmp_path, BEFORE.replace("x + 1", "x + 2"))
+    assert code_fingerprint(package, memo) not in (parsed, "remembered")  # new bytes: parsed
+    _package(tmp_path, BEFORE + "\n# a comment\n")
+    assert code_fingerprint(package, memo) == parsed  # new bytes, same code: same key
+
+
+def test_a_broken_or_unwritable_memo_only_costs_the_parse(tmp_path) -> None:
+    package = _package(tmp_path, BEFORE)
+    parsed = code_fingerprint(package, tmp_path / "a.json")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    assert code_fingerprint(package, broken) == parsed
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    assert code_fingerprint(package, blocked / "memo.json") == parsed  # its folder is a file
