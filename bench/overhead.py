@@ -339,6 +339,9 @@ def report(rows: dict, lat, n_topics: int) -> None:
                   f"status {statuses}" + (f", {slept:.1f} s in retried requests" if slept else ""))
         print("    events: " + ", ".join(f"{k} {v}" for k, v in sorted(
             api["events"].items(), key=lambda kv: -kv[1])[:8]))
+        if api.get("retried"):  # when the back-offs fell: the lead-in shows, the rest may hide
+            print("    retried (s after start, for s): " + ", ".join(
+                f"{route} {at - r['t0']:.1f}/{took:.1f}" for at, took, route in api["retried"]))
     for mode in SERVERS:
         if mode in rows:
             server = rows[mode]

@@ -227,9 +227,11 @@ class ApiTally:
         self.lock = threading.Lock()
         self.routes: dict[str, list] = defaultdict(lambda: [0, 0.0, Counter(), 0.0])
         self.events: Counter = Counter()
+        self.retried: list[tuple[float, float, str]] = []  # (started, seconds, route)
         self.on = False
 
-    def add(self, route: str, seconds: float, status: int | str, slept: float = 0.0) -> None:
+    def add(self, route: str, seconds: float, status: int | str, slept: float = 0.0,
+            started: float = 0.0) -> None:
         if self.on:
             with self.lock:
                 row = self.routes[route]
@@ -237,11 +239,13 @@ class ApiTally:
                 row[1] += seconds
                 row[2][str(status)] += 1
                 row[3] += slept
+                if slept:
+                    self.retried.append((started, seconds, route))
 
     def snapshot(self) -> dict:
         with self.lock:
             return {"routes": {k: [v[0], v[1], dict(v[2]), v[3]] for k, v in self.routes.items()},
-                    "events": dict(self.events)}
+                    "events": dict(self.events), "retried": sorted(self.retried)}
 
 
 def instrument() -> ApiTally:
@@ -263,7 +267,7 @@ def instrument() -> ApiTally:
         # One request as the client saw it, retries included; each retried answer on its own.
         spent = time.monotonic() - started
         tally.add(route(request), spent, statuses[-1] if statuses else "error",
-                  slept=spent if len(statuses) > 1 else 0.0)
+                  slept=spent if len(statuses) > 1 else 0.0, started=started)
         for status in statuses[:-1]:
             tally.add(route(request) + " (retried)", 0.0, status)
 

@@ -33,7 +33,7 @@ from core.store import ResultStore, StoreError
 from core.usage import UsageTotals
 from flows.progress import ProgressArtifact, emit
 from flows.research import topic_flow
-from flows.slots import batch_slots
+from flows.slots import batch_slots, creating_subflow
 
 log = logging.getLogger("researchflow.flows")
 
@@ -90,7 +90,7 @@ def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicO
     # finished stays cached even when the topic fails, so a rerun or a retry of the batch pays
     # only for what had not finished (rolled back, every finished call would be paid again).
     # The flow waits for its slot (flows.slots) once it exists in the API.
-    with transaction(commit_mode=CommitMode.EAGER):
+    with transaction(commit_mode=CommitMode.EAGER), creating_subflow(budget.run_id):
         state = topic_flow()(topic=topic.text, batch_id=topic.batch_id,
                              **topic.model_dump(include=set(TOPIC_FIELDS)),
                              return_state=True, **overrides)

@@ -30,7 +30,7 @@ from core.store import ResultStore, StoreError
 from core.waves import MAX_FOLLOWUPS, affordable_followups, gaps
 from flows.progress import ProgressArtifact, emit
 from flows.runners import SettingsTaskRunner
-from flows.slots import TopicSkipped, topic_slot
+from flows.slots import TopicSkipped, subflow_started, topic_slot
 from tasks.research import plan_topic, research, review_findings
 from tasks.store import store_result
 from tasks.write import compress, write_report
@@ -214,6 +214,7 @@ def research_topic(topic: str, batch_id: str = "adhoc", max_subquestions: int = 
     `refresh` makes every call again instead of reusing cached ones (a retry of the same run
     still reuses what that run finished).
     """
+    subflow_started()  # in a batch, the next topic's subflow may now be created
     settings = Settings.load(model=model, search=search, max_cost_usd=max_cost_usd,
                              corpus_dir=Path(corpus_dir) if corpus_dir else None,
                              db_path=Path(db_path) if db_path else None)

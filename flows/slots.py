@@ -9,6 +9,11 @@ The flow gives its slot back as soon as the report is written: storing the repor
 artifacts and finishing the subflow overlap with the next topic's research. The batch's
 `max_concurrency` counts slots: it bounds the provider load.
 
+Subflows are created one at a time (`creating_subflow` in the row, `subflow_started` first
+thing in the flow): a SQLite server answers 503 to concurrent task-run creations (its deferred
+transactions cannot upgrade), and the client backs off 2 s, which at the start of a batch
+delayed the second topic's whole chain.
+
 A topic run on its own (no batch of its root run in this process) takes no slot.
 """
 
@@ -32,6 +37,7 @@ class TopicSkipped(Exception):
 class _Gate:
     slots: threading.BoundedSemaphore
     refusal: Callable[[], str]  # why no more topics may start; "" while they may
+    creating: threading.Lock  # held from a row's call of its subflow until the flow starts
 
 
 @contextmanager
@@ -40,12 +46,39 @@ def batch_slots(run_id: str, slots: int,
     """The slots of the batch run `run_id`, for its topics while the block runs; `refusal` is
     asked each time a topic has a slot, and a non-empty answer skips that topic."""
     with _guard:
-        _gates[run_id] = _Gate(threading.BoundedSemaphore(max(1, slots)), refusal)
+        _gates[run_id] = _Gate(threading.BoundedSemaphore(max(1, slots)), refusal,
+                               threading.Lock())
     try:
         yield
     finally:
         with _guard:
             _gates.pop(run_id, None)
+
+
+@contextmanager
+def creating_subflow(run_id: str) -> Iterator[None]:
+    """Around a row's call of its topic subflow: wait until no other topic of batch `run_id`
+    is being created. The flow lets go with `subflow_started`; the block's end does if the
+    flow never started."""
+    with _guard:
+        gate = _gates.get(run_id)
+    if gate is None:
+        yield
+        return
+    gate.creating.acquire()
+    _held.creating = gate.creating
+    try:
+        yield
+    finally:
+        subflow_started()
+
+
+def subflow_started() -> None:
+    """First thing in a topic flow: its flow run exists, the next topic may create its own."""
+    lock = getattr(_held, "creating", None)
+    if lock is not None:
+        _held.creating = None
+        lock.release()
 
 
 @contextmanager

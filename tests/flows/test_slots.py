@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from flows.slots import TopicSkipped, batch_slots, release_slot, topic_slot
+from flows.slots import (TopicSkipped, batch_slots, creating_subflow, release_slot,
+                         subflow_started, topic_slot)
 
 
 def test_a_slot_given_back_early_lets_the_next_topic_start_before_the_first_ends() -> None:
@@ -100,3 +101,36 @@ def test_the_refusal_is_asked_once_a_slot_is_free_and_a_refused_topic_holds_noth
         with pytest.raises(TopicSkipped):  # the refused topic gave its slot back
             with topic_slot("batch-3"):
                 pass
+
+
+def test_subflows_are_created_one_at_a_time_until_each_flow_starts() -> None:
+    started: list[str] = []
+    creating = threading.Event()
+
+    def row(name: str, flow_starts: bool) -> None:
+        with creating_subflow("batch-4"):
+            creating.set()
+            time.sleep(0.05)  # the API creates the flow run ...
+            started.append(f"{name} created")
+            if flow_starts:
+                subflow_started()  # ... and the flow's first line lets the next row go
+                time.sleep(0.1)  # the flow researches; the lock is no longer held
+                started.append(f"{name} ends")
+
+    with batch_slots("batch-4", 2):
+        first = threading.Thread(target=row, args=("first", True))
+        first.start()
+        creating.wait(10)
+        second = threading.Thread(target=row, args=("second", True))
+        second.start()
+        for t in (first, second):
+            t.join(10)
+        # the second was created while the first's flow ran, not after it ended
+        assert started == ["first created", "second created", "first ends", "second ends"]
+        broken = threading.Thread(target=row, args=("broken", False))  # creation failed
+        broken.start()
+        broken.join(10)
+        after = threading.Thread(target=row, args=("after", True))
+        after.start()
+        after.join(10)
+        assert not after.is_alive() and started[-2:] == ["after created", "after ends"]
