@@ -63,7 +63,7 @@ class BatchBudget:
     limit: float | None
     db_path: str
     run_id: str
-    reached: threading.Event
+    reached: threading.Event  # a topic ran into the cap (flows.slots.close_batch sets it)
 
     def exhausted(self) -> bool:
         if self.limit is None:
@@ -101,9 +101,7 @@ def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicO
         return TopicOutcome(row.row, topic.text, "succeeded", report_id=state.result(), **spent)
     if state.is_cancelled():  # the batch's gate refused it: the flow recorded it as skipped
         return TopicOutcome(row.row, topic.text, "skipped", error=state.message or "skipped")
-    failure = state.result(raise_on_failure=False)
-    if isinstance(failure, TopicFailed) and failure.budget_scope == "batch":
-        budget.reached.set()
+    failure = state.result(raise_on_failure=False)  # at the batch's budget, it closed the gate
     error = str(failure) if isinstance(failure, BaseException) else (state.message or "failed")
     # The topic flow records its own failure; this covers a flow that crashed before it could.
     if not isinstance(failure, TopicFailed):
@@ -193,7 +191,7 @@ def research_batch(csv_path: str, batch_id: str | None = None, model: str | None
     # to notice the end, ~1 s per topic; the batch flow's own heartbeat is already running.
     with scoped(run_id=run_id, batch_id=batch, max_batch_cost_usd=settings.max_batch_cost_usd), \
             temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}), \
-            batch_slots(run_id, slots, budget.refusal), \
+            batch_slots(run_id, slots, budget.refusal, closed=budget.reached), \
             ThreadPoolTaskRunner(max_workers=2 * slots) as runner:
         futures = [runner.submit(run_topic_row, parameters={
             "row": r, "overrides": overrides, "budget": budget}) for r in rows]

@@ -30,7 +30,7 @@ from core.store import ResultStore, StoreError
 from core.waves import MAX_FOLLOWUPS, affordable_followups, gaps
 from flows.progress import ProgressArtifact, emit
 from flows.runners import SettingsTaskRunner
-from flows.slots import TopicSkipped, subflow_started, topic_slot
+from flows.slots import TopicSkipped, close_batch, subflow_started, topic_slot
 from tasks.research import plan_topic, research, review_findings
 from tasks.store import store_result
 from tasks.write import compress, write_report
@@ -55,7 +55,12 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
     progress = ProgressArtifact(f"Researching: {topic.text[:80]}")
     with topic_slot(run_id):
         emit("topic_started", topic.text)
-        result = _research(topic, config, progress)
+        try:
+            result = _research(topic, config, progress)
+        except TopicFailed as failure:
+            if failure.budget_scope == "batch":  # before the slot goes to the next topic
+                close_batch(run_id)
+            raise
     report_id = _step("store", store_result, result, config.db_path, run_id,
                       result.report.engine)
     usage = _usage(config, run_id, topic)

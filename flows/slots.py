@@ -24,6 +24,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from prefect import get_run_logger
+from prefect.exceptions import MissingContextError
+
 _gates: dict[str, "_Gate"] = {}
 _guard = threading.Lock()
 _held = threading.local()  # the slot this thread holds; a sync subflow runs in its row's thread
@@ -38,16 +41,18 @@ class _Gate:
     slots: threading.BoundedSemaphore
     refusal: Callable[[], str]  # why no more topics may start; "" while they may
     creating: threading.Lock  # held from a row's call of its subflow until the flow starts
+    closed: threading.Event  # set by `close_batch`: the refusal is to answer from now on
 
 
 @contextmanager
-def batch_slots(run_id: str, slots: int,
-                refusal: Callable[[], str] = lambda: "") -> Iterator[None]:
+def batch_slots(run_id: str, slots: int, refusal: Callable[[], str] = lambda: "",
+                closed: threading.Event | None = None) -> Iterator[None]:
     """The slots of the batch run `run_id`, for its topics while the block runs; `refusal` is
-    asked each time a topic has a slot, and a non-empty answer skips that topic."""
+    asked each time a topic has a slot, and a non-empty answer skips that topic. `closed` is
+    the event `close_batch` sets (the refusal should read it)."""
     with _guard:
         _gates[run_id] = _Gate(threading.BoundedSemaphore(max(1, slots)), refusal,
-                               threading.Lock())
+                               threading.Lock(), closed or threading.Event())
     try:
         yield
     finally:
@@ -91,7 +96,9 @@ def topic_slot(run_id: str) -> Iterator[None]:
     if gate is None:
         yield
         return
-    gate.slots.acquire()
+    if not gate.slots.acquire(blocking=False):
+        _say("waiting for a free topic slot of the batch (its max_concurrency)")
+        gate.slots.acquire()
     _held.slot = gate.slots
     try:
         reason = gate.refusal()
@@ -102,9 +109,26 @@ def topic_slot(run_id: str) -> Iterator[None]:
         release_slot()
 
 
+def close_batch(run_id: str) -> None:
+    """A topic of batch `run_id` ran into the batch's budget: no later topic may start. Called
+    while that topic still holds its slot, so the topic waiting for it is refused."""
+    with _guard:
+        gate = _gates.get(run_id)
+    if gate is not None:
+        gate.closed.set()
+
+
 def release_slot() -> None:
     """Give back the slot this thread holds, if any: the topic's provider calls are done."""
     semaphore = getattr(_held, "slot", None)
     if semaphore is not None:
         _held.slot = None
         semaphore.release()
+
+
+def _say(message: str) -> None:
+    """A line in the waiting flow run's log (the UI shows it Running meanwhile)."""
+    try:
+        get_run_logger().info(message)
+    except MissingContextError:  # outside a flow run (tests): nobody to tell
+        pass

@@ -23,7 +23,7 @@ from tests.fakes import providers as fake
 from tests.fakes.http import ScriptedServer
 from tests.fakes.research_provider import SDK_ENV, TEST_MODELS, ResearchProvider, write_pages
 from tasks.retry import RETRIES
-from tests.flows.prefect_api import artifacts
+from tests.flows.prefect_api import artifacts, subflow_runs
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 
@@ -200,6 +200,11 @@ def test_a_batch_at_its_budget_skips_the_rest_and_still_ends_with_its_table(
     data = json.loads(table.data) if isinstance(table.data, str) else table.data
     assert sorted(r["status"] for r in data) == ["failed", "skipped", "skipped"]
     assert "usage:" in table.description
+    # A skipped topic's subflow waited for its slot, was refused there and ends Cancelled
+    # (not Failed) with the reason; nothing it would have paid for ran.
+    topics = subflow_runs(state.state_details.flow_run_id)
+    assert sorted(r.state.type.value for r in topics) == ["CANCELLED", "CANCELLED", "FAILED"]
+    assert all("budget" in r.state.message for r in topics if r.state.is_cancelled())
 
 
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from flows.slots import (TopicSkipped, batch_slots, creating_subflow, release_slot,
-                         subflow_started, topic_slot)
+from flows.slots import (TopicSkipped, batch_slots, close_batch, creating_subflow,
+                         release_slot, subflow_started, topic_slot)
 
 
 def test_a_slot_given_back_early_lets_the_next_topic_start_before_the_first_ends() -> None:
@@ -134,3 +134,29 @@ def test_subflows_are_created_one_at_a_time_until_each_flow_starts() -> None:
         after.start()
         after.join(10)
         assert not after.is_alive() and started[-2:] == ["after created", "after ends"]
+
+
+def test_a_topic_that_ran_into_the_batch_budget_closes_the_gate_before_its_slot_is_free() -> None:
+    closed = threading.Event()
+    outcome: list[str] = []
+    waiting_started = threading.Event()
+
+    def waiting() -> None:
+        waiting_started.set()
+        try:
+            with topic_slot("batch-5"):
+                outcome.append("researched")
+        except TopicSkipped as exc:
+            outcome.append(str(exc))
+
+    refusal = lambda: "budget: reached" if closed.is_set() else ""  # noqa: E731
+    with batch_slots("batch-5", 1, refusal, closed=closed):
+        with pytest.raises(RuntimeError):
+            with topic_slot("batch-5"):
+                second = threading.Thread(target=waiting)
+                second.start()
+                waiting_started.wait(10)
+                close_batch("batch-5")  # the topic's step raised BudgetExceeded (batch)
+                raise RuntimeError("the topic fails")
+        second.join(10)
+    assert outcome == ["budget: reached"]
