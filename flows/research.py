@@ -53,6 +53,7 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
     is written: storing and the artifacts need no provider, so the next topic starts meanwhile.
     Raises TopicSkipped when the batch's budget was reached before a slot was free."""
     progress = ProgressArtifact(f"Researching: {topic.text[:80]}")
+    subflow_started()  # its first writes are done: the next topic's subflow may be created
     with topic_slot(run_id):
         emit("topic_started", topic.text)
         try:
@@ -219,7 +220,6 @@ def research_topic(topic: str, batch_id: str = "adhoc", max_subquestions: int = 
     `refresh` makes every call again instead of reusing cached ones (a retry of the same run
     still reuses what that run finished).
     """
-    subflow_started()  # in a batch, the next topic's subflow may now be created
     settings = Settings.load(model=model, search=search, max_cost_usd=max_cost_usd,
                              corpus_dir=Path(corpus_dir) if corpus_dir else None,
                              db_path=Path(db_path) if db_path else None)
