@@ -9,10 +9,10 @@ The flow gives its slot back as soon as the report is written: storing the repor
 artifacts and finishing the subflow overlap with the next topic's research. The batch's
 `max_concurrency` counts slots: it bounds the provider load.
 
-Subflows are created one at a time (`creating_subflow` in the row, `subflow_started` first
-thing in the flow): a SQLite server answers 503 to concurrent task-run creations (its deferred
-transactions cannot upgrade), and the client backs off 2 s, which at the start of a batch
-delayed the second topic's whole chain.
+Subflows are created one at a time (`creating_subflow` in the row, `subflow_started` in the
+flow once its own first writes are done): a SQLite server answers 503 to a task-run or flow-run
+creation that overlaps another write (its deferred transactions cannot upgrade), and the client
+backs off 2 s, which at the start of a batch delayed the second topic's whole chain.
 
 A topic run on its own (no batch of its root run in this process) takes no slot.
 """
@@ -79,7 +79,8 @@ def creating_subflow(run_id: str) -> Iterator[None]:
 
 
 def subflow_started() -> None:
-    """First thing in a topic flow: its flow run exists, the next topic may create its own."""
+    """In a topic flow, once its flow run and first writes exist: the next topic may create
+    its own."""
     lock = getattr(_held, "creating", None)
     if lock is not None:
         _held.creating = None
