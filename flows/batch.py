@@ -32,7 +32,7 @@ from core.settings import Settings, run_config
 from core.store import ResultStore, StoreError
 from core.usage import UsageTotals
 from flows.progress import ProgressArtifact, emit
-from flows.research import topic_flow
+from flows.research import record, topic_flow
 from flows.slots import batch_slots, creating_subflow
 
 log = logging.getLogger("researchflow.flows")
@@ -105,7 +105,7 @@ def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicO
     error = str(failure) if isinstance(failure, BaseException) else (state.message or "failed")
     # The topic flow records its own failure; this covers a flow that crashed before it could.
     if not isinstance(failure, TopicFailed):
-        _record(store.record_failure, topic.batch_id, topic, error[:2000], budget.run_id)
+        record(store.record_failure, topic.batch_id, topic, error[:2000], budget.run_id)
         emit("topic_failed", topic.text, detail=error)
     return TopicOutcome(row.row, topic.text, "failed", error=error[:2000], **spent)
 
@@ -129,14 +129,6 @@ def _usage(store: ResultStore, run_id: str, topic_id: str | None = None) -> Usag
     except StoreError as exc:
         log.error("usage unavailable: %s", exc)
         return UsageTotals()
-
-
-def _record(write, *args) -> None:
-    """Never raises: a locked store must not cost the batch its closing table."""
-    try:
-        write(*args)
-    except StoreError as exc:
-        log.error("could not record a topic's outcome: %s", exc)
 
 
 @flow(name="research-batch", flow_run_name="batch: {csv_path}")
@@ -215,7 +207,7 @@ def _close(batch: str, outcomes: list[TopicOutcome], store: ResultStore | None,
                              description=f"Usage of batch {batch}")
     bad = [o for o in outcomes if o.status != "succeeded"]
     if store is not None:
-        _record(store.finish_run, run_id, "failed" if bad else "succeeded")
+        record(store.finish_run, run_id, "failed" if bad else "succeeded")
     if bad:
         raise BatchIncomplete(f"{len(bad)} of {len(outcomes)} rows did not produce a report: " +
                               "; ".join(f"row {o.row}: {o.error}" for o in bad)[:4000])

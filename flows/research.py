@@ -185,23 +185,13 @@ def _usage(config: RunConfig, run_id: str, topic: Topic) -> str:
         return f"usage unavailable ({exc})"
 
 
-def _record_failure(config: RunConfig, topic: Topic, failure: TopicFailed, run_id: str) -> None:
-    """Never raises: a locked store must not hide the topic's own error."""
-    _record("failure", config, topic, str(failure), run_id)
-
-
-def _record_skipped(config: RunConfig, topic: Topic, reason: str, run_id: str) -> None:
-    _record("skipped", config, topic, reason, run_id)
-
-
-def _record(outcome: str, config: RunConfig, topic: Topic, error: str, run_id: str) -> None:
-    store = ResultStore(Path(config.db_path))
-    write = store.record_failure if outcome == "failure" else store.record_skipped
+def record(write, *args) -> None:
+    """Call a store write that never raises: a locked store must not hide a topic's own error
+    nor cost a batch its closing table. What could not be recorded is logged."""
     try:
-        write(topic.batch_id, topic, error, run_id)
+        write(*args)
     except StoreError as exc:
-        log.error("could not record the %s of %r in %s: %s", outcome, topic.text, config.db_path,
-                  exc)
+        log.error("could not record (%s): %s", write.__name__, exc)
 
 
 @flow(name="research-topic", flow_run_name="topic: {topic:.60}",
@@ -244,29 +234,22 @@ def research_topic(topic: str, batch_id: str = "adhoc", max_subquestions: int = 
         with scoped(**scope):
             report_id = run_topic(item, config, run_id)
     except TopicSkipped as skipped:  # nothing was spent: the run ends cancelled, not failed
-        _record_skipped(config, item, str(skipped), run_id)
+        record(store.record_skipped, batch_id, item, str(skipped), run_id)
         emit("topic_failed", item.text, detail=str(skipped))
         return Cancelled(message=str(skipped))
     except TopicFailed as failure:
         flush_ledgers()
-        _record_failure(config, item, failure, run_id)
+        record(store.record_failure, batch_id, item, str(failure), run_id)
         usage = _usage(config, run_id, item)
         create_markdown_artifact(f"**Failed**: {failure}\n\n{usage}",
                                  description=f"Failed: {item.text[:200]}")
         emit("topic_failed", item.text, detail=str(failure))
         if alone:
-            _finish(store, run_id, "failed")
+            record(store.finish_run, run_id, "failed")
         raise
     if alone:
-        _finish(store, run_id, "succeeded")
+        record(store.finish_run, run_id, "succeeded")
     return report_id
-
-
-def _finish(store: ResultStore, run_id: str, status: str) -> None:
-    try:
-        store.finish_run(run_id, status)
-    except StoreError as exc:
-        log.error("could not mark run %s %s: %s", run_id, status, exc)
 
 
 def topic_flow(workers: int | None = None):

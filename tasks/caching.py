@@ -21,7 +21,7 @@ from pathlib import Path
 from prefect.cache_policies import INPUTS, TASK_SOURCE, CacheKeyFnPolicy
 
 import core
-from core.settings import default_cache_dir
+from core.settings import Settings
 
 
 @functools.lru_cache(maxsize=1)
@@ -35,7 +35,7 @@ def core_fingerprint() -> str:
     remembered on disk against a hash of the files' bytes (a few ms to recompute).
     """
     return code_fingerprint(Path(core.__file__).parent,
-                            default_cache_dir() / "code-fingerprints.json")
+                            Settings.load().cache_dir / "code-fingerprints.json")
 
 
 def code_fingerprint(root: Path, memo_path: Path) -> str:
