@@ -22,6 +22,7 @@ from core.settings import Settings
 from core.overflow.signals import ContextOverflow, Fatal, RateLimited, Signal, Transient
 from tests.fakes import providers as fake
 from tests.fakes.http import Reply, ScriptedServer
+from tests.contract.llm_wire import raised
 
 API_KEY = "sk-contract-SECRET-0123456789abcdef"
 # google-genai lets transport errors (timeouts) through as httpx2's own exceptions.
@@ -97,14 +98,6 @@ def structured_output_sent(wire: str, body: dict[str, Any], schema: dict[str, An
 
 def ok(backend: Backend, text: str, **kw: Any) -> Reply:
     return fake.success_reply(backend.wire, text, stream=backend.stream, **kw)
-
-
-def raised(call: Callable[[], Any]) -> BaseException:
-    try:
-        call()
-    except BaseException as exc:  # noqa: BLE001 - the test inspects whatever came out
-        return exc
-    pytest.fail("the call did not raise")
 
 
 def sdk_exception(exc: BaseException) -> BaseException:
