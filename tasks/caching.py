@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import os
+import threading
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -22,6 +23,9 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE, CacheKeyFnPolicy
 
 import core
 from core.settings import Settings
+
+
+_computing = threading.Lock()
 
 
 @functools.lru_cache(maxsize=1)
@@ -34,8 +38,9 @@ def core_fingerprint() -> str:
     Parsing every module costs ~0.4 s of CPU on the first task of a run, so the tree's hash is
     remembered on disk against a hash of the files' bytes (a few ms to recompute).
     """
-    return code_fingerprint(Path(core.__file__).parent,
-                            Settings.load().cache_dir / "code-fingerprints.json")
+    with _computing:  # topics starting together wait for one parse instead of each parsing
+        return code_fingerprint(Path(core.__file__).parent,
+                                Settings.load().cache_dir / "code-fingerprints.json")
 
 
 def code_fingerprint(root: Path, memo_path: Path) -> str:
