@@ -76,12 +76,20 @@ def test_an_ephemeral_server_left_by_a_killed_run_is_reaped(tmp_path: Path):
                    env={**os.environ, "PREFECT__SERVER_EPHEMERAL": "1"}, check=True)
     orphan = int(pid_file.read_text())
     try:
-        assert _alive(orphan)
+        # `&` forks first and execs Python after: until then its command line is the shell's.
+        assert _wait(lambda: MARK.encode() in _argv(orphan), 10)
         assert orphan in reap_orphans()
         assert _wait(lambda: not _alive(orphan), 10)
     finally:
         if _alive(orphan):
             os.kill(orphan, signal.SIGKILL)
+
+
+def _argv(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []
 
 
 def test_a_server_whose_parent_is_alive_is_left_alone(tmp_path: Path):
