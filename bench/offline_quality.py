@@ -3,7 +3,7 @@
 Each topic runs the calls the product makes for one topic (flows/research.py, tasks/*.py:
 plan → research every sub-question over the corpus search → compress → supervisor's waves →
 report), in-line and without Prefect, with `CorpusSearch` pointed at the topic's corpus through
-the same Settings → RunConfig → build_search path the CLI's `--corpus` takes. Corpora:
+the same Settings → RunConfig → runtime path the CLI's `--corpus` takes. Corpora:
 
   sqlalchemy  SQLAlchemy's dialect docstrings (SQLite, PostgreSQL, MySQL, Oracle, SQL Server),
               rendered to HTML pages in a temporary folder (bench/docs_corpus.py)
@@ -233,14 +233,14 @@ def research_offline(topic: Topic, corpus_dir: Path | None, work: Path) -> Offli
     from core.report import assemble, report_id_for
     from core.engine.report_words import notice_of
     from core.research import DirectSteps, research_subquestion
-    from core.runtime import build_engine, build_search
+    from core.runtime import current
     from core.settings import Settings, run_config
     from core.waves import MAX_FOLLOWUPS, affordable_followups, for_report, gaps
 
     settings = Settings.load(model="offline", search="corpus", corpus_dir=corpus_dir,
                              cache_dir=work / "cache", db_path=work / "unused.duckdb")
     config = run_config(settings)
-    engine, search = build_engine(config), build_search(config)
+    engine, search = current().engine(config), current().search(config)
     steps = DirectSteps(engine, search)
 
     def wave(subquestions: Sequence[Any]) -> tuple[list[Any], list[Any]]:

@@ -20,7 +20,7 @@ def run_plain(csv_path: str, batch_id: str, model: str, search: str, db_path: st
     """flows.batch.research_batch's work in plain threads; the report ids (see module doc)."""
     from core.batch import read_topics_csv
     from core.ledger import scoped
-    from core.runtime import flush_ledgers
+    from core.runtime import current
     from core.settings import Settings, run_config
     from core.store import ResultStore
 
@@ -38,9 +38,9 @@ def run_plain(csv_path: str, batch_id: str, model: str, search: str, db_path: st
         reports = []
         for future in futures:
             reports.append(future.result())
-            flush_ledgers()
+            current().flush()
             store.usage(run_id=run_id, topic_id=rows[len(reports) - 1].topic.topic_id)
-    flush_ledgers()
+    current().flush()
     store.usage(run_id=run_id)
     store.finish_run(run_id, "succeeded")
     return reports
@@ -54,28 +54,28 @@ def _topic(topic, config, run_id: str, workers: int) -> str:
     from core.overflow.recovery import report_with_shrink
     from core.report import assemble, report_id_for
     from core.engine.report_words import notice_of
-    from core.runtime import build_engine, flush_ledgers, ledger_for
+    from core.runtime import current
     from core.store import ResultStore
     from core.waves import MAX_FOLLOWUPS, affordable_followups, for_report, gaps
 
     with scoped(topic_id=topic.topic_id, max_topic_cost_usd=None), \
             ThreadPoolExecutor(workers) as pool:
         with acting_as("plan"):
-            plan = plan_with_shrink(build_engine(config).for_role("plan"), topic)
+            plan = plan_with_shrink(current().engine(config).for_role("plan"), topic)
         findings, transcripts = _wave(pool, plan.subquestions, topic, config)
         for number in range(2, topic.max_waves + 1):
             scope = current_scope()
-            limit = affordable_followups(MAX_FOLLOWUPS, spent=ledger_for(config.db_path).spent(
+            limit = affordable_followups(MAX_FOLLOWUPS, spent=current().ledger(config.db_path).spent(
                 scope.run_id, scope.topic_id), cap=None, researched=len(plan.subquestions))
             with acting_as("review"):
-                followups = review_with_shrink(build_engine(config).for_role("plan"), plan,
+                followups = review_with_shrink(current().engine(config).for_role("plan"), plan,
                                                findings, gaps(plan, findings), number - 1, limit)
             if not followups:
                 break
             plan = plan.with_followups(followups, number)
             more, read = _wave(pool, plan.subquestions[-len(followups):], topic, config)
             findings, transcripts = findings + more, transcripts + read
-        engine = build_engine(config)
+        engine = current().engine(config)
         writer = engine.for_role("report")
         with acting_as("report"):
             draft, kept = report_with_shrink(writer, plan, for_report(plan, findings),
@@ -89,7 +89,7 @@ def _topic(topic, config, run_id: str, workers: int) -> str:
                                 findings=tuple(findings), report=report)
         store = ResultStore(Path(config.db_path))
         report_id = store.save_result(result, run_id=run_id, engine=report.engine)
-        flush_ledgers()
+        current().flush()
         store.usage(run_id=run_id, topic_id=topic.topic_id)
         return report_id
 
@@ -111,10 +111,10 @@ def _wave(pool, subquestions, topic, config):
 def _research(sq, topic, config):
     from core.ledger import scoped
     from core.research import DirectSteps, research_subquestion
-    from core.runtime import build_engine, build_search
+    from core.runtime import current
 
     # tasks.research.TaskSteps makes the same calls, each as a task run.
-    steps = DirectSteps(build_engine(config), build_search(config))
+    steps = DirectSteps(current().engine(config), current().search(config))
     with scoped(subquestion_index=sq.index):
         return research_subquestion(steps, sq, max_rounds=topic.max_rounds,
                                     max_pages=topic.max_pages,
@@ -124,7 +124,7 @@ def _research(sq, topic, config):
 def _compress(transcript, config):
     from core.ledger import acting_as, scoped
     from core.overflow.recovery import compress_with_shrink
-    from core.runtime import build_engine
+    from core.runtime import current
 
     with scoped(subquestion_index=transcript.subquestion.index), acting_as("compress"):
-        return compress_with_shrink(build_engine(config).for_role("compress"), transcript)
+        return compress_with_shrink(current().engine(config).for_role("compress"), transcript)

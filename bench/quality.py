@@ -341,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
                            "RESEARCHFLOW_CACHE_DIR": work / "cache"}.items():
             os.environ.setdefault(key, str(value))
     from core.models import Topic
-    from core.runtime import flush_ledgers
+    from core.runtime import current
     from core.store import ResultStore, query_readonly
     from flows.batch import research_batch
 
@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     if not state.is_completed():
         print(f"note: the batch ended {state.name}; topics without a report are shown so",
               file=sys.stderr)
-    flush_ledgers()
+    current().flush()
     store = ResultStore(db)
     reports = {r["topic_id"]: r["report_id"] for r in store.list_reports(batch)}
     _, spent = query_readonly(db, "SELECT topic_id, coalesce(sum(cost_usd), 0) FROM llm_calls "

@@ -161,7 +161,7 @@ def _fetcher():
     """The process's cached fetcher, from the search backend the runs built (for its counters)."""
     from core import runtime
 
-    for backend in list(runtime._searches.values()):
+    for backend in runtime.current().built("search"):
         serp = getattr(getattr(backend, "_backend", None), "inner", None)
         fetch = getattr(serp, "_fetch", None)
         if fetch is not None and hasattr(fetch, "hits"):
@@ -173,6 +173,7 @@ def main() -> int:
     from bench.workspace import workspace
 
     work = workspace("rf-bench-web-")  # before Prefect is imported
+    from core.models import TopicOptions
     from core.store import query_readonly
     from flows.research import research_topic
 
@@ -184,8 +185,8 @@ def main() -> int:
         for topic in TOPICS:
             started = time.perf_counter()
             state = research_topic(topic=topic, batch_id="web", model="offline",
-                                   search="serpapi", db_path=str(db), max_pages=12,
-                                   return_state=True)
+                                   search="serpapi", db_path=str(db),
+                                   options=TopicOptions(max_pages=12), return_state=True)
             walls.append(time.perf_counter() - started)
             print(f"  {topic}: {state.type.value} in {walls[-1]:.1f} s", file=sys.stderr,
                   flush=True)

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from core.models import Topic
+from core.models import TOPIC_OPTIONS, Topic, TopicOptions
 
-# Per-row columns a CSV may carry; a row's value wins over the batch's default.
-OVERRIDES = ("max_subquestions", "max_rounds", "max_pages", "max_waves", "language",
-             "report_words")
+# Per-row columns a CSV may carry (the fields of TopicOptions); a row's value wins over the
+# batch's default.
+OVERRIDES = TOPIC_OPTIONS
 
 
 class BatchFileError(ValueError):
@@ -36,12 +36,12 @@ class TopicRow:
     topic: Topic
 
 
-def read_topics_csv(path: Path, *, batch_id: str, defaults: dict | None = None,
+def read_topics_csv(path: Path, *, batch_id: str, defaults: TopicOptions | None = None,
                     ) -> tuple[list[TopicRow], list[RowError]]:
-    """The CSV's topics; `defaults` (Topic fields, e.g. the CLI's --max-waves) apply to every
-    row that does not set its own."""
+    """The CSV's topics; `defaults` (the CLI's --max-waves and friends) apply to every row that
+    does not set its own."""
     path = Path(path)
-    defaults = {k: v for k, v in (defaults or {}).items() if v is not None}
+    defaults = (defaults or TopicOptions()).model_dump()
     if not path.is_file():
         raise BatchFileError(f"{path}: no such file; pass a CSV with a 'topic' column")
     try:

@@ -10,6 +10,9 @@ change cache keys).
 first time a key is seen (so a retried run counts what it already spent), checks budgets before a
 call, and writes every `CallRecord` to the store. A store that is briefly locked by another
 process never fails a call: the records wait and are written with the next one, or at `flush()`.
+A spend that could not be read is never taken for $0: it is asked again next time, and a call
+that a cap must be checked against is refused meanwhile (`SpendUnknown`, a passing fault that
+Prefect retries) rather than let through on a guess.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Iterator, Protocol, Sequence
 
-from core.overflow.signals import BudgetExceeded
+from core.overflow.signals import BudgetExceeded, Transient
 from core.usage import CallRecord, CallRole
 
 log = logging.getLogger("researchflow.ledger")
@@ -70,6 +73,18 @@ def acting_as(role: CallRole) -> Iterator[None]:
         _role.reset(token)
 
 
+class SpendUnknown(Transient):
+    """A budget cannot be checked: the spend so far could not be read from the store."""
+
+
+Key = tuple[str, "str | None"]
+
+
+def _matches(record: CallRecord, key: Key) -> bool:
+    run_id, topic_id = key
+    return record.run_id == run_id and (topic_id is None or record.topic_id == topic_id)
+
+
 @dataclass(frozen=True)
 class Reservation:
     """Projected cost held against the budgets while a call is in flight."""
@@ -95,30 +110,50 @@ class Ledger:
         # store once per batch of calls instead of once per call (each open costs ~30-70 ms).
         self.batch_seconds = batch_seconds
         self._timer: threading.Timer | None = None
-        self._spent: dict[tuple[str, str | None], float] = {}
-        self._reserved: dict[tuple[str, str | None], float] = {}
+        self._spent: dict[Key, float] = {}  # seeded from the store, plus what was recorded since
+        self._unseeded: dict[Key, float] = {}  # recorded while the store's spend was unknown
+        self._reserved: dict[Key, float] = {}
         self._pending: list[CallRecord] = []
+        self._writing: list[CallRecord] = []  # taken by a flush, maybe not yet in the store
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._warned = False
 
     def spent(self, run_id: str, topic_id: str | None = None) -> float:
+        """What the run (or one topic of it) has spent; while the store cannot be read, only
+        what this process recorded (a figure for planning, never for a cap: see reserve)."""
         with self._lock:
             return self._seeded((run_id, topic_id))
 
-    def _seeded(self, key: tuple[str, str | None]) -> float:
-        if key not in self._spent:
-            self._spent[key] = self._stored_spend(*key)
+    def _seeded(self, key: Key, *, required: bool = False) -> float:
+        """The spend of `key`; the caller holds self._lock. The store is read the first time
+        (and again after a failed read): its rows plus the records not yet written to it."""
+        if key in self._spent:
+            return self._spent[key]
+        stored = self._stored_spend(*key)
+        if stored is None:
+            if required:
+                raise SpendUnknown(
+                    "the spend so far cannot be read from the store, so the budget cannot be "
+                    "checked; no call is made until it can", provider="store",
+                    hint="let go of the store (a DuckDB shell?) or raise "
+                         "RESEARCHFLOW_STORE_LOCK_TIMEOUT; a rerun reuses every finished call")
+            return self._unseeded.get(key, 0.0)
+        waiting = sum(r.cost_usd or 0.0 for r in (*self._writing, *self._pending)
+                      if _matches(r, key))
+        self._unseeded.pop(key, None)
+        self._spent[key] = stored + waiting
         return self._spent[key]
 
-    def _stored_spend(self, run_id: str, topic_id: str | None) -> float:
+    def _stored_spend(self, run_id: str, topic_id: str | None) -> float | None:
         if self.sink is None:
             return 0.0
         try:
             return float(self.sink.spent_usd(run_id=run_id, topic_id=topic_id))
         except Exception as exc:  # noqa: BLE001 - a locked store must not stop research
-            log.warning("could not read earlier spend from the store (%s); counting from 0", exc)
-            return 0.0
+            log.warning("could not read earlier spend from the store (%s); asking again later",
+                        exc)
+            return None
 
     def check(self, scope: CallScope, projected: float | None, what: str) -> None:
         """Raise BudgetExceeded when spent + reserved + projected would cross the topic or
@@ -142,7 +177,7 @@ class Ledger:
                 if cap is None or (kind == "topic" and topic_id is None):
                     continue
                 key = (scope.run_id, topic_id)
-                spent = self._seeded(key)
+                spent = self._seeded(key, required=True)
                 held = self._reserved.get(key, 0.0)
                 if spent + held + projected > cap:
                     flag = "--max-cost-usd (RESEARCHFLOW_MAX_COST_USD)" if kind == "topic" \
@@ -165,11 +200,15 @@ class Ledger:
                 self._reserved[key] = max(0.0, self._reserved.get(key, 0.0) - reservation.amount)
 
     def record(self, record: CallRecord) -> None:
+        cost = record.cost_usd or 0.0
         with self._lock:
+            self._pending.append(record)
             # dict.fromkeys: a call outside any topic has one key, counted once.
             for key in dict.fromkeys(((record.run_id, record.topic_id), (record.run_id, None))):
-                self._spent[key] = self._seeded(key) + (record.cost_usd or 0.0)
-            self._pending.append(record)
+                if key in self._spent:
+                    self._spent[key] += cost
+                elif not self._seeds(key):  # seeded now: this (pending) record is included
+                    self._unseeded[key] = self._unseeded.get(key, 0.0) + cost
             if self.batch_seconds > 0:
                 if self._timer is None:
                     self._timer = threading.Timer(self.batch_seconds, self.flush)
@@ -178,6 +217,11 @@ class Ledger:
                 return
         self.flush()
 
+    def _seeds(self, key: Key) -> bool:
+        """Try to seed `key` from the store; whether it worked. The caller holds self._lock."""
+        self._seeded(key)
+        return key in self._spent
+
     def flush(self) -> None:
         """Write waiting records; on a store error keep them for the next try."""
         if self.sink is None:
@@ -185,6 +229,7 @@ class Ledger:
         with self._write_lock:
             with self._lock:
                 batch, self._pending = self._pending, []
+                self._writing = batch
                 timer, self._timer = self._timer, None
             if timer is not None:
                 timer.cancel()
@@ -195,7 +240,11 @@ class Ledger:
             except Exception as exc:  # noqa: BLE001 - the call happened; keep its record
                 with self._lock:
                     self._pending[:0] = batch
+                    self._writing = []
                 if not self._warned:
                     self._warned = True
                     log.warning("usage ledger: %d record(s) wait to be written (%s)",
                                 len(batch), exc)
+            else:
+                with self._lock:
+                    self._writing = []

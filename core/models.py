@@ -28,17 +28,27 @@ def stable_id(*parts: str, length: int = 16) -> str:
     return digest[:length]
 
 
-class Topic(_Frozen):
-    """One research request: a CSV row or a CLI argument, with its per-topic overrides."""
+class TopicOptions(_Frozen):
+    """How one topic is researched and written: declared once, here.
 
-    text: str = Field(min_length=3, max_length=2000)
-    max_subquestions: int = Field(default=4, ge=1, le=6)
-    max_rounds: int = Field(default=3, ge=1, le=6)
-    max_pages: int = Field(default=6, ge=1, le=30)  # pages read per sub-question
-    max_waves: int = Field(default=2, ge=1, le=6)  # research waves: the plan's, then follow-ups
-    language: str | None = None  # ISO 639-1 code; None: the topic's own language
-    report_words: int = Field(default=1_200, ge=200, le=20_000)
-    batch_id: str = "adhoc"
+    The same fields are the topic flow's `options` parameter (a form in the Prefect UI), the
+    options of `researchflow run` and `batch` (flows.options builds them from these fields,
+    their bounds and descriptions) and the optional columns of a batch CSV.
+    """
+
+    max_subquestions: int = Field(default=4, ge=1, le=6,
+                                  description="Sub-questions the plan asks (at most).")
+    max_rounds: int = Field(default=3, ge=1, le=6, description="Search rounds per sub-question.")
+    max_pages: int = Field(default=6, ge=1, le=30, description=(
+        "Pages read per sub-question (the researcher chooses which)."))
+    max_waves: int = Field(default=2, ge=1, le=6, description=(
+        "Research waves: the plan's sub-questions, then the supervisor's follow-ups for what "
+        "they left open."))
+    language: str | None = Field(default=None, description=(
+        "Language of the prompts and the report: a code or name (zh, Chinese, 中文); default: "
+        "the topic's own."))
+    report_words: int = Field(default=1_200, ge=200, le=20_000, description=(
+        "Target length of the report in words (a long report is written section by section)."))
 
     @field_validator("language", mode="before")
     @classmethod
@@ -47,6 +57,25 @@ class Topic(_Frozen):
         if v is None or (isinstance(v, str) and not v.strip()):
             return None
         return resolve_language(str(v), "")
+
+
+TOPIC_OPTIONS: tuple[str, ...] = tuple(TopicOptions.model_fields)
+MAX_TOPIC_CHARS = 2_000
+
+
+class Topic(TopicOptions):
+    """One research request: a CSV row or a CLI argument, with its options."""
+
+    text: str = Field(min_length=3, max_length=MAX_TOPIC_CHARS)
+    batch_id: str = "adhoc"
+
+    @classmethod
+    def of(cls, text: str, options: TopicOptions, batch_id: str = "adhoc") -> "Topic":
+        return cls(text=text, batch_id=batch_id, **options.model_dump())
+
+    @property
+    def options(self) -> TopicOptions:
+        return TopicOptions(**self.model_dump(include=set(TOPIC_OPTIONS)))
 
     @property
     def topic_id(self) -> str:
@@ -191,11 +220,6 @@ class Citation(_Frozen):
     url: str
     title: str
     quote: str
-
-
-class ReportSection(_Frozen):
-    heading: str
-    body: str
 
 
 class Report(_Frozen):

@@ -4,7 +4,7 @@ An engine cites evidence by catalogue key (`[E3]`). `assemble` numbers reference
 first use, lists them with their verbatim quotes (markdown characters escaped, so a quote
 renders as the page wrote it), marks sections without any citation as
 "[insufficient evidence]", adds a "Disputed findings" section for conflicting claims, and flags
-numbers in the prose that do not appear in the quotes they cite (seed 002 §4.4). It never writes
+numbers in the prose that do not appear in the quotes they cite (ARCHITECTURE.md, "Evidence"). It never writes
 an error message into a report: a draft that cannot be assembled raises.
 
 Fixed headings and header words are written in the plan's language (`HEADINGS`: English,

@@ -34,6 +34,7 @@ from core.overflow.roles import (choose_with_shrink, condense_with_shrink, queri
                                  rewrite_with_shrink)
 from core.models import Message, PageNotes, SearchResult, SubQuestion, ToolCall, Transcript
 from core.search.base import SearchBackend
+from core.search.fetch_types import PageFault
 from core.search.urls import normalize_url
 from core.overflow.signals import Signal
 
@@ -59,7 +60,8 @@ class ResearchSteps(Protocol):
 def read_page(engine: ResearchEngine, search: SearchBackend, subquestion: SubQuestion,
               hit: SearchResult) -> PageNotes:
     """Fetch one hit and condense it for the sub-question. A page that cannot be read is a
-    `PageNotes` with a reason; provider and search signals propagate."""
+    `PageNotes` with a reason; provider and search signals propagate, and so does a
+    `PageFault` (a page that may come back), so that the read can be tried again."""
     try:
         source = search.read(hit)
     except Signal:
@@ -73,6 +75,11 @@ def read_page(engine: ResearchEngine, search: SearchBackend, subquestion: SubQue
         notes = condense_with_shrink(engine.for_role("condense"), subquestion, source,
                                      log=log.info)
     return PageNotes(url=hit.url, source=source, notes=notes)
+
+
+def unavailable(fault: PageFault) -> PageNotes:
+    """A page that stayed unavailable for now: noted in this run's transcript, never cached."""
+    return PageNotes(url=fault.url, reason=f"unavailable for now ({fault.reason})")
 
 
 def choose_pages(engine: ResearchEngine, transcript: Transcript,
@@ -105,7 +112,10 @@ class DirectSteps:
         return choose_pages(self.engine, transcript, candidates, limit)
 
     def read(self, subquestion: SubQuestion, hit: SearchResult) -> PageNotes:
-        return read_page(self.engine, self.backend, subquestion, hit)
+        try:
+            return read_page(self.engine, self.backend, subquestion, hit)
+        except PageFault as fault:  # in-line there is no retry: noted for this run only
+            return unavailable(fault)
 
     def next_queries(self, transcript: Transcript, round_index: int) -> list[str]:
         with acting_as("queries"):

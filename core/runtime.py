@@ -1,9 +1,28 @@
-"""Build (once per process) the engine, search backend, limits and ledger a RunConfig names.
+"""One runtime per process: everything built from RunConfigs, held in one place, closed once.
 
-Tasks call these factories instead of receiving live clients: clients are not hashable or
-picklable, and keys must stay out of task inputs. API keys are read from the environment here,
-at call time, never from the RunConfig. Every billed service is wrapped in `core.metering`, so
-each call is paced, budgeted and recorded in the usage ledger of the run's DuckDB file.
+    rt = current()                 the process's Runtime (tests: `reset()` starts a fresh one)
+    rt.engine(config)              the research engine: offline, or metered LLM engines per role
+    rt.search(config)              the search backend: the corpus, or SerpAPI behind its cache
+    rt.limits(config)              context windows: table, overrides, learned, remembered
+    rt.store(target)               the ResultStore of a target (its schema ensured once)
+    rt.pages(target)               the web cache (pages, searches) of a target
+    rt.ledger(target)              running spend and the durable usage records of a target
+    rt.prices(spec)                a price table
+    rt.gate(provider, per_minute)  the pacing of one provider, shared by every worker
+    rt.estimator()                 token estimates, calibrated by what providers report
+    rt.shared(kind, key, build)    anything else a process must hold once (a batch's slots)
+    rt.usage(target, run_id, ...)  what a run (or one topic of it) has spent, ledgers flushed
+    rt.close()                     flush every ledger, release store connections, forget all
+
+Every object is built on first use from a RunConfig (`core.settings`), never from the
+environment, under one key shape: (kind, the fields that decide it). API keys are the one thing
+read from the environment, when a client is built (`core.settings.api_key`): never part of a
+RunConfig. Every billed service is wrapped in `core.metering`, so each call is paced, budgeted
+and recorded in the usage ledger of the run's store.
+
+What stays per process and not here: what providers taught about request shapes
+(`core.llm.quirks`), and the store's pools of open connections (`core.store.connection` and
+`core.store.lake`), which `close()` releases.
 """
 
 from __future__ import annotations
@@ -12,157 +31,233 @@ import atexit
 import logging
 import threading
 from pathlib import Path
+from typing import Any, Callable, Hashable, TypeVar
 
 from core.engine.base import ResearchEngine
-from core.engine.extractive import ExtractiveEngine
 from core.ledger import Ledger
 from core.overflow.limits import ContextLimits
-from core.pacing import gate_for, reset_gates
+from core.overflow.tokens import TokenEstimator, default_estimator
+from core.pacing import ProviderGate
 from core.prices import PriceTable
 from core.search.base import SearchBackend
-from core.settings import RunConfig, Settings
+from core.settings import RunConfig
+from core.usage import UsageTotals
 
 log = logging.getLogger("researchflow.runtime")
-_lock = threading.Lock()
-_engines: dict[RunConfig, ResearchEngine] = {}
-_searches: dict[RunConfig, SearchBackend] = {}
-_limits: dict[tuple, ContextLimits] = {}
-_ledgers: dict[str, Ledger] = {}
-_prices: dict[str | None, PriceTable] = {}
+T = TypeVar("T")
+
+LEDGER_BATCH_SECONDS = 0.5  # usage records reach the store within half a second, in batches
 
 
-def _settings(config: RunConfig) -> Settings:
-    return Settings.load(model=config.model, search=config.search,
-                         corpus_dir=Path(config.corpus_dir) if config.corpus_dir else None,
-                         cache_dir=Path(config.cache_dir), db_path=Path(config.db_path),
-                         results_per_query=config.results_per_query,
-                         max_output_tokens=config.max_output_tokens,
-                         default_context_window=config.default_context_window,
-                         context_windows=dict(config.context_windows))
+def _target(target: str | Path) -> str:
+    """A store target as a key: a lake spec as given, a file by its resolved path."""
+    text = str(target)
+    return text if text.startswith("ducklake:") else str(Path(text).expanduser().resolve())
 
 
-def context_limits(config: RunConfig) -> ContextLimits:
-    """One limits registry per process, configuration and store: every task of the process
-    shares what an error taught, and the store remembers it for the next run."""
-    key = (config.context_windows, config.default_context_window, config.db_path)
-    with _lock:
-        limits = _limits.get(key)
-    if limits is None:
-        from core.store import ResultStore, StoreError
+class Runtime:
+    """Builds and holds what RunConfigs name. Safe to share between the threads of a process."""
 
-        store = ResultStore(Path(config.db_path))
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._built: dict[tuple[str, Hashable], Any] = {}
+        self._closed = False
+
+    def shared(self, kind: str, key: Hashable, build: Callable[[], T]) -> T:
+        """The object of `kind` for `key`, built on first use (outside the lock: building may
+        read a store or ask for other objects; when two threads race, the first one wins)."""
+        with self._lock:
+            found = self._built.get((kind, key))
+        if found is not None:
+            return found
+        made = build()
+        with self._lock:
+            return self._built.setdefault((kind, key), made)
+
+    def built(self, kind: str) -> list[Any]:
+        """Every object of `kind` built so far (benches read their counters)."""
+        with self._lock:
+            return [obj for (k, _), obj in self._built.items() if k == kind]
+
+    # -- stores -------------------------------------------------------------------------------
+    def store(self, target: str | Path, config: RunConfig | None = None) -> Any:
+        """The ResultStore of a target; `config` supplies how long a write waits for a lock."""
+        from core.store import ResultStore
+        from core.store.connection import configure
+
+        if config is not None:
+            configure(lock_timeout=config.store_lock_timeout,
+                      hold_seconds=config.store_hold_seconds)
+        wait = config.store_lock_timeout if config is not None else None
+        return self.shared("store", _target(target),
+                           lambda: ResultStore(_target(target), lock_timeout=wait,
+                                               data_path=config.lake_data_path if config else None))
+
+    def pages(self, target: str | Path) -> Any:
+        from core.store.pages import PageStore
+
+        return self.shared("pages", _target(target), lambda: PageStore(_target(target)))
+
+    def ledger(self, target: str | Path) -> Ledger:
+        return self.shared("ledger", _target(target), lambda: Ledger(
+            self.store(target), batch_seconds=LEDGER_BATCH_SECONDS))
+
+    def usage(self, target: str | Path, run_id: str, topic_id: str | None = None) -> UsageTotals:
+        """A run's (or one topic's) spend from the store, after this process's records are in.
+        An unreadable store answers with no totals (the caller's line says so)."""
+        from core.store import StoreError
+
+        self.flush()
+        try:
+            return self.store(target).usage(run_id=run_id, topic_id=topic_id)
+        except StoreError as exc:
+            log.warning("usage unavailable: %s", exc)
+            return UsageTotals(unknown=str(exc))
+
+    # -- what calls are made with -------------------------------------------------------------
+    def prices(self, spec: str | None) -> PriceTable:
+        return self.shared("prices", spec, lambda: PriceTable(spec))
+
+    def gate(self, provider: str, calls_per_minute: int | None = None) -> ProviderGate:
+        """One gate per provider; its per-minute cap follows the latest configuration."""
+        gate = self.shared("gate", provider, lambda: ProviderGate(calls_per_minute))
+        gate.calls_per_minute = calls_per_minute
+        return gate
+
+    def estimator(self) -> TokenEstimator:
+        """Token estimates, calibrated by every provider's reported usage in this process."""
+        return self.shared("estimator", None, default_estimator)
+
+    def limits(self, config: RunConfig) -> ContextLimits:
+        """One limits registry per window configuration and store: every task of the process
+        shares what an error taught, and the store remembers it for the next run."""
+        key = (config.context_windows, config.default_context_window, _target(config.db_path))
+        return self.shared("limits", key, lambda: self._build_limits(config))
+
+    def _build_limits(self, config: RunConfig) -> ContextLimits:
+        from core.store import StoreError
+
+        store = self.store(config.db_path, config)
         try:
             remembered = store.learned_limits()
         except StoreError as exc:
             log.warning("could not read remembered model limits (%s); starting without", exc)
             remembered = {}
-        limits = ContextLimits(dict(config.context_windows), default=config.default_context_window,
-                               remembered=remembered,
-                               on_learn=lambda model, taught: store.remember_limits(model,
-                                                                                    **taught))
-        with _lock:
-            limits = _limits.setdefault(key, limits)
-    return limits
+        return ContextLimits(dict(config.context_windows), default=config.default_context_window,
+                             remembered=remembered,
+                             on_learn=lambda model, taught: store.remember_limits(model,
+                                                                                  **taught))
 
+    # -- engines and searches -----------------------------------------------------------------
+    def engine(self, config: RunConfig) -> ResearchEngine:
+        return self.shared("engine", config, lambda: self._build_engine(config))
 
-LEDGER_BATCH_SECONDS = 0.5
+    def _build_engine(self, config: RunConfig) -> ResearchEngine:
+        if config.model == "offline":
+            from core.engine.extractive import ExtractiveEngine
 
-
-def ledger_for(db_path: str | Path) -> Ledger:
-    """The process's ledger for one DuckDB file (running spend is kept per file)."""
-    from core.store import ResultStore
-
-    key = str(Path(db_path).expanduser().resolve())
-    with _lock:
-        ledger = _ledgers.get(key)
-    if ledger is None:
-        # Records reach the store within half a second, a batch at a time (see Ledger).
-        ledger = Ledger(ResultStore(Path(key)), batch_seconds=LEDGER_BATCH_SECONDS)
-        with _lock:
-            ledger = _ledgers.setdefault(key, ledger)
-    return ledger
-
-
-def price_table(settings: Settings) -> PriceTable:
-    with _lock:
-        if settings.prices not in _prices:
-            _prices[settings.prices] = PriceTable(settings.prices)
-        return _prices[settings.prices]
-
-
-def build_engine(config: RunConfig) -> ResearchEngine:
-    with _lock:
-        engine = _engines.get(config)
-    if engine is not None:
-        return engine
-    if config.model == "offline":
-        engine = ExtractiveEngine()
-    else:
+            return ExtractiveEngine()
         from core.engine.llm import LLMEngine
         from core.llm.registry import make_model
         from core.metering import MeteredModel
 
-        settings = _settings(config)
+        estimator = self.estimator()
 
         def engine_for(spec: str) -> LLMEngine:
-            model = make_model(spec, settings)
-            metered = MeteredModel(model, ledger_for(config.db_path), price_table(settings),
-                                   gate_for(model.provider, settings.max_calls_per_minute))
-            return LLMEngine(metered, limits=context_limits(config),
+            model = make_model(spec, config)
+            metered = MeteredModel(model, self.ledger(config.db_path), self.prices(config.prices),
+                                   self.gate(model.provider, config.max_calls_per_minute),
+                                   estimator=estimator)
+            return LLMEngine(metered, limits=self.limits(config), estimator=estimator,
                              max_output_tokens=config.max_output_tokens,
                              spill_dir=Path(config.cache_dir) / "spill")
 
         engine = engine_for(config.model)
-        if config.role_models:
-            from core.engine.routed import RoutedEngine
+        if not config.role_models:
+            return engine
+        from core.engine.routed import RoutedEngine
 
-            specs = dict(config.role_models)
-            built = {spec: engine_for(spec) for spec in set(specs.values())}
-            engine = RoutedEngine(engine, {role: built[spec] for role, spec in specs.items()})
-    with _lock:
-        return _engines.setdefault(config, engine)
+        specs = dict(config.role_models)
+        built = {spec: engine_for(spec) for spec in set(specs.values())}
+        return RoutedEngine(engine, {role: built[spec] for role, spec in specs.items()})
 
+    def search(self, config: RunConfig) -> SearchBackend:
+        # One backend whatever the model: the model's fields are not part of its key.
+        key = config.model_copy(update={"model": "-", "role_models": ()})
+        return self.shared("search", key, lambda: self._build_search(config))
 
-def build_search(config: RunConfig) -> SearchBackend:
-    from core.search.registry import make_search
+    def _build_search(self, config: RunConfig) -> SearchBackend:
+        from core.search.registry import corpus_location, make_search
 
-    search_key = config.model_copy(update={"model": "-"})  # one backend whatever the model
-    with _lock:
-        backend = _searches.get(search_key)
-    if backend is None:
-        settings = _settings(config)
-        backend = make_search(settings)
-        if settings.resolved_search() == "serpapi":  # billed per search
+        if config.search == "corpus":  # one instance per index file (DuckDB wants one config)
+            corpus_dir, index = corpus_location(config)
+            return self.shared("corpus", str(index), lambda: make_search(config))
+        backend = make_search(config, pages=self.pages(config.db_path))
+        if config.search == "serpapi":  # billed per search
             from core.metering import MeteredSearch
             from core.search.cache import CachedSearch
-            from core.search.registry import page_store
 
             params = backend.params
-            backend = MeteredSearch(backend, ledger_for(config.db_path), price_table(settings),
-                                    gate_for("serpapi", settings.max_calls_per_minute))
+            backend = MeteredSearch(backend, self.ledger(config.db_path),
+                                    self.prices(config.prices),
+                                    self.gate("serpapi", config.max_calls_per_minute))
             # Outside the meter: a search served from the cache is not billed, nor recorded.
-            backend = CachedSearch(backend, page_store(settings),
-                                   ttl_hours=settings.page_ttl_hours, params=params)
-        with _lock:
-            backend = _searches.setdefault(search_key, backend)
-    return backend
+            backend = CachedSearch(backend, self.pages(config.db_path),
+                                   ttl_hours=config.page_ttl_hours, params=params)
+        return backend
+
+    # -- the end ------------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Write every usage record still waiting (batched, or kept back by a locked store)."""
+        for ledger in self.built("ledger"):
+            ledger.flush()
+
+    def close(self) -> None:
+        """Flush the ledgers, close what holds files, release the store's connections."""
+        self.flush()
+        for corpus in self.built("corpus"):
+            close = getattr(corpus, "close", None)
+            if callable(close):
+                close()
+        with self._lock:
+            self._built.clear()
+            self._closed = True
+        from core.store.connection import release_all
+        from core.store.lake import close_all
+
+        release_all()
+        close_all()
+
+
+_current: Runtime | None = None
+_current_lock = threading.Lock()
+
+
+def current() -> Runtime:
+    """The process's runtime, made on first use."""
+    global _current
+    with _current_lock:
+        if _current is None:
+            _current = Runtime()
+        return _current
+
+
+def reset() -> Runtime:
+    """Close the process's runtime (flushing what it holds) and start a fresh one (tests, or a
+    long-lived process whose configuration changed)."""
+    global _current
+    with _current_lock:
+        old, _current = _current, Runtime()
+        fresh = _current
+    if old is not None:
+        old.close()
+    return fresh
 
 
 @atexit.register  # what waits in a batch is written before the process ends
-def flush_ledgers() -> None:
-    """Write any usage records still waiting (batched, or kept back by a locked store)."""
-    with _lock:
-        ledgers = list(_ledgers.values())
-    for ledger in ledgers:
-        ledger.flush()
+def _close_at_exit() -> None:
+    with _current_lock:
+        rt = _current
+    if rt is not None:
+        rt.flush()
 
-
-def reset() -> None:
-    """Forget built clients (tests, or after settings change in a long-lived process)."""
-    with _lock:
-        _engines.clear()
-        _searches.clear()
-        _limits.clear()
-        _ledgers.clear()
-        _prices.clear()
-    reset_gates()

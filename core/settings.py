@@ -44,7 +44,7 @@ class Settings(BaseSettings):
     # "auto" picks the first provider whose key is set, else the offline extractive engine.
     model: str = "auto"
     # A model per role ("provider:model"); unset roles use `model`. With `model` on auto,
-    # condense defaults to a cheaper model of the same provider (core.llm.registry.cheaper).
+    # condense defaults to a cheaper model of the same provider (core.llm.siblings.cheaper).
     model_plan: str | None = None
     model_research: str | None = None  # chooses follow-up queries
     model_condense: str | None = None
@@ -100,6 +100,11 @@ class Settings(BaseSettings):
     max_calls_per_minute: int | None = Field(default=None, ge=1)  # per provider
     prices: str | None = None
 
+    # The store file: how long a write waits for another process to let go of it, and how
+    # long an idle connection stays open for the next write (0: one connection per write).
+    store_lock_timeout: float = Field(default=30.0, ge=0)
+    store_hold_seconds: float = Field(default=0.5, ge=0)
+
     max_page_bytes: int = 3_000_000  # larger pages are refused, not parsed
     max_source_chars: int = 60_000  # extracted text beyond this is trimmed
 
@@ -151,7 +156,7 @@ class Settings(BaseSettings):
                   "condense": self.model_condense, "compress": self.model_compress,
                   "report": self.model_report}
         if chosen["condense"] is None and self.model == "auto":
-            from core.llm.registry import cheaper
+            from core.llm.siblings import cheaper
 
             chosen["condense"] = cheaper(base)
         return {role: spec for role, spec in chosen.items() if spec and spec != base}
@@ -180,16 +185,32 @@ class Settings(BaseSettings):
         return out
 
 
-class RunConfig(BaseModel):
-    """What a task needs to rebuild its engine and search backend: hashable, secret-free.
+def api_key(prefix: str) -> SecretStr | None:
+    """A provider's key (settings prefix: openai, anthropic, gemini, serpapi), read from the
+    environment when a client is built: the one setting that never travels in a RunConfig."""
+    key = getattr(Settings.load(), f"{prefix}_api_key", None)
+    return key if key is not None and key.get_secret_value() else None
 
-    Tasks receive this instead of live clients, so Prefect can hash it into cache keys and
-    persist it in results without ever touching an API key (keys stay in the environment).
+
+class RunConfig(BaseModel):
+    """Everything a task builds from: the only input to engines, searches, stores and limits.
+
+    Flows make it from `Settings` once (`run_config`), tasks receive it as an input, and the
+    runtime (core.runtime) builds every client from it and from nothing else, so what a task
+    does is a function of its inputs and Prefect's cache key (which hashes this object) covers
+    every setting that changes a request or a result. It is hashable and secret-free: keys stay
+    in the environment and are read by the runtime when it builds a client.
+
+    Fields marked `exclude=True` say how the process runs, not what it asks (pacing, prices,
+    store locking): they are left out of the JSON that Prefect hashes, so changing them never
+    costs a cached call.
     """
 
     model_config = ConfigDict(frozen=True)
 
+    # -- what is asked, and of whom ------------------------------------------------------------
     model: str = "offline"
+    role_models: tuple[tuple[str, str], ...] = ()  # (role, spec) where a role differs
     search: str = "corpus"
     corpus_dir: str | None = None
     cache_dir: str
@@ -198,24 +219,75 @@ class RunConfig(BaseModel):
     max_output_tokens: int = 4_096
     default_context_window: int = 128_000
     context_windows: tuple[tuple[str, int], ...] = ()
-    role_models: tuple[tuple[str, str], ...] = ()  # (role, spec) where a role differs
+    reasoning_effort: str | None = None
+    thinking_budget: int | None = None
+    request_timeout: float = 60.0
+    # Servers (never keys): a different server is a different answer.
+    base_urls: tuple[tuple[str, str], ...] = ()  # (settings prefix, URL), e.g. ("openai", ...)
+    # -- what a page read yields ----------------------------------------------------------------
+    max_page_bytes: int = 3_000_000
+    max_source_chars: int = 60_000
+    page_ttl_hours: float = 24.0
+    fetch_allow_hosts: str | None = None
+    respect_robots: bool = True
+    fetch_connect_timeout: float = 5.0
+    fetch_read_timeout: float = 10.0
+    page_deadline: float = 20.0
+    max_redirects: int = 5
+    serpapi_engine: str = "google"
+    serpapi_location: str | None = None
+    serpapi_language: str | None = None
+    serpapi_country: str | None = None
     # Set by a refreshing run (its root flow-run id): part of every task's inputs, so cached
     # calls are not reused, while a retry of that same run still reuses its own.
     refresh: str = ""
+    # -- how the process runs (not hashed) ------------------------------------------------------
+    max_calls_per_minute: int | None = Field(default=None, exclude=True)
+    max_fetches_per_host: int = Field(default=2, exclude=True)
+    prices: str | None = Field(default=None, exclude=True)
+    store_lock_timeout: float = Field(default=30.0, exclude=True)
+    store_hold_seconds: float = Field(default=0.5, exclude=True)
+    lake_data_path: str | None = Field(default=None, exclude=True)
 
     @property
     def billed(self) -> bool:
         """Whether any step calls a paid service (an LLM provider, or SerpAPI)."""
         return self.model != "offline" or self.search == "serpapi"
 
+    def base_url(self, prefix: str) -> str | None:
+        """The configured server for a provider's settings prefix (openai, anthropic, ...)."""
+        return dict(self.base_urls).get(prefix)
+
+
+# Settings a flow reads itself instead of handing them to tasks: who pays (budgets live in the
+# ledger's scope), how many run at once, where tasks run, and the inputs run_config() resolves
+# (keys never travel; model, search, corpus and store arrive resolved).
+FLOW_SETTINGS = frozenset({
+    "max_cost_usd", "max_batch_cost_usd", "max_topic_concurrency", "max_subquestion_workers",
+    "task_runner", "dask_address", "openai_api_key", "anthropic_api_key", "gemini_api_key",
+    "serpapi_api_key", "model_plan", "model_research", "model_condense", "model_compress",
+    "model_report", "store", "openai_base_url", "anthropic_base_url", "gemini_base_url",
+    "serpapi_base_url"})
+
+# Settings copied into a RunConfig under the same name.
+_SAME = ("results_per_query", "max_output_tokens", "default_context_window", "reasoning_effort",
+         "thinking_budget", "request_timeout", "max_page_bytes", "max_source_chars",
+         "page_ttl_hours", "fetch_allow_hosts", "respect_robots", "fetch_connect_timeout",
+         "fetch_read_timeout", "page_deadline", "max_redirects", "serpapi_engine",
+         "serpapi_location", "serpapi_language", "serpapi_country", "max_calls_per_minute",
+         "max_fetches_per_host", "prices", "store_lock_timeout", "store_hold_seconds",
+         "lake_data_path")
+_BASE_URLS = ("openai", "anthropic", "gemini", "serpapi")
+
 
 def run_config(settings: Settings) -> RunConfig:
+    """The RunConfig of these settings: the one conversion from configuration to task input."""
+    urls = tuple((prefix, url) for prefix in _BASE_URLS
+                 if (url := getattr(settings, f"{prefix}_base_url", None)))
     return RunConfig(
-        model=settings.resolved_model(), search=settings.resolved_search(),
+        model=settings.resolved_model(), role_models=tuple(sorted(settings.role_models().items())),
+        search=settings.resolved_search(),
         corpus_dir=str(settings.corpus_dir.resolve()) if settings.corpus_dir else None,
         cache_dir=str(settings.cache_dir), db_path=settings.store_target(),
-        results_per_query=settings.results_per_query,
-        max_output_tokens=settings.max_output_tokens,
-        default_context_window=settings.default_context_window,
-        context_windows=tuple(sorted(settings.context_windows.items())),
-        role_models=tuple(sorted(settings.role_models().items())))
+        context_windows=tuple(sorted(settings.context_windows.items())), base_urls=urls,
+        **{name: getattr(settings, name) for name in _SAME})

@@ -58,9 +58,12 @@ class UsageTotals:
     reasoning_tokens: int = 0
     cost_usd: float = 0.0
     unpriced_calls: int = 0  # calls whose model had no known price: cost_usd is a lower bound
+    unknown: str = ""  # why the totals could not be read ("" when they were)
 
     def line(self) -> str:
         """One human line, e.g. for the end of `researchflow run`."""
+        if self.unknown:
+            return f"usage: unavailable ({self.unknown})"
         if not self.calls:
             return "usage: no provider calls (offline engine, or everything served from cache)"
         cost = f"${self.cost_usd:.4f}"

@@ -24,15 +24,17 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 from prefect.transactions import CommitMode, transaction
 
-from core.batch import OVERRIDES as TOPIC_FIELDS, RowError, TopicRow, read_topics_csv
+from core.batch import RowError, TopicRow, read_topics_csv
 from core.failures import TopicFailed
 from core.ledger import scoped
-from core.runtime import flush_ledgers, ledger_for
+from core.models import TopicOptions
+from core.runtime import current
 from core.settings import Settings, run_config
-from core.store import ResultStore, StoreError
+from core.store import StoreError
 from core.usage import UsageTotals
 from flows.progress import ProgressArtifact, emit
-from flows.research import record, topic_flow
+from flows.records import finish_run, record, start_run
+from flows.research import research_topic
 from flows.slots import batch_slots, creating_subflow
 from tasks.caching import core_fingerprint
 
@@ -69,7 +71,7 @@ class BatchBudget:
     def exhausted(self) -> bool:
         if self.limit is None:
             return False
-        return self.reached.is_set() or ledger_for(self.db_path).spent(self.run_id) >= self.limit
+        return self.reached.is_set() or current().ledger(self.db_path).spent(self.run_id) >= self.limit
 
     def refusal(self) -> str:
         """Why a topic may not start now ("" when it may): asked when it gets its slot."""
@@ -81,7 +83,7 @@ class BatchBudget:
 @task(name="run-topic", task_run_name="row {row.row}: {row.topic.text:.50}", cache_policy=NO_CACHE)
 def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicOutcome:
     topic = row.topic
-    store = ResultStore(Path(budget.db_path))
+    store = current().store(budget.db_path)
     if not overrides.get("refresh"):
         stored = _stored_report(store, topic.topic_id)
         if stored:
@@ -92,10 +94,9 @@ def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicO
     # only for what had not finished (rolled back, every finished call would be paid again).
     # The flow waits for its slot (flows.slots) once it exists in the API.
     with transaction(commit_mode=CommitMode.EAGER), creating_subflow(budget.run_id):
-        state = topic_flow()(topic=topic.text, batch_id=topic.batch_id,
-                             **topic.model_dump(include=set(TOPIC_FIELDS)),
-                             return_state=True, **overrides)
-    usage = _usage(store, budget.run_id, topic.topic_id)
+        state = research_topic(topic=topic.text, options=topic.options,
+                               batch_id=topic.batch_id, return_state=True, **overrides)
+    usage = current().usage(budget.db_path, budget.run_id, topic.topic_id)
     spent = dict(calls=usage.calls, input_tokens=usage.input_tokens,
                  output_tokens=usage.output_tokens, cost_usd=round(usage.cost_usd, 6))
     if state.is_completed():
@@ -111,7 +112,7 @@ def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicO
     return TopicOutcome(row.row, topic.text, "failed", error=error[:2000], **spent)
 
 
-def _stored_report(store: ResultStore, topic_id: str) -> str:
+def _stored_report(store, topic_id: str) -> str:
     """The report id of a topic whose latest attempt succeeded, else "" (run it)."""
     try:
         status = store.topic_status(topic_id)
@@ -123,27 +124,15 @@ def _stored_report(store: ResultStore, topic_id: str) -> str:
     return ""
 
 
-def _usage(store: ResultStore, run_id: str, topic_id: str | None = None) -> UsageTotals:
-    flush_ledgers()
-    try:
-        return store.usage(run_id=run_id, topic_id=topic_id)
-    except StoreError as exc:
-        log.error("usage unavailable: %s", exc)
-        return UsageTotals()
-
-
 @flow(name="research-batch", flow_run_name="batch: {csv_path}")
-def research_batch(csv_path: str, batch_id: str | None = None, model: str | None = None,
+def research_batch(csv_path: str, batch_id: str | None = None,
+                   defaults: TopicOptions = TopicOptions(), model: str | None = None,
                    search: str | None = None, corpus_dir: str | None = None,
                    db_path: str | None = None, max_concurrency: int | None = None,
                    max_cost_usd: float | None = None,
-                   max_batch_cost_usd: float | None = None, max_waves: int | None = None,
-                   max_rounds: int | None = None, max_pages: int | None = None,
-                   language: str | None = None, report_words: int | None = None,
-                   refresh: bool = False) -> list[dict]:
-    """Research every topic in a CSV (column `topic`; optional columns max_subquestions,
-    max_rounds, max_pages, max_waves, language, report_words). The keyword arguments of the
-    same names are the batch's defaults for rows that leave a column empty.
+                   max_batch_cost_usd: float | None = None, refresh: bool = False) -> list[dict]:
+    """Research every topic in a CSV (column `topic`; optional columns: the fields of
+    TopicOptions). `defaults` are the options of rows that leave a column empty.
 
     A topic whose report is already stored (its latest attempt succeeded) is not run again
     unless `refresh`, which researches every topic afresh instead of reusing cached calls."""
@@ -156,22 +145,18 @@ def research_batch(csv_path: str, batch_id: str | None = None, model: str | None
                              max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd)
     config = run_config(settings)
     batch = batch_id or Path(csv_path).stem
-    rows, errors = read_topics_csv(Path(csv_path), batch_id=batch, defaults=dict(
-        max_waves=max_waves, max_rounds=max_rounds, max_pages=max_pages, language=language,
-        report_words=report_words))
+    rows, errors = read_topics_csv(Path(csv_path), batch_id=batch, defaults=defaults)
     run_id = str(flow_run.id or "local")
     for err in errors:
         logger.error("row %d skipped: %s", err.row, err.message)
     try:  # waits (bounded) for a store another process holds
-        store = ResultStore(Path(config.db_path))
-        store.start_run(run_id, batch, engine=config.model, search_backend=config.search,
-                        settings_public=settings.public_dict())
+        store = start_run(config, settings, run_id, batch)
     except StoreError as exc:
         # Nothing is researched (and paid for) that could not be stored; the table says why.
         outcomes = [_invalid(e) for e in errors] + [
             TopicOutcome(r.row, r.topic.text, "failed", error=f"not started: {exc}")
             for r in rows]
-        return _close(batch, outcomes, None, run_id)
+        return _close(batch, outcomes, None, run_id, config.db_path)
 
     # The model as given (None: auto), so a topic resolves its roles as the batch did: on auto,
     # condense goes to the cheaper sibling; the resolved name would pin every role to it.
@@ -195,15 +180,15 @@ def research_batch(csv_path: str, batch_id: str | None = None, model: str | None
             outcomes.append(future.result())
             progress.update(100.0 * done / max(len(rows), 1), f"{done}/{len(rows)} topics finished")
 
-    return _close(batch, outcomes, store, run_id)
+    return _close(batch, outcomes, store, run_id, config.db_path)
 
 
-def _close(batch: str, outcomes: list[TopicOutcome], store: ResultStore | None,
-           run_id: str) -> list[dict]:
+def _close(batch: str, outcomes: list[TopicOutcome], store, run_id: str,
+           target: str) -> list[dict]:
     """The batch's table and usage artifacts, always; then fail the flow if a row failed."""
     outcomes.sort(key=lambda o: o.row)
     table = [asdict(o) for o in outcomes]
-    total = _usage(store, run_id) if store is not None else UsageTotals()
+    total = current().usage(target, run_id) if store is not None else UsageTotals()
     create_table_artifact(table, key=f"batch-{_slug(batch)}",
                           description=f"Batch {batch}: {total.line()}")
     create_markdown_artifact(f"**Batch {batch}**\n\n{total.line()}",
@@ -211,7 +196,7 @@ def _close(batch: str, outcomes: list[TopicOutcome], store: ResultStore | None,
                              description=f"Usage of batch {batch}")
     bad = [o for o in outcomes if o.status != "succeeded"]
     if store is not None:
-        record(store.finish_run, run_id, "failed" if bad else "succeeded")
+        finish_run(store, run_id, failed=bool(bad))
     if bad:
         raise BatchIncomplete(f"{len(bad)} of {len(outcomes)} rows did not produce a report: " +
                               "; ".join(f"row {o.row}: {o.error}" for o in bad)[:4000])

@@ -13,9 +13,11 @@ from typing import Optional
 import typer
 from rich.table import Table
 
+from core.models import TopicOptions
 from flows.cli_reports import export, query, search, show
 from flows.console import DbOpt, db_path, fail, out, prefect_env, store_exists
 from flows.local_api import ensure_api
+from flows.options import with_topic_options
 from flows.serve import serve, ui
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -25,14 +27,8 @@ ModelOpt = typer.Option(None, "--model", help="offline | openai:MODEL | anthropi
 SearchOpt = typer.Option(None, "--search", help="corpus | serpapi (default: auto from keys).")
 CorpusOpt = typer.Option(None, "--corpus", help="Folder of .html/.md/.txt files to search "
                          "instead of the bundled CPython documentation.")
-LanguageOpt = typer.Option(None, "--language", help="Language of the prompts and the report: "
-                           "a code or name (zh, Chinese, 中文); default: the topic's own.")
-WavesHelp = ("Research waves: the plan's sub-questions, then the supervisor's follow-ups for "
-             "what they left open.")
-PagesHelp = "Pages read per sub-question (the researcher chooses which)."
 RefreshHelp = ("Make every provider and search call again instead of reusing cached ones "
                "(a retry of the same run still reuses its own).")
-WordsHelp = "Target length of the report in words (a long report is written section by section)."
 CostOpt = typer.Option(None, "--max-cost-usd", min=0.0, help="Stop a topic before a provider "
                        "call would take its spend past this many USD (RESEARCHFLOW_MAX_COST_USD).")
 
@@ -42,41 +38,24 @@ def _check_corpus(corpus: Optional[Path]) -> None:
         fail(f"{corpus}: no such folder; --corpus takes a folder of .html/.md/.txt files")
 
 
-def _check_language(language: Optional[str]) -> None:
-    from core.language import resolve_language
-
-    try:
-        resolve_language(language, "")
-    except ValueError as exc:
-        fail(f"--language: {exc}")
-
-
 @app.command()
+@with_topic_options(defaults=True)
 def run(topic: str = typer.Argument(..., help="What to research."),
-        max_subquestions: int = typer.Option(4, min=1, max=6),
-        max_rounds: int = typer.Option(3, min=1, max=6, help="Search rounds per sub-question."),
-        max_pages: int = typer.Option(6, min=1, max=30, help=PagesHelp),
-        max_waves: int = typer.Option(2, min=1, max=6, help=WavesHelp),
-        language: Optional[str] = LanguageOpt,
-        report_words: int = typer.Option(1200, min=200, max=20000, help=WordsHelp),
         model: Optional[str] = ModelOpt, search: Optional[str] = SearchOpt,
         corpus: Optional[Path] = CorpusOpt, db: Optional[Path] = DbOpt,
         max_cost_usd: Optional[float] = CostOpt,
-        refresh: bool = typer.Option(False, "--refresh", help=RefreshHelp)) -> None:
+        refresh: bool = typer.Option(False, "--refresh", help=RefreshHelp),
+        options: TopicOptions = TopicOptions()) -> None:
     """Research one topic and store its report."""
     _check_corpus(corpus)
-    _check_language(language)
     prefect_env()
     ensure_api()
     from flows.live import LiveProgress
-    from flows.research import topic_flow
+    from flows.research import research_topic
 
     with LiveProgress(out) as live:
         live.add_topics(1)
-        state = topic_flow()(topic=topic, max_subquestions=max_subquestions,
-                               max_rounds=max_rounds, max_pages=max_pages, max_waves=max_waves,
-                               language=language, report_words=report_words,
-                               model=model, search=search,
+        state = research_topic(topic=topic, options=options, model=model, search=search,
                                corpus_dir=str(corpus) if corpus else None,
                                db_path=str(db) if db else None, max_cost_usd=max_cost_usd,
                                refresh=refresh, return_state=True)
@@ -91,6 +70,7 @@ def run(topic: str = typer.Argument(..., help="What to research."),
 
 
 @app.command()
+@with_topic_options(defaults=False)
 def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."),
           batch_id: Optional[str] = typer.Option(None, help="Default: the CSV file name."),
           concurrency: Optional[int] = typer.Option(None, min=1, max=16,
@@ -101,22 +81,17 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
           max_batch_cost_usd: Optional[float] = typer.Option(
               None, "--max-batch-cost-usd", min=0.0, help="Cap for the whole batch: topics not "
               "started when it is reached are skipped (RESEARCHFLOW_MAX_BATCH_COST_USD)."),
-          max_rounds: Optional[int] = typer.Option(None, min=1, max=6, help="Default 3."),
-          max_pages: Optional[int] = typer.Option(None, min=1, max=30, help=PagesHelp),
-          max_waves: Optional[int] = typer.Option(None, min=1, max=6, help=WavesHelp),
-          language: Optional[str] = LanguageOpt,
-          report_words: Optional[int] = typer.Option(None, min=200, max=20000, help=WordsHelp),
           refresh: bool = typer.Option(False, "--refresh", help=RefreshHelp + " Without it, "
                                        "topics whose report is already stored are not run."),
-          ) -> None:
+          options: TopicOptions = TopicOptions()) -> None:
     """Research every topic of a CSV; bad rows are reported and the rest still run.
 
-    The CSV may set max_subquestions, max_rounds, max_pages, max_waves, language and
-    report_words per row; the options here are the defaults for rows that do not."""
+    The CSV may set any of the options below per row (columns max_subquestions, max_rounds,
+    max_pages, max_waves, language, report_words); the options here are the defaults for rows
+    that do not."""
     from core.batch import BatchFileError, read_topics_csv
 
     _check_corpus(corpus)
-    _check_language(language)
     try:  # validate up front so a bad file costs no Prefect start-up
         rows, _ = read_topics_csv(csv_path, batch_id=batch_id or csv_path.stem)
     except BatchFileError as exc:
@@ -128,12 +103,11 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
 
     with LiveProgress(out) as live:
         live.add_topics(len(rows))
-        state = research_batch(csv_path=str(csv_path), batch_id=batch_id, model=model,
-                               search=search, corpus_dir=str(corpus) if corpus else None,
+        state = research_batch(csv_path=str(csv_path), batch_id=batch_id, defaults=options,
+                               model=model, search=search,
+                               corpus_dir=str(corpus) if corpus else None,
                                db_path=str(db) if db else None, max_concurrency=concurrency,
                                max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd,
-                               max_rounds=max_rounds, max_pages=max_pages, max_waves=max_waves,
-                               language=language, report_words=report_words,
                                refresh=refresh, return_state=True)
     _print_batch(batch_id or csv_path.stem, db_path(db))
     out.print(_run_usage(db_path(db), state))
@@ -188,15 +162,12 @@ def _state_error(state) -> str:
 
 def _run_usage(db: Path, state) -> str:
     """The usage line of the run behind `state` (every topic of a batch, or one topic)."""
-    from core.store import ResultStore, StoreError
+    from core.runtime import current
 
     run_id = state.state_details.flow_run_id
     if run_id is None or not store_exists(db):
         return "usage: unknown (no run id or no store)"
-    try:
-        return ResultStore(db).usage(run_id=str(run_id)).line()
-    except StoreError as exc:
-        return f"usage: unavailable ({exc})"
+    return current().usage(db, str(run_id)).line()
 
 
 app.command()(show)

@@ -11,7 +11,6 @@ and the flow fails with `TopicFailed`: one line naming the step, the signal and 
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 from prefect import flow, get_run_logger, unmapped
@@ -22,21 +21,19 @@ from prefect.runtime import flow_run
 
 from core.failures import StepFailure, TopicFailed
 from core.ledger import current_scope, scoped
-from core.models import FollowUp, Finding, ResearchPlan, ResearchResult, Topic, Transcript
+from core.models import (FollowUp, Finding, ResearchPlan, ResearchResult, Topic, TopicOptions,
+                         Transcript)
 from core.report import report_id_for
-from core.runtime import flush_ledgers, ledger_for
+from core.runtime import current
 from core.settings import RunConfig, Settings, run_config
-from core.store import ResultStore, StoreError
 from core.waves import MAX_FOLLOWUPS, affordable_followups, gaps
 from flows.progress import ProgressArtifact, emit
+from flows.records import finish_run, record, start_run, usage_line
 from flows.runners import SettingsTaskRunner
 from flows.slots import TopicSkipped, close_batch, subflow_started, topic_slot
 from tasks.research import plan_topic, research, review_findings
 from tasks.store import store_result
 from tasks.write import compress, write_report
-
-log = logging.getLogger("researchflow.flows")
-
 
 def _step(step: str, call, *args):
     """Run a task call; any failure becomes TopicFailed naming the step."""
@@ -64,7 +61,7 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
             raise
     report_id = _step("store", store_result, result, config.db_path, run_id,
                       result.report.engine)
-    usage = _usage(config, run_id, topic)
+    usage = usage_line(config, run_id, topic.topic_id)
     progress.update(100.0, f"Report {report_id} stored")
     create_markdown_artifact(f"{result.report.markdown}\n\n---\n{usage}",
                              key=f"report-{report_id.replace('_', '-')}",
@@ -147,7 +144,7 @@ def _review(plan: ResearchPlan, findings: list[Finding], waves: int,
             config: RunConfig) -> list[FollowUp]:
     """The supervisor's follow-ups after `waves` waves, as many as the budget leaves room for."""
     scope = current_scope()
-    ledger = ledger_for(config.db_path)
+    ledger = current().ledger(config.db_path)
     limit = affordable_followups(MAX_FOLLOWUPS, spent=ledger.spent(scope.run_id, scope.topic_id),
                                  cap=scope.max_topic_cost_usd,
                                  researched=len(plan.subquestions))
@@ -176,56 +173,31 @@ def _order(step: str) -> tuple[int, int]:
     return ({"research": 0, "compress": 1}.get(kind, 2), int(n or 0))
 
 
-def _usage(config: RunConfig, run_id: str, topic: Topic) -> str:
-    flush_ledgers()
-    try:
-        return ResultStore(Path(config.db_path)).usage(run_id=run_id,
-                                                       topic_id=topic.topic_id).line()
-    except StoreError as exc:
-        return f"usage unavailable ({exc})"
-
-
-def record(write, *args) -> None:
-    """Call a store write that never raises: a locked store must not hide a topic's own error
-    nor cost a batch its closing table. What could not be recorded is logged."""
-    try:
-        write(*args)
-    except StoreError as exc:
-        log.error("could not record (%s): %s", write.__name__, exc)
-
-
 @flow(name="research-topic", flow_run_name="topic: {topic:.60}",
       task_runner=SettingsTaskRunner())
-def research_topic(topic: str, batch_id: str = "adhoc", max_subquestions: int = 4,
-                   max_rounds: int = 3, max_pages: int = 6, max_waves: int = 2,
-                   language: str | None = None, report_words: int = 1_200,
+def research_topic(topic: str, options: TopicOptions = TopicOptions(), batch_id: str = "adhoc",
                    model: str | None = None, search: str | None = None,
                    corpus_dir: str | None = None, db_path: str | None = None,
                    max_cost_usd: float | None = None, refresh: bool = False) -> str | State:
     """Research one topic and store its report in DuckDB; returns the report id.
 
-    `max_waves` bounds the supervisor's waves (1: the plan's sub-questions only); `max_rounds`
-    and `max_pages` bound each researcher; `language` (a code or name; None: the topic's own)
-    is what every prompt asks for and the report is written in; `report_words` sizes it.
-    `refresh` makes every call again instead of reusing cached ones (a retry of the same run
-    still reuses what that run finished).
+    `options` (core.models.TopicOptions) say how deep to research and how to write: waves,
+    rounds and pages, the language (None: the topic's own) and the report's length. `refresh`
+    makes every call again instead of reusing cached ones (a retry of the same run still
+    reuses what that run finished).
     """
     settings = Settings.load(model=model, search=search, max_cost_usd=max_cost_usd,
                              corpus_dir=Path(corpus_dir) if corpus_dir else None,
                              db_path=Path(db_path) if db_path else None)
     config = run_config(settings)
-    item = Topic(text=topic, batch_id=batch_id, max_subquestions=max_subquestions,
-                 max_rounds=max_rounds, max_pages=max_pages, max_waves=max_waves,
-                 language=language, report_words=report_words)
+    item = Topic.of(topic, options, batch_id)
     own_id = str(flow_run.id or "local")
     run_id = str(flow_run.root_flow_run_id or own_id)  # a batch's run when inside a batch
     if refresh:
         config = config.model_copy(update={"refresh": run_id})
     alone = run_id == own_id
-    store = ResultStore(Path(config.db_path))
-    if alone:
-        store.start_run(run_id, batch_id, engine=config.model, search_backend=config.search,
-                        settings_public=settings.public_dict())
+    store = (start_run(config, settings, run_id, batch_id) if alone
+             else current().store(config.db_path, config))
     scope = dict(run_id=run_id, batch_id=batch_id, topic_id=item.topic_id,
                  max_topic_cost_usd=settings.max_cost_usd)
     if alone:
@@ -238,23 +210,14 @@ def research_topic(topic: str, batch_id: str = "adhoc", max_subquestions: int = 
         emit("topic_failed", item.text, detail=str(skipped))
         return Cancelled(message=str(skipped))
     except TopicFailed as failure:
-        flush_ledgers()
         record(store.record_failure, batch_id, item, str(failure), run_id)
-        usage = _usage(config, run_id, item)
+        usage = usage_line(config, run_id, item.topic_id)
         create_markdown_artifact(f"**Failed**: {failure}\n\n{usage}",
                                  description=f"Failed: {item.text[:200]}")
         emit("topic_failed", item.text, detail=str(failure))
         if alone:
-            record(store.finish_run, run_id, "failed")
+            finish_run(store, run_id, failed=True)
         raise
     if alone:
-        record(store.finish_run, run_id, "succeeded")
+        finish_run(store, run_id, failed=False)
     return report_id
-
-
-def topic_flow(workers: int | None = None):
-    """research_topic with its sub-question task runner chosen from settings when the run
-    starts (flows.runners): threads, RESEARCHFLOW_MAX_SUBQUESTION_WORKERS of them unless
-    `workers` is given, or a Dask cluster (RESEARCHFLOW_TASK_RUNNER=dask)."""
-    return research_topic.with_options(task_runner=SettingsTaskRunner(workers))
-

@@ -41,15 +41,15 @@ from typing import Any, Callable
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from core.ledger import CallScope, acting_as, current_role, current_scope, scoped
-from core.runtime import flush_ledgers
+from core.runtime import current
 from core.settings import Settings
 from core.usage import CallRole
 
 
-def task_runner(settings: Settings | None = None, *, workers: int | None = None) -> TaskRunner:
-    """The runner the settings choose; `workers` overrides max_subquestion_workers."""
+def task_runner(settings: Settings | None = None) -> TaskRunner:
+    """The runner the settings choose."""
     settings = settings or Settings.load()
-    size = workers or settings.max_subquestion_workers
+    size = settings.max_subquestion_workers
     if settings.task_runner == "dask":
         return dask_runner(settings.dask_address, threads=size)
     return ThreadPoolTaskRunner(max_workers=size)
@@ -58,12 +58,8 @@ def task_runner(settings: Settings | None = None, *, workers: int | None = None)
 class SettingsTaskRunner(TaskRunner):
     """Chooses the runner (`task_runner`) when a flow run starts; runs nothing itself."""
 
-    def __init__(self, workers: int | None = None) -> None:
-        super().__init__()
-        self.workers = workers
-
     def duplicate(self) -> TaskRunner:
-        return task_runner(Settings.load(), workers=self.workers)
+        return task_runner(Settings.load())
 
     def submit(self, task: Any, parameters: dict[str, Any], wait_for: Any = None,
                dependencies: Any = None) -> Any:
@@ -84,7 +80,7 @@ class InScope:
             try:
                 return self.fn(*args, **kwargs)
             finally:
-                flush_ledgers()  # a record kept back by a busy store goes now, not never
+                current().flush()  # a record kept back by a busy store goes now, not never
 
 
 def dask_runner(address: str | None, *, threads: int) -> TaskRunner:

@@ -1,4 +1,4 @@
-"""Cross-run result caching shared by the research tasks (see DESIGN.md, facts measured here).
+"""Cross-run result caching shared by the research tasks (ARCHITECTURE.md, "Caching and reruns").
 
 The default policy includes the run id, so nothing would carry across runs; inputs + task source
 does, and a UI retry of a failed run reuses what already succeeded. Inputs are pydantic models

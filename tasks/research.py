@@ -22,8 +22,9 @@ from core.models import (Finding, FollowUp, PageNotes, ResearchPlan, SearchResul
                          Topic, Transcript)
 from core.overflow.roles import plan_with_shrink, queries_with_shrink, review_with_shrink
 from core.research import (DirectSteps, choose_pages, read_page, research_subquestion,
-                           rewrite_queries)
-from core.runtime import build_engine, build_search
+                           rewrite_queries, unavailable)
+from core.search.fetch_types import PageFault
+from core.runtime import current
 from core.settings import RunConfig
 from tasks.caching import CACHED
 from tasks.retry import RETRYING
@@ -33,7 +34,7 @@ from tasks.retry import RETRYING
 def plan_topic(topic: Topic, config: RunConfig) -> ResearchPlan:
     logger = get_run_logger()
     with acting_as("plan"):
-        plan = plan_with_shrink(build_engine(config).for_role("plan"), topic, log=logger.info)
+        plan = plan_with_shrink(current().engine(config).for_role("plan"), topic, log=logger.info)
     logger.info("planned %d sub-questions (intent %s)", len(plan.subquestions), plan.intent)
     return plan
 
@@ -45,7 +46,7 @@ def review_findings(plan: ResearchPlan, findings: list[Finding], gaps: list[str]
     """The supervisor reads wave `wave`'s findings and asks follow-ups for what is open."""
     logger = get_run_logger()
     with acting_as("review"):
-        followups = review_with_shrink(build_engine(config).for_role("plan"), plan, findings,
+        followups = review_with_shrink(current().engine(config).for_role("plan"), plan, findings,
                                        gaps, wave, limit, log=logger.info)
     for f in followups:
         logger.info("follow-up%s: %s (why: %s)",
@@ -60,8 +61,8 @@ def research(subquestion: SubQuestion, config: RunConfig, max_rounds: int,
     logger = get_run_logger()
     # Steps become task runs when they cost money; for the local extractive engine over a
     # corpus, Prefect's bookkeeping per step would only slow the run down.
-    steps = TaskSteps(config) if config.billed else DirectSteps(build_engine(config),
-                                                                  build_search(config))
+    steps = TaskSteps(config) if config.billed else DirectSteps(current().engine(config),
+                                                                  current().search(config))
     with scoped(subquestion_index=subquestion.index):
         transcript = research_subquestion(steps, subquestion, max_rounds=max_rounds,
                                           max_pages=max_pages,
@@ -76,27 +77,27 @@ def research(subquestion: SubQuestion, config: RunConfig, max_rounds: int,
 @task(name="search", task_run_name="search: {query:.60}", **RETRYING, **CACHED)
 def search_query(query: str, k: int, config: RunConfig) -> list[SearchResult]:
     with acting_as("search"):
-        return build_search(config).search(query, k=k)
+        return current().search(config).search(query, k=k)
 
 
 @task(name="choose-pages", task_run_name="choose #{transcript.subquestion.index}: "
       "{limit} of {candidates_count}", **RETRYING, **CACHED)
 def choose_hits(transcript: Transcript, candidates: list[SearchResult], limit: int,
                 candidates_count: int, config: RunConfig) -> list[int]:
-    return choose_pages(build_engine(config), transcript, candidates, limit)
+    return choose_pages(current().engine(config), transcript, candidates, limit)
 
 
 @task(name="read-page", task_run_name="read #{subquestion.index}: {hit.url:.80}", **RETRYING,
       **CACHED)
 def read_hit(subquestion: SubQuestion, hit: SearchResult, config: RunConfig) -> PageNotes:
-    return read_page(build_engine(config), build_search(config), subquestion, hit)
+    return read_page(current().engine(config), current().search(config), subquestion, hit)
 
 
 @task(name="next-queries", task_run_name="queries #{transcript.subquestion.index} "
       "round {round_index}", **RETRYING, **CACHED)
 def choose_queries(transcript: Transcript, round_index: int, config: RunConfig) -> list[str]:
     with acting_as("queries"):
-        engine = build_engine(config).for_role("queries")
+        engine = current().engine(config).for_role("queries")
         return queries_with_shrink(engine, transcript, round_index, log=get_run_logger().info)
 
 
@@ -105,7 +106,7 @@ def choose_queries(transcript: Transcript, round_index: int, config: RunConfig) 
 def rewrite_searches(subquestion: SubQuestion, failed: list[str], seen: list[SearchResult],
                      config: RunConfig) -> list[str]:
     """More specific searches for those of a sub-question that found nothing readable."""
-    queries = rewrite_queries(build_engine(config), subquestion, failed, seen)
+    queries = rewrite_queries(current().engine(config), subquestion, failed, seen)
     get_run_logger().info("searches %s found nothing readable; rewritten as %s", failed, queries)
     return queries
 
@@ -116,7 +117,7 @@ class TaskSteps:
 
     A step runs inside the research task's transaction; without an eager commit its cached
     result would be rolled back when the research task fails, and the retry would pay again
-    for every call that had succeeded (DESIGN.md, Prefect transactions).
+    for every call that had succeeded (ARCHITECTURE.md, "Caching and reruns").
     """
 
     config: RunConfig
@@ -131,8 +132,11 @@ class TaskSteps:
             return choose_hits(transcript, candidates, limit, len(candidates), self.config)
 
     def read(self, subquestion: SubQuestion, hit: SearchResult) -> PageNotes:
-        with transaction(commit_mode=CommitMode.EAGER):
-            return read_hit(subquestion, hit, self.config)
+        try:
+            with transaction(commit_mode=CommitMode.EAGER):
+                return read_hit(subquestion, hit, self.config)
+        except PageFault as fault:  # retried by Prefect and still down: skipped in this run
+            return unavailable(fault)
 
     def next_queries(self, transcript: Transcript, round_index: int) -> list[str]:
         with transaction(commit_mode=CommitMode.EAGER):

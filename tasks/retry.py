@@ -3,44 +3,48 @@
 `ContextOverflow` is handled inside the task by shrinking (waiting never helps), `Fatal` and
 `BudgetExceeded` fail at once. A rate limit that names a wait longer than we are willing to sleep
 in a run (for example a daily quota's "retry after 86400 seconds") fails now with that number in
-the message. Every provider call also passes its provider's gate (core.pacing), so one worker's
-rate limit slows every worker down, not just the one that was told.
+the message. A page that could not be read for a passing reason (`PageFault`: a 5xx, a timeout)
+is read again a couple of times, then given up for this run (the research step notes it, and
+nothing remembers it as unreadable).
+
+Nothing here waits: Prefect's backoff is the delay between attempts, and a provider's own
+retry-after is honoured where the next attempt starts. Every provider call passes its
+provider's gate (core.pacing), paused for the retry-after the provider named, and a page's host
+is paused for its Retry-After (core.search.hosts), so one worker's rate limit slows every
+worker down, not just the one that was told.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 
 from prefect.tasks import exponential_backoff
 
 from core.overflow.signals import RateLimited, Signal, Transient
+from core.search.fetch_types import PageFault
 
 # Six attempts per call: at a 30% fault rate one call then fails for good about once in 1,400.
 RETRIES = 5
 RETRY_DELAYS = exponential_backoff(backoff_factor=2)  # 2, 4, 8, 16, 32 s before jitter
 RETRY_JITTER = 0.5
 MAX_HONOURED_WAIT = 300.0  # seconds; beyond this a retry inside the run is pointless
+PAGE_ATTEMPTS = 3  # a page that keeps failing costs its sub-question one page, not the run
 
 log = logging.getLogger("researchflow.retry")
 
 
 def retry_on_signal(task, task_run, state) -> bool:
-    """Prefect retry_condition_fn: retry RateLimited and Transient, honouring retry_after."""
+    """Prefect retry_condition_fn: retry RateLimited and Transient (a page, a few times)."""
     try:
         state.result()
     except RateLimited as exc:
-        if exc.retry_after is None:
-            return True
-        if exc.retry_after > MAX_HONOURED_WAIT:
+        if exc.retry_after is not None and exc.retry_after > MAX_HONOURED_WAIT:
             log.error("rate limited for %.0f s (over %.0f s): not retrying in this run",
                       exc.retry_after, MAX_HONOURED_WAIT)
             return False
-        # Prefect will wait its backoff delay after this; sleep only what the provider asks on top.
-        extra = exc.retry_after - _scheduled_delay(task, task_run)
-        if extra > 0:
-            time.sleep(extra)
         return True
+    except PageFault:
+        return task_run.run_count < PAGE_ATTEMPTS
     except Transient:
         return True
     except BaseException:  # noqa: BLE001 - overflow that could not shrink, Fatal, budget, bugs
@@ -54,16 +58,6 @@ def note_attempts(task, task_run, state) -> None:
     exc = state.result(raise_on_failure=False)
     if isinstance(exc, Signal) and getattr(exc, "attempts", None) is None:
         exc.attempts = task_run.run_count
-
-
-def _scheduled_delay(task, task_run) -> float:
-    delays = task.retry_delay_seconds
-    if isinstance(delays, (int, float)):
-        return float(delays)
-    if not delays:
-        return 0.0
-    attempt = max(task_run.run_count - 1, 0)
-    return float(delays[min(attempt, len(delays) - 1)])
 
 
 RETRYING = dict(retries=RETRIES, retry_delay_seconds=RETRY_DELAYS, retry_jitter_factor=RETRY_JITTER,

@@ -3,18 +3,16 @@ the topic flow itself (flows.research)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from prefect import get_run_logger, task
 
 from core.models import ResearchResult
-from core.store import ResultStore
+from core.runtime import current
 
 
 @task(name="store-result", task_run_name="store: {result.topic.text:.60}", retries=2,
       retry_delay_seconds=2)
 def store_result(result: ResearchResult, db_path: str, run_id: str, engine: str) -> str:
-    report_id = ResultStore(Path(db_path)).save_result(result, run_id=run_id, engine=engine)
+    report_id = current().store(db_path).save_result(result, run_id=run_id, engine=engine)
     get_run_logger().info("stored report %s in %s", report_id, db_path)
     return report_id
 

@@ -16,7 +16,7 @@ from core.ledger import acting_as, scoped
 from core.models import Finding, ResearchPlan, Report, Transcript
 from core.overflow.recovery import compress_with_shrink, report_with_shrink
 from core.report import assemble
-from core.runtime import build_engine
+from core.runtime import current
 from core.settings import RunConfig
 from core.waves import for_report
 from tasks.caching import CACHED
@@ -27,14 +27,14 @@ from tasks.retry import RETRYING
       **RETRYING, **CACHED)
 def compress(transcript: Transcript, config: RunConfig) -> Finding:
     with scoped(subquestion_index=transcript.subquestion.index), acting_as("compress"):
-        return compress_with_shrink(build_engine(config).for_role("compress"), transcript,
+        return compress_with_shrink(current().engine(config).for_role("compress"), transcript,
                                     log=get_run_logger().info)
 
 
 @task(name="write-report", task_run_name="report: {plan.topic:.60}", **RETRYING, **CACHED)
 def write_report(plan: ResearchPlan, findings: Sequence[Finding], config: RunConfig,
                  report_id: str) -> Report:
-    engine = build_engine(config)
+    engine = current().engine(config)
     writer = engine.for_role("report")
     sections = for_report(plan, findings)  # follow-ups join the sections they complete
     with acting_as("report"):

@@ -9,7 +9,7 @@ answers validated by `core.engine.schemas`. What the engine guarantees on top of
 
 - a malformed answer is re-asked once with the parse error, then raises `Fatal`: a plan, finding
   or report is never invented silently, and an error is never returned as content;
-- a compare plan whose sub-questions each cover one option is re-asked once (seed 002 §5.4);
+- a compare plan whose sub-questions each cover one option is re-asked once (ARCHITECTURE.md, "Evidence");
 - condensing sends the page as numbered sentences and takes the model's ids: the notes are the
   page's own sentences, copied in code, so no output token is spent retyping them;
 - every quote in a finding is checked against the page it came from and stored as the exact
@@ -256,7 +256,7 @@ class LLMEngine(ModelCalls):
 
     def _compact(self, messages: list[Message], budget: int,
                  language: str = "en") -> list[Message]:
-        """The pre-emptive path (seed 003): cap tool results, then checkpoint older turns.
+        """The pre-emptive path (ARCHITECTURE.md, "Compaction before a call"): cap tool results, then checkpoint older turns.
 
         Each step keeps the first message (the compression instruction) and never splits a tool
         call from its result. If even the smallest form is over budget it is sent anyway: the

@@ -32,7 +32,7 @@ def join(items: Sequence[str], language: str) -> str:
     return sep.join(items[:-1]) + last + items[-1]
 
 
-# -- comparisons: one axis per sub-question, every option on each (seed 002 §5.4) -------------
+# -- comparisons: one axis per sub-question, every option on each (ARCHITECTURE.md, "Evidence") -------------
 
 COMPARE = {"en": "How do {targets} differ in {dim}{ctx}?",
            "zh": "{scope}{targets}的{dim}有什么区别？",

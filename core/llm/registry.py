@@ -19,7 +19,7 @@ from core.llm.anthropic import AnthropicChat
 from core.llm.base import ChatModel
 from core.llm.gemini import GeminiChat
 from core.llm.openai import JsonMode, OpenAIChat
-from core.settings import Settings
+from core.settings import RunConfig, Settings, api_key, run_config
 from core.overflow.signals import Fatal
 
 
@@ -50,10 +50,12 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return provider, model
 
 
-def make_model(spec: str, settings: Settings, **options: Any) -> ChatModel:
-    """Build the chat model a spec names, with its key, base URL, timeout, reasoning effort and
-    thinking budget from `settings`.
+def make_model(spec: str, config: RunConfig | Settings, *, key: SecretStr | None = None,
+               **options: Any) -> ChatModel:
+    """Build the chat model a spec names, with its base URL, timeout, reasoning effort and
+    thinking budget from `config`, and its key (`key`, else the environment's).
 
+    Tasks pass their RunConfig; scripts and tests may pass Settings, whose own keys are used.
     `options` go to the backend's constructor (e.g. `stream=True`, `json_mode="instruction"`).
     Raises ValueError for an unknown provider, `Fatal` when a required key or URL is missing.
     """
@@ -63,10 +65,14 @@ def make_model(spec: str, settings: Settings, **options: Any) -> ChatModel:
         raise ValueError(f"unknown model provider {provider!r} in {spec!r}; "
                          f"known providers: {', '.join(sorted(BACKENDS))}")
     prefix = cls.settings_prefix
-    key: SecretStr | None = getattr(settings, f"{prefix}_api_key", None)
+    if isinstance(config, Settings):
+        key = key or getattr(config, f"{prefix}_api_key", None)
+        config = run_config(config)
+    else:
+        key = key or api_key(prefix)
     if key is not None and not key.get_secret_value():
         key = None
-    base_url: str | None = getattr(settings, f"{prefix}_base_url", None) or None
+    base_url = config.base_url(prefix)
     if key is None and cls.needs_key:
         raise Fatal(f"no API key for {provider} (model {spec!r})", provider=provider, model=model,
                     hint=f"set {cls.key_env_var} or RESEARCHFLOW_{cls.key_env_var}")
@@ -75,36 +81,6 @@ def make_model(spec: str, settings: Settings, **options: Any) -> ChatModel:
         raise Fatal(f"no base URL for {provider} (model {spec!r})", provider=provider,
                     model=model, hint=f"set {env} or RESEARCHFLOW_{env} to the server's /v1 URL")
     fields = {"model": model, "api_key": key, "base_url": base_url,
-              "timeout": settings.request_timeout,
-              "reasoning_effort": settings.reasoning_effort,
-              "thinking_budget": settings.thinking_budget}
+              "timeout": config.request_timeout, "reasoning_effort": config.reasoning_effort,
+              "thinking_budget": config.thinking_budget}
     return cls(**(fields | options))  # options may override, e.g. a shorter timeout
-
-
-# A cheaper model of the same provider for bulk work (condensing every page), by exact model
-# name or its dated snapshot ("claude-sonnet-4-5-20250929"). A model not listed is its own.
-CHEAPER = {
-    "openai": {"gpt-4o": "gpt-4o-mini", "gpt-4.1": "gpt-4.1-mini", "gpt-4.1-mini": "gpt-4.1-nano",
-               "gpt-5": "gpt-5-mini", "gpt-5.1": "gpt-5-mini", "gpt-5-mini": "gpt-5-nano",
-               "gpt-5.4": "gpt-5.4-mini", "gpt-5.4-mini": "gpt-5.4-nano",
-               "gpt-5.5": "gpt-5.4-mini"},
-    "anthropic": {"claude-sonnet-5": "claude-haiku-4-5", "claude-sonnet-5-5": "claude-haiku-4-5",
-                  "claude-opus-5": "claude-haiku-4-5", "claude-sonnet-4-6": "claude-haiku-4-5",
-                  "claude-sonnet-4-5": "claude-haiku-4-5", "claude-sonnet-4": "claude-haiku-4-5",
-                  "claude-opus-4-5": "claude-haiku-4-5", "claude-opus-4-1": "claude-haiku-4-5",
-                  "claude-3-7-sonnet": "claude-3-5-haiku"},
-    "gemini": {"gemini-2.5-pro": "gemini-2.5-flash", "gemini-2.5-flash": "gemini-2.5-flash-lite",
-               "gemini-3-pro-preview": "gemini-2.5-flash", "gemini-3.5-flash": "gemini-3.1-flash-lite",
-               "gemini-3.1-pro-preview": "gemini-3.5-flash"},
-}
-
-
-def cheaper(spec: str) -> str:
-    """The cheaper sibling of a model spec, or the spec itself."""
-    provider, model = parse_spec(spec)
-    siblings = CHEAPER.get(provider, {})
-    for name, sibling in siblings.items():
-        if model == name or model.startswith(f"{name}-20"):
-            return f"{provider}:{sibling}"
-    return spec
-

@@ -15,7 +15,7 @@ error travels through them:
     tokens        token estimates without a tokenizer (bytes / 3), calibrated by reported usage
     shrink        the strategies: drop the last AI turn, cut tool results, fit findings, lower
                   the output cap
-    compaction    seed 003's pre-emptive path: truncate tool results, checkpoint old turns
+    compaction    the pre-emptive path: truncate tool results, checkpoint old turns
     chunking      a page bigger than the window cut into pieces, and their notes merged
     recovery      the bounded shrink-and-call-again loop, with compress and report on it
     roles         the same loop for plan, follow-up queries and (chunked) condense

@@ -1,4 +1,4 @@
-"""Two-level context compaction for researcher transcripts (seed 003, in Python).
+"""Two-level context compaction for researcher transcripts (ARCHITECTURE.md, "Compaction before a call").
 
 1. Cheap level: a tool result longer than a cap keeps its head and tail around an omission note;
    the full text is spilled to a file named by its content hash, and the note says where.
@@ -285,7 +285,7 @@ def compact_transcript(messages: Sequence[Message], *, keep_recent: int, summari
     (`summarize(aged, None)`). `summarize` receives the brief first and at most `budget_tokens`
     of input (see `summarizer_input`); a good budget is half the compaction threshold, so a
     summary request fits whenever the real call would have. When there are no more than
-    `keep_recent` messages the whole middle is summarized (seed 003's fallback). Raises
+    `keep_recent` messages the whole middle is summarized (the fallback when no safe cut is left). Raises
     `CompactionFailed` if every attempt fails; the messages passed in are never modified.
     """
     if budget_tokens <= 0:

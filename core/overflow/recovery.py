@@ -129,7 +129,7 @@ def compress_with_shrink(engine: ResearchEngine, transcript: Transcript, *,
                          log: Callable[[str], None] = lambda _: None) -> Finding:
     """`engine.compress(transcript)`, shrinking the transcript's messages on each overflow.
 
-    An output-side overflow lowers max_tokens; otherwise the last AI turn goes (seed 000), then
+    An output-side overflow lowers max_tokens; otherwise the last AI turn goes (ARCHITECTURE.md), then
     long tool results are cut (see `core.overflow.shrink.shrink_transcript`). The caller's transcript is
     never modified; the finding keeps the full raw notes because sources are untouched.
     """
@@ -174,7 +174,7 @@ def report_with_shrink(engine: ResearchEngine, plan: ResearchPlan, findings: Seq
 
     The report must be assembled from the kept findings, so its references match the evidence
     the model saw. With a known `window` the findings are fitted before the first call (estimate
-    first, seed 003); each overflow then lowers max_tokens (output side) or cuts the findings to
+    first, ARCHITECTURE.md); each overflow then lowers max_tokens (output side) or cuts the findings to
     `core.overflow.shrink.findings_budget_chars`, whole findings first, least-supported first.
     `prefit=False` skips the fit before the first call, leaving `window` only as the fallback
     for errors without numbers (bench/overflow.py measures recovery from a real overflow).

@@ -9,15 +9,17 @@ smaller: a lower output cap when only the output did not fit, less input otherwi
 Condense is the role that meets pages bigger than any window: a page that does not fit one call
 is cut into pieces that do (`core.overflow.chunking`), each piece is condensed, and the notes are
 merged; a piece that still overflows (the window was smaller than we knew) is split again, never
-truncated silently. An engine without a model window (the offline engine) is called directly.
+truncated silently. An engine without a model window (the offline engine) is called directly, in one place
+(`_small_call`, `_sized`).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Callable, Protocol, Sequence, TypeVar
 
+from core.engine.base import ResearchEngine
 from core.models import (Finding, FollowUp, ResearchPlan, SearchResult, Source, SubQuestion,
                          Topic, Transcript)
 from core.overflow.chunking import merge_notes, pieces_for, split_text
@@ -33,9 +35,23 @@ MIN_OUTPUT = {"plan": 512, "queries": 128, "condense": 256, "review": 256}
 MAX_SPLITS = 3  # a piece that overflows is split at most this many levels deep
 
 
-def _fits_model(engine: Any) -> bool:
+class SizedEngine(ResearchEngine, Protocol):
+    """An engine whose calls are sized to a model's window (core.engine.calls.ModelCalls)."""
+
+    def output_tokens(self, role: str, max_tokens: int | None = None) -> int: ...
+
+    def request_budget(self) -> int: ...
+
+    def chars_for(self, tokens: int, sample: str) -> int: ...
+
+    def condense_room(self, subquestion: SubQuestion, source: Source, *,
+                      max_tokens: int | None = None) -> int: ...
+
+
+def _sized(engine: ResearchEngine) -> SizedEngine | None:
+    """The engine as a SizedEngine when it has a model window (the offline engine has none)."""
     window = getattr(engine, "context_window", None)
-    return callable(window) and window() is not None
+    return engine if callable(window) and window() is not None else None  # type: ignore
 
 
 @dataclass(frozen=True)
@@ -44,20 +60,26 @@ class _Call:
     scale: float = 1.0  # share of the input room the payload may use
 
 
-def _small_call(engine: Any, role: str, call: Callable[[_Call], T], *, what: str,
+def _small_call(engine: ResearchEngine, role: str, call: Callable[[_Call], T], *, what: str,
                 shrinkable_input: bool, log: Callable[[str], None]) -> T:
+    """`call` with the engine's own sizes; on an overflow, again with a smaller request. An
+    engine without a model window is simply called."""
+    sized = _sized(engine)
+    if sized is None:
+        return call(_Call())
+
     def size(s: _Call) -> int:
-        return engine.output_tokens(role, s.max_tokens) + int(s.scale * engine.request_budget())
+        return sized.output_tokens(role, s.max_tokens) + int(s.scale * sized.request_budget())
 
     def shrink(s: _Call, sig: ContextOverflow, attempt: int) -> _Call:
-        before = (engine.output_tokens(role, s.max_tokens), engine.request_budget())
-        learn_from(engine, sig)
-        out = engine.output_tokens(role, s.max_tokens)
+        before = (sized.output_tokens(role, s.max_tokens), sized.request_budget())
+        learn_from(sized, sig)
+        out = sized.output_tokens(role, s.max_tokens)
         if sig.side != "input":
             lowered = lower_max_tokens(sig, out, min_output_tokens=min(out, MIN_OUTPUT[role]))
             if lowered is not None:
                 return replace(s, max_tokens=lowered)
-        if (out, engine.request_budget()) < before:
+        if (out, sized.request_budget()) < before:
             return s  # the window it taught already makes the engine fit a smaller request
         if not shrinkable_input:
             raise CannotShrink(f"the {what} prompt alone does not fit the model's window")
@@ -68,18 +90,18 @@ def _small_call(engine: Any, role: str, call: Callable[[_Call], T], *, what: str
     return run_with_shrink(call, _Call(), shrink, size=size, what=what, log=log)
 
 
-def plan_with_shrink(engine: Any, topic: Topic, *,
-                     log: Callable[[str], None] = lambda _: None) -> ResearchPlan:
-    if not _fits_model(engine):
-        return engine.plan(topic)
+def _quiet(_: str) -> None:
+    pass
+
+
+def plan_with_shrink(engine: ResearchEngine, topic: Topic, *,
+                     log: Callable[[str], None] = _quiet) -> ResearchPlan:
     return _small_call(engine, "plan", lambda s: engine.plan(topic, max_tokens=s.max_tokens),
                        what="plan", shrinkable_input=False, log=log)
 
 
-def queries_with_shrink(engine: Any, transcript: Transcript, round_index: int, *,
-                        log: Callable[[str], None] = lambda _: None) -> list[str]:
-    if not _fits_model(engine):
-        return engine.next_queries(transcript, round_index)
+def queries_with_shrink(engine: ResearchEngine, transcript: Transcript, round_index: int, *,
+                        log: Callable[[str], None] = _quiet) -> list[str]:
     return _small_call(
         engine, "queries",
         lambda s: engine.next_queries(transcript, round_index, max_tokens=s.max_tokens,
@@ -88,10 +110,9 @@ def queries_with_shrink(engine: Any, transcript: Transcript, round_index: int, *
         shrinkable_input=True, log=log)
 
 
-def choose_with_shrink(engine: Any, transcript: Transcript, candidates: Sequence[SearchResult],
-                       limit: int, *, log: Callable[[str], None] = lambda _: None) -> list[int]:
-    if not _fits_model(engine):
-        return engine.choose_pages(transcript, candidates, limit)
+def choose_with_shrink(engine: ResearchEngine, transcript: Transcript,
+                       candidates: Sequence[SearchResult], limit: int, *,
+                       log: Callable[[str], None] = _quiet) -> list[int]:
     return _small_call(
         engine, "queries",
         lambda s: engine.choose_pages(transcript, candidates, limit, max_tokens=s.max_tokens),
@@ -99,13 +120,11 @@ def choose_with_shrink(engine: Any, transcript: Transcript, candidates: Sequence
         shrinkable_input=False, log=log)
 
 
-def rewrite_with_shrink(engine: Any, subquestion: SubQuestion, failed: Sequence[str],
+def rewrite_with_shrink(engine: ResearchEngine, subquestion: SubQuestion, failed: Sequence[str],
                         seen: Sequence[SearchResult], *,
-                        log: Callable[[str], None] = lambda _: None) -> list[str]:
+                        log: Callable[[str], None] = _quiet) -> list[str]:
     """More specific searches for searches that found nothing readable. The listing of what
     they returned is small and already fitted by the engine: only the output side shrinks."""
-    if not _fits_model(engine):
-        return engine.rewrite_queries(subquestion, failed, seen)
     return _small_call(
         engine, "queries",
         lambda s: engine.rewrite_queries(subquestion, failed, seen, max_tokens=s.max_tokens),
@@ -113,11 +132,9 @@ def rewrite_with_shrink(engine: Any, subquestion: SubQuestion, failed: Sequence[
         shrinkable_input=False, log=log)
 
 
-def review_with_shrink(engine: Any, plan: ResearchPlan, findings: Sequence[Finding],
+def review_with_shrink(engine: ResearchEngine, plan: ResearchPlan, findings: Sequence[Finding],
                        gaps: Sequence[str], wave: int, limit: int, *,
-                       log: Callable[[str], None] = lambda _: None) -> list[FollowUp]:
-    if not _fits_model(engine):
-        return engine.review(plan, findings, gaps, wave, limit)
+                       log: Callable[[str], None] = _quiet) -> list[FollowUp]:
     return _small_call(
         engine, "review",
         lambda s: engine.review(plan, findings, gaps, wave, limit, max_tokens=s.max_tokens,
@@ -125,28 +142,29 @@ def review_with_shrink(engine: Any, plan: ResearchPlan, findings: Sequence[Findi
         what=f"review of wave {wave}", shrinkable_input=True, log=log)
 
 
-def condense_with_shrink(engine: Any, subquestion: SubQuestion, source: Source, *,
-                         log: Callable[[str], None] = lambda _: None) -> str:
+def condense_with_shrink(engine: ResearchEngine, subquestion: SubQuestion, source: Source, *,
+                         log: Callable[[str], None] = _quiet) -> str:
     """Notes on a whole page: in one call when it fits, else piece by piece, merged."""
-    if not _fits_model(engine):
+    sized = _sized(engine)
+    if sized is None:
         return engine.condense(subquestion, source)
-    chars = _piece_chars(engine, subquestion, source)
+    chars = _piece_chars(sized, subquestion, source)
     if len(source.text) <= chars:
-        return _condense_piece(engine, subquestion, source, source.text, 0, log)
+        return _condense_piece(sized, subquestion, source, source.text, 0, log)
     pieces, left_out = pieces_for(source.text, chars)
     log(f"condense {source.url}: {len(source.text)} chars in {len(pieces)} pieces of up to "
         f"{chars}" + (f"; {left_out} chars in the middle left out" if left_out else ""))
-    return merge_notes(_condense_piece(engine, subquestion, source, piece, 0, log)
+    return merge_notes(_condense_piece(sized, subquestion, source, piece, 0, log)
                        for piece in pieces)
 
 
-def _piece_chars(engine: Any, subquestion: SubQuestion, source: Source,
+def _piece_chars(engine: SizedEngine, subquestion: SubQuestion, source: Source,
                  max_tokens: int | None = None) -> int:
     room = engine.condense_room(subquestion, source, max_tokens=max_tokens)
     return max(200, engine.chars_for(room, source.text))
 
 
-def _condense_piece(engine: Any, subquestion: SubQuestion, source: Source, text: str,
+def _condense_piece(engine: SizedEngine, subquestion: SubQuestion, source: Source, text: str,
                     depth: int, log: Callable[[str], None]) -> str:
     piece = source.model_copy(update={"text": text})
     max_tokens: int | None = None

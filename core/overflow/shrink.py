@@ -1,4 +1,4 @@
-"""What to cut when a provider says the request is too big (seed 000, done better).
+"""What to cut when a provider says the request is too big (ARCHITECTURE.md, "Shrinking after an overflow").
 
 Pure functions: each takes what would have been sent plus the `ContextOverflow` signal and
 returns something smaller, or raises `CannotShrink` when cutting more would leave nothing worth
@@ -120,7 +120,7 @@ def shrink_transcript(messages: Sequence[Message], signal: ContextOverflow | Non
                       min_tool_chars: int = MIN_TOOL_RESULT_CHARS) -> list[Message]:
     """One shrinking step for a researcher transcript.
 
-    Without numbers: drop the last AI turn (seed 000). With limit and requested the size must
+    Without numbers: drop the last AI turn (open_deep_research's rule). With limit and requested the size must
     fall by the ratio that fits: when that is reachable by cutting only tool results longer than
     the median one (a page that extracted into far too much text), those are cut head + tail to
     fit and every round stays; otherwise whole turns go, last first, as in the seed. When only
@@ -235,7 +235,7 @@ def findings_budget_chars(signal: ContextOverflow | None, current_chars: int, *,
     With limit and requested (see `input_fit`): the findings are the prompt minus its overhead,
     so findings_now = input_now - overhead and findings_fit = input_fit - overhead, and the new
     size is current_chars × findings_fit / findings_now — the provider's own count of this text
-    sets the ratio. Without them (seed 000): (window - overhead - output) × chars_per_token
+    sets the ratio. Without them (open_deep_research's rule): (window - overhead - output) × chars_per_token
     (chars_per_token = 4 and no overhead is the seed's 4 × limit), then × 0.9 per overflow. The
     result is always at most 0.9 × current_chars, so every overflow makes progress.
     """

@@ -114,11 +114,6 @@ class TokenEstimator:
             self._ratios[key] = updated
             return updated
 
-    def ratios(self) -> dict[str, float]:
-        """A snapshot of the calibrated ratios (for logs and run metadata)."""
-        with self._lock:
-            return dict(self._ratios)
-
 
 def _clamp(ratio: float) -> float:
     return min(MAX_BYTES_PER_TOKEN, max(MIN_BYTES_PER_TOKEN, ratio))

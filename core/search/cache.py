@@ -16,10 +16,11 @@ CachedFetcher:
     returns has url = that key (with or without the cache), so one page is one source everywhere;
     the page is fetched at the URL the caller gave, and the URL it ended at after redirects is
     kept as pages.final_url;
-  * a refusal (PageRefused) is cached for the TTL and an unavailable page (PageUnavailable:
-    network, timeout, 5xx, 429) for min(1 hour, TTL) (core.store.pages); a cached one is raised
-    again (PageUnavailable or PageRefused; a subclass of either becomes its base) with the same
-    reason, for the URL asked, and the page is not fetched;
+  * a refusal (PageRefused) is cached for the TTL; a cached one is raised again (a subclass
+    becomes PageRefused) with the same reason, for the URL asked, and the page is not fetched;
+  * an unavailable page (PageUnavailable: network, timeout, 5xx, 429) is never remembered: it
+    may pass, so the next ask fetches again (threads asking at the same moment still share one
+    fetch), and an entry an older version stored is read as a miss;
   * any other exception from the fetch is not cached and reaches the caller (threads that were
     waiting on it try again themselves);
   * bytes: what the fetch downloaded. `fetch` may return `(Source, bytes_downloaded)` to say it;
@@ -127,6 +128,7 @@ class _Outcome:
     refusal: type[PageRefused] | None = None
     reason: str | None = None
     bytes: int = 0
+    retry_after: float | None = None  # an unavailable page's Retry-After
 
 
 def _default_key() -> Callable[[str], str]:
@@ -184,18 +186,20 @@ class CachedFetcher:
     def _resolve(self, url: str, key: str) -> _Outcome:
         assert self._store is not None
         record = self._store.get_page(key, self.ttl_hours)
-        if record is not None:
+        if record is not None and record.status != "unavailable":
             self._counters.add(hits=1, bytes_saved=record.bytes)
             return self._from_record(key, record)
         outcome = self._fetch_outcome(url, key)
-        self._store.put_page(key, self._to_record(outcome))
+        if outcome.refusal is not PageUnavailable:
+            self._store.put_page(key, self._to_record(outcome))
         return outcome
 
     def _fetch_outcome(self, url: str, key: str) -> _Outcome:
         try:
             got = self._fetch(url)
         except PageUnavailable as exc:
-            return _Outcome(refusal=PageUnavailable, reason=exc.reason)
+            return _Outcome(refusal=PageUnavailable, reason=exc.reason,
+                            retry_after=exc.retry_after)
         except PageRefused as exc:
             return _Outcome(refusal=PageRefused, reason=exc.reason)
         finally:
@@ -226,6 +230,8 @@ class CachedFetcher:
     def _answer(url: str, outcome: _Outcome) -> Source:
         if outcome.source is None:
             assert outcome.refusal is not None
+            if outcome.refusal is PageUnavailable:
+                raise PageUnavailable(url, outcome.reason or "unavailable", outcome.retry_after)
             raise outcome.refusal(url, outcome.reason or "refused")
         return outcome.source
 

@@ -147,6 +147,10 @@ class Downloader:
                 elif kind == "html" and not media and pdflib.looks_like_pdf(body):
                     kind = "pdf"
                 return None, (url, kind, charset, body)
+        except PageUnavailable as exc:
+            if exc.retry_after:  # the next request to this host waits as long as it asked
+                self.hosts.pause(host, min(exc.retry_after, policy.deadline))
+            raise
         except PageRefused:
             raise
         except UnsafeURL as exc:
@@ -204,14 +208,14 @@ class Downloader:
         check_url(url, self.policy.allow, resolve=self._resolve)
 
     def _fail_fast(self, url: str, host: str) -> None:
-        reason = self.hosts.failure(host)
+        reason = self.hosts.failure(host, url)
         if reason is not None:
             raise PageUnavailable(url, f"host failed earlier in this run: {reason}")
 
     def _fail(self, url: str, host: str, reason: str,
               cause: BaseException | None = None) -> NoReturn:
         """Remember the host as failed and raise PageUnavailable(reason)."""
-        self.hosts.mark_failed(host, reason)
+        self.hosts.mark_failed(host, reason, url)
         raise PageUnavailable(url, reason) from cause
 
 
@@ -262,9 +266,18 @@ def _check_scheme(url: str) -> None:
 def _check_status(url: str, resp: httpx.Response) -> None:
     status = resp.status_code
     if status == 429 or status >= 500:
-        raise PageUnavailable(url, f"HTTP {status}")
+        raise PageUnavailable(url, f"HTTP {status}", retry_after=_retry_after(resp))
     if status >= 300:
         raise PageRefused(url, f"HTTP {status}")
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    """Retry-After in seconds (the delta form; an HTTP date counts as not said)."""
+    value = resp.headers.get("retry-after", "").strip()
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
 
 
 def _content_type(resp: httpx.Response) -> tuple[str, str | None]:

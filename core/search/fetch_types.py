@@ -2,6 +2,7 @@
 
     PageRefused(url, reason)      this page will not become a Source (see core.search.web)
     └── PageUnavailable           the fetch itself failed; might work later
+    PageFault (a Transient)       what a search backend's read raises for PageUnavailable
     FetchPolicy                   limits and switches for one run (FetchPolicy.from_settings)
     FetchStats                    thread-safe counters: requests, bytes, pages, refusals
     USER_AGENT                    the default User-Agent
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.errors import PicklableError
+from core.overflow.signals import Transient
 from core.search.addresses import AllowList
 
 USER_AGENT = "researchflow/0.1 (+https://github.com/researchflow/researchflow; research bot)"
@@ -35,7 +37,23 @@ class PageRefused(PicklableError):
 
 
 class PageUnavailable(PageRefused):
-    """The fetch failed in a way that may pass (network, timeout, 5xx, 429)."""
+    """The fetch failed in a way that may pass (network, timeout, 5xx, 429). `retry_after`:
+    the seconds the host asked for (Retry-After), when it said."""
+
+    def __init__(self, url: str, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(url, reason)
+        self.retry_after = retry_after
+
+
+class PageFault(Transient):
+    """A page could not be read for a reason that may pass: the read is retried with backoff
+    in this run (tasks.retry) and never remembered as unreadable. `reason` is short and safe."""
+
+    def __init__(self, url: str, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(f"page unavailable: {reason}: {url}", provider="web")
+        self.url = url
+        self.reason = reason
+        self.retry_after = retry_after
 
 
 def _no_allow_list() -> AllowList:

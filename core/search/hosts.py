@@ -3,9 +3,12 @@ and what robots.txt says.
 
     HostPolicy(max_per_host)
         with hosts.slot(host): ...        at most max_per_host requests in flight per host
-        hosts.mark_failed(host, reason)   remember a host that timed out, ran past the page
-        hosts.failure(host) -> reason     deadline or looped; later URLs on it fail fast
-                                          (for an hour: a worker process outlives its runs)
+        hosts.mark_failed(host, reason,   remember a host that timed out, ran past the page
+                          url)            deadline or looped; later URLs on it fail fast
+        hosts.failure(host, url)          (for an hour: a worker process outlives its runs),
+                                          but the URL that failed gets one retry of its own
+        hosts.pause(host, seconds)        a host that said Retry-After: its next request
+                                          waits that long (within the page's deadline)
     RobotsCache(client, user_agent=...)
         robots.allowed(url) -> bool       robots.txt fetched once per origin, then cached
 
@@ -75,6 +78,8 @@ class HostPolicy:
         self._lock = threading.Lock()
         self._slots: dict[str, threading.BoundedSemaphore] = {}
         self._failed: dict[str, tuple[str, float]] = {}
+        self._failures: dict[tuple[str, str], int] = {}  # (host, url) -> times it failed
+        self._paused: dict[str, float] = {}  # host -> clock time its next request may start
 
     @contextmanager
     def slot(self, host: str, timeout: float | None = None) -> Iterator[None]:
@@ -87,22 +92,39 @@ class HostPolicy:
         if not sem.acquire(timeout=None if timeout is None else max(timeout, 0.0)):
             raise SlotTimeout(host)
         try:
+            with self._lock:
+                wait = self._paused.get(host, 0.0) - self._clock()
+            if wait > 0:
+                if timeout is not None and wait > timeout:
+                    raise SlotTimeout(host)
+                time.sleep(wait)
             yield
         finally:
             sem.release()
 
-    def mark_failed(self, host: str, reason: str) -> None:
+    def pause(self, host: str, seconds: float) -> None:
+        """The host asked for `seconds` of quiet (Retry-After): its next request waits."""
+        with self._lock:
+            self._paused[host] = max(self._paused.get(host, 0.0), self._clock() + seconds)
+
+    def mark_failed(self, host: str, reason: str, url: str | None = None) -> None:
         """Remember that `host` failed in a way another URL on it would repeat (the first
-        reason is kept)."""
+        reason is kept), and how often `url` failed."""
         with self._lock:
             self._expire()
             self._failed.setdefault(host, (reason, self._clock()))
+            if url is not None:
+                self._failures[(host, url)] = self._failures.get((host, url), 0) + 1
 
-    def failure(self, host: str) -> str | None:
+    def failure(self, host: str, url: str | None = None) -> str | None:
+        """Why requests to `host` fail fast, or None. The URL that failed once may be tried
+        once more (its own retry), so a passing timeout does not cost that page for good."""
         with self._lock:
             self._expire()
             found = self._failed.get(host)
-            return found[0] if found else None
+            if found is None or (url is not None and self._failures.get((host, url)) == 1):
+                return None
+            return found[0]
 
     def failed_hosts(self) -> dict[str, str]:
         with self._lock:
@@ -113,6 +135,8 @@ class HostPolicy:
         now = self._clock()
         for host in [h for h, (_, at) in self._failed.items() if now - at > self.forget_after]:
             del self._failed[host]
+            for key in [k for k in self._failures if k[0] == host]:
+                del self._failures[key]
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ from typing import Any, Callable
 import serpapi
 
 from core.models import SearchResult, Source
-from core.search.web import PageRefused, fetch_page
+from core.search.fetch_types import PageFault
+from core.search.web import PageRefused, PageUnavailable, fetch_page
 from core.overflow.signals import Fatal, RateLimited, Signal, Transient
 
 log = logging.getLogger(__name__)
@@ -156,8 +157,12 @@ class SerpApiSearch:
                             rank=rank)
 
     def read(self, result: SearchResult) -> Source | None:
+        """The page as a Source; None when it is refused (remembered for the page TTL);
+        `PageFault` when its fetch failed in a way that may pass (retried, never remembered)."""
         try:
             return self._fetch(result.url)
+        except PageUnavailable as exc:
+            raise PageFault(result.url, exc.reason, exc.retry_after) from exc
         except PageRefused as exc:
             log.info("skipping page %s", exc)
             return None

@@ -51,11 +51,13 @@ def lake_target(target: str | Path) -> str | None:
     return match.group(1) if match else None
 
 
-def open_backend(target: str | Path, *, lock_timeout: float) -> Backend:
-    """The backend for a target; a lake's is shared by the process (one DuckDB instance)."""
+def open_backend(target: str | Path, *, lock_timeout: float,
+                 data_path: str | None = None) -> Backend:
+    """The backend for a target; a lake's is shared by the process (one DuckDB instance).
+    `data_path` is where a new lake keeps its Parquet files (RESEARCHFLOW_LAKE_DATA_PATH)."""
     spec = lake_target(target)
     if spec is not None:
-        return lake.backend_for(spec)
+        return lake.backend_for(spec, data_path)
     return FileBackend(Path(target), lock_timeout=lock_timeout)
 
 

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -70,16 +71,33 @@ def lock_for(path: Path) -> threading.Lock:
         return _LOCKS.setdefault(path, threading.Lock())
 
 
+@dataclass
+class _Policy:
+    """How this process uses its store files (Settings.store_lock_timeout and
+    store_hold_seconds, applied by `configure` when the runtime builds a store)."""
+
+    lock_timeout: float = 30.0
+    hold_seconds: float = 0.5
+
+
+_POLICY = _Policy()
+
+
+def configure(*, lock_timeout: float | None = None, hold_seconds: float | None = None) -> None:
+    """Set how long writers wait for another process, and how long idle files stay open."""
+    if lock_timeout is not None:
+        _POLICY.lock_timeout = max(0.0, lock_timeout)
+    if hold_seconds is not None:
+        _POLICY.hold_seconds = max(0.0, hold_seconds)
+
+
 def lock_wait() -> float:
     """How long a writer waits for another process to let go of the file, in seconds.
 
     A run records its outcome through this wait, so an open DuckDB shell or a neighbour's
     write delays the record instead of losing it (RESEARCHFLOW_STORE_LOCK_TIMEOUT, default 30).
     """
-    try:
-        return max(0.0, float(os.environ.get("RESEARCHFLOW_STORE_LOCK_TIMEOUT", "30")))
-    except ValueError:
-        return 30.0
+    return _POLICY.lock_timeout
 
 
 def _is_lock_conflict(exc: duckdb.Error) -> bool:
@@ -95,10 +113,7 @@ def hold_seconds() -> float:
     and lets go after this much idleness (RESEARCHFLOW_STORE_HOLD_SECONDS, default 0.5; 0 opens
     a connection per call). Another process that needs the file asks for it (`_Wanted`).
     """
-    try:
-        return max(0.0, float(os.environ.get("RESEARCHFLOW_STORE_HOLD_SECONDS", "0.5")))
-    except ValueError:
-        return 0.5
+    return _POLICY.hold_seconds
 
 
 class _Wanted:

@@ -280,6 +280,13 @@ class LakeBackend:
                 cursor.close()
         raise AssertionError("unreachable")
 
+    def close(self) -> None:
+        """Close this process's instance of the lake (a later call opens it again)."""
+        with self._open_lock:
+            con, self._con = self._con, None
+        if con is not None:
+            con.close()
+
     def ensure_schema(self) -> None:
         """Create the tables and views, or add what an older lake lacks (once per process)."""
         if self._ready:
@@ -319,3 +326,12 @@ def backend_for(spec: str, data_path: str | None = None) -> LakeBackend:
     """The process's backend for one lake: its DuckDB instance is opened once and shared."""
     with _BACKENDS_GUARD:
         return _BACKENDS.setdefault((spec, data_path), LakeBackend(spec, data_path))
+
+
+def close_all() -> None:
+    """Close every lake instance this process opened (the runtime's close)."""
+    with _BACKENDS_GUARD:
+        backends = list(_BACKENDS.values())
+        _BACKENDS.clear()
+    for backend in backends:
+        backend.close()

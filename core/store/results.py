@@ -44,9 +44,10 @@ class ResultStore:
     """Research results in a DuckDB file, or in a DuckLake when `path` is a `ducklake:` target
     (core.store.backend). Safe to share between threads of one process."""
 
-    def __init__(self, path: Path | str, *, lock_timeout: float | None = None) -> None:
+    def __init__(self, path: Path | str, *, lock_timeout: float | None = None,
+                 data_path: str | None = None) -> None:
         self.lock_timeout = lock_wait() if lock_timeout is None else lock_timeout
-        self.backend = open_backend(path, lock_timeout=self.lock_timeout)
+        self.backend = open_backend(path, lock_timeout=self.lock_timeout, data_path=data_path)
         self.path = self.backend.path  # None for a DuckLake
         self.backend.ensure_schema()
 

@@ -8,7 +8,7 @@ import pytest
 from core import runtime
 from core.engine.routed import RoutedEngine
 from core.ledger import acting_as
-from core.llm.registry import cheaper
+from core.llm.siblings import cheaper
 from core.models import Source, SubQuestion, Topic
 from core.overflow.roles import condense_with_shrink, plan_with_shrink
 from core.settings import Settings, run_config
@@ -51,7 +51,7 @@ def test_each_role_reaches_its_own_model(monkeypatch, tmp_path):
         monkeypatch.setenv("RESEARCHFLOW_DB_PATH", str(tmp_path / "store.duckdb"))
         runtime.reset()
         config = run_config(Settings.load(model="openai:gpt-4o"))
-        engine = runtime.build_engine(config)
+        engine = runtime.current().engine(config)
         assert isinstance(engine, RoutedEngine)
         assert "condense: openai:gpt-4.1-nano" in engine.name
         with acting_as("plan"):
@@ -61,7 +61,7 @@ def test_each_role_reaches_its_own_model(monkeypatch, tmp_path):
         with acting_as("condense"):
             condense_with_shrink(engine.for_role("condense"), SubQuestion(index=0, question="q?"),
                                  page)
-        runtime.flush_ledgers()
+        runtime.current().flush()
         sent = [r.json()["model"] for r in server.requests]
     assert sent == ["gpt-4o", "gpt-4.1-nano"]
     _, rows = query_readonly(tmp_path / "store.duckdb",

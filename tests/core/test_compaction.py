@@ -1,4 +1,4 @@
-"""Compaction (seed 003): tool-result truncation with spill files, checkpoints, summarizer budget.
+"""Compaction (ARCHITECTURE.md, "Compaction before a call"): tool-result truncation with spill files, checkpoints, summarizer budget.
 
 The transcript builders at the top are shared with test_shrink.py and test_recovery.py.
 """

@@ -18,7 +18,7 @@ from core.batch import read_topics_csv
 from core.engine.extractive import ExtractiveEngine
 from core.engine.llm import LLMEngine
 from core.models import (Claim, Evidence, Finding, FollowUp, Message, PageNotes, SearchResult,
-                         Source, SubQuestion, Topic, Transcript)
+                         Source, SubQuestion, Topic, TopicOptions, Transcript)
 from core.report import assemble
 from core.research import research_subquestion
 from core.waves import gaps
@@ -254,7 +254,7 @@ class ScriptedSteps:
         return PageNotes(url=hit.url, notes=f"notes on {hit.url}",
                          source=Source(url=hit.url, title=hit.url, text=f"Text of {hit.url}."))
 
-    def next_queries(self, transcript: Transcript, round_index: int) -> list[str]:
+    def next_queries(self, transcript: Transcript, round_index: int, **_) -> list[str]:
         self.asked.append(round_index)
         return self.later.pop(0) if self.later else []
 
@@ -392,8 +392,7 @@ def test_csv_language_and_max_waves_columns(tmp_path: Path) -> None:
                     "How do foxes hunt?,,1\n"
                     "How do hens sleep?,xx-bad,\n"
                     "Wie jagen Füchse?,Deutsch,\n", encoding="utf-8")
-    good, errors = read_topics_csv(path, batch_id="b", defaults={"max_waves": 4,
-                                                                  "language": None})
+    good, errors = read_topics_csv(path, batch_id="b", defaults=TopicOptions(max_waves=4))
 
     assert [(r.row, r.topic.text, r.topic.language, r.topic.max_waves) for r in good] == [
         (2, "How do foxes hunt?", None, 1), (4, "Wie jagen Füchse?", "de", 4)]

@@ -283,3 +283,50 @@ def test_calls_in_flight_hold_their_projection_against_the_budget() -> None:
         ledger.reserve(scope, 0.6, "condense")  # alone it fits; beside the first it does not
     ledger.release(first)
     ledger.release(ledger.reserve(scope, 0.6, "condense"))
+
+
+# --- a spend that cannot be read is never $0 ---------------------------------------------------
+
+class UnreadableSpend:
+    """A store whose spend cannot be read for its first `failures` asks (a locked file), and
+    which then reports what an earlier attempt of the run spent plus what it was sent."""
+
+    def __init__(self, earlier: float, failures: int = 1) -> None:
+        self.earlier, self.failures, self.written = earlier, failures, []
+
+    def record_calls(self, records) -> None:
+        self.written.extend(records)
+
+    def spent_usd(self, *, run_id: str, topic_id: str | None = None) -> float:
+        if self.failures:
+            self.failures -= 1
+            raise RuntimeError("Could not set lock on file")
+        return self.earlier + sum(r.cost_usd or 0.0 for r in self.written
+                                  if topic_id is None or r.topic_id == topic_id)
+
+
+def test_a_failed_spend_read_refuses_a_capped_call_and_is_asked_again() -> None:
+    from core.ledger import SpendUnknown
+
+    ledger = Ledger(UnreadableSpend(earlier=0.5))
+    scope = CallScope(run_id="run-1", topic_id="t1", max_topic_cost_usd=0.6)
+    with pytest.raises(SpendUnknown):  # unknown spend: no call past a cap it cannot check
+        ledger.check(scope, 0.2, "report")
+    with pytest.raises(BudgetExceeded):  # read again: $0.50 already spent, $0.20 would cross
+        ledger.check(scope, 0.2, "report")
+    assert ledger.spent("run-1", "t1") == pytest.approx(0.5)
+
+
+def test_a_spend_recorded_while_unknown_is_counted_once_when_the_store_answers() -> None:
+    sink = UnreadableSpend(earlier=0.5, failures=2)
+    ledger = Ledger(sink)
+    ledger.record(call(0.1))  # the store cannot tell what came before: neither key is seeded
+    assert ledger.spent("run-1", "t1") == pytest.approx(0.6)  # read now: 0.5 + the written 0.1
+    ledger.record(call(0.1))
+    assert ledger.spent("run-1", "t1") == pytest.approx(0.7)
+    assert ledger.spent("run-1") == pytest.approx(0.7)
+
+
+def test_a_run_without_caps_goes_on_when_the_spend_cannot_be_read() -> None:
+    ledger = Ledger(UnreadableSpend(earlier=0.5, failures=5))
+    ledger.check(CallScope(run_id="run-1", topic_id="t1"), 0.2, "plan")  # no cap: nothing to check

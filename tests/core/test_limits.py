@@ -105,7 +105,7 @@ def test_settings_feed_overrides_and_default(monkeypatch: pytest.MonkeyPatch, tm
     from core.settings import run_config
 
     runtime.reset()
-    limits = runtime.context_limits(run_config(Settings.load()))  # the path tasks take
+    limits = runtime.current().limits(run_config(Settings.load()))  # the path tasks take
     assert limits.window("acme-brain-7") == 50_000
     assert limits.window("other-model") == 16_000
 
@@ -221,8 +221,8 @@ def test_the_runtime_remembers_through_duckdb(monkeypatch: pytest.MonkeyPatch, t
     monkeypatch.setenv("RESEARCHFLOW_DB_PATH", str(tmp_path / "store.duckdb"))
     runtime.reset()
     config = run_config(Settings.load())
-    runtime.context_limits(config).learn("local-llama", ContextOverflow(
+    runtime.current().limits(config).learn("local-llama", ContextOverflow(
         "x", limit=4_096, requested=5_000, limit_kind="context_window"))
     runtime.reset()  # a new process
-    assert runtime.context_limits(config).window("local-llama") == 4_096
+    assert runtime.current().limits(config).window("local-llama") == 4_096
     runtime.reset()

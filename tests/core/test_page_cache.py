@@ -20,7 +20,6 @@ from core.models import SearchResult, Source
 from core.search.cache import CachedFetcher, CachedSearch, normalize_query, search_key
 from core.search.web import PageRefused, PageUnavailable
 from core.store import PageRecord, PageStore, query_readonly
-from core.store.pages import UNAVAILABLE_TTL_HOURS
 
 
 def norm(url: str) -> str:
@@ -152,37 +151,26 @@ def test_a_refused_page_is_remembered_and_never_fetched_again(path: Path) -> Non
         ("refused", "not a web page (application/pdf)", None)]
 
 
-def test_an_unavailable_page_is_remembered_for_an_hour_at_most(path: Path) -> None:
+def test_an_unavailable_page_is_never_remembered(path: Path) -> None:
+    """A 503 or a timeout may pass: the next ask fetches again, and nothing is stored that a
+    later run (or the retry of this read) would take for the page's answer."""
     url = "https://down.example.org/"
-    fetch = FakeFetch({url: PageUnavailable(url, "HTTP 503")})
+    fetch = FakeFetch({url: PageUnavailable(url, "HTTP 503", retry_after=1.0)})
     cached = fetcher(path, fetch)
     for _ in range(2):
-        with pytest.raises(PageUnavailable, match="HTTP 503"):
+        with pytest.raises(PageUnavailable, match="HTTP 503") as info:
             cached(url)
-    assert len(fetch.calls) == 1 and cached.hits == 1
-    assert rows(path, "SELECT status, reason FROM pages") == [("unavailable", "HTTP 503")]
+        assert info.value.retry_after == 1.0
+    assert len(fetch.calls) == 2 and cached.hits == 0
+    assert rows(path, "SELECT status, reason FROM pages") == []
 
+    # What an older version stored is read as a miss, whatever its age.
     store = PageStore(path)
-    now = datetime.now(timezone.utc)
-    record = PageRecord(status="unavailable", reason="timed out",
-                        fetched_at=now - timedelta(hours=UNAVAILABLE_TTL_HOURS, minutes=5))
-    store.put_page("https://down.example.org/", record)
-    assert store.get_page("https://down.example.org/", 24) is None  # TTL 24h, but 1h for this
-    ok = PageRecord(status="ok", title="t", text="x", fetched_at=record.fetched_at)
-    store.put_page("https://up.example.org/", ok)
-    assert store.get_page("https://up.example.org/", 24) == ok  # an ok page keeps the TTL
-    # A TTL under an hour bounds it too.
-    store.put_page("https://down.example.org/", PageRecord(
-        status="unavailable", reason="timed out", fetched_at=now - timedelta(minutes=40)))
-    assert store.get_page("https://down.example.org/", 2).reason == "timed out"
-    assert store.get_page("https://down.example.org/", 0.5) is None
-
-    with pytest.raises(PageUnavailable, match="timed out"):
-        cached(url)  # 40 minutes old: still remembered under a 24h TTL
-    store.put_page("https://down.example.org/", record)  # over an hour old
+    store.put_page(url, PageRecord(status="unavailable", reason="timed out",
+                                   fetched_at=datetime.now(timezone.utc)))
     fetch.outcomes.clear()  # the host is back
     assert cached(url).text == f"Text of {url}."
-    assert len(fetch.calls) == 2
+    assert len(fetch.calls) == 3
 
 
 def test_threads_asking_for_one_page_share_one_fetch(path: Path) -> None:

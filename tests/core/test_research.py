@@ -169,7 +169,7 @@ def test_signals_from_read_propagate_rather_than_being_skipped() -> None:
 class EndlessEngine(ExtractiveEngine):
     """Always wants another round, with a new query each time."""
 
-    def next_queries(self, transcript: Transcript, round_index: int) -> list[str]:
+    def next_queries(self, transcript: Transcript, round_index: int, **_) -> list[str]:
         return [f"thread round {round_index}"]
 
 
@@ -189,7 +189,7 @@ def test_max_rounds_bounds_the_rounds(max_rounds: int) -> None:
 
 def test_rounds_stop_when_the_engine_has_no_new_queries() -> None:
     class RepeatingEngine(ExtractiveEngine):
-        def next_queries(self, transcript: Transcript, round_index: int) -> list[str]:
+        def next_queries(self, transcript: Transcript, round_index: int, **_) -> list[str]:
             return list(SQ.queries)  # already run: nothing new to ask
 
     search = DictSearch(PAGES)

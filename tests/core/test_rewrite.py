@@ -61,7 +61,7 @@ class Steps:
         return PageNotes(url=hit.url, notes=f"notes on {hit.url}",
                          source=Source(url=hit.url, title=hit.url, text=f"Text of {hit.url}."))
 
-    def next_queries(self, transcript: Transcript, round_index: int) -> list[str]:
+    def next_queries(self, transcript: Transcript, round_index: int, **_) -> list[str]:
         return self.later.pop(0) if self.later else []
 
     def rewrite(self, subquestion: SubQuestion, failed: Sequence[str],

@@ -1,4 +1,4 @@
-"""Shrinking after an overflow: transcripts (seed 000's rule, made safe), findings, max_tokens."""
+"""Shrinking after an overflow: transcripts (the drop-the-last-AI-turn rule, made safe), findings, max_tokens."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Builders return what `tests.fakes.http.ScriptedServer` serves: bodies and `Reply
 like OpenAI Chat Completions (JSON and SSE chunks), Anthropic Messages (JSON and SSE events) and
 Gemini generateContent (JSON), plus each provider's real error bodies (auth, rate limit, server
 error, context overflow). `WindowEnforcingHandler` is a whole fake provider: it estimates a
-request's input tokens (message text bytes / 3, the seed 003 rule), answers with that provider's
+request's input tokens (message text bytes / 3, the rule of thumb in ARCHITECTURE.md), answers with that provider's
 real overflow error when the request does not fit the window, and otherwise with a success whose
 text comes from a pluggable `respond(request_json)` callback.
 

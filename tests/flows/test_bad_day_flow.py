@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 import tasks.research
+from core.models import TopicOptions
 from core.store import ResultStore, query_readonly
 from flows.batch import research_batch
 from flows.cli import app
@@ -56,7 +57,8 @@ def serve(monkeypatch):
 
 
 def topic_kwargs(provider: str, pages: Path, db: Path, topic: str) -> dict:
-    return dict(topic=topic, batch_id="badday", max_subquestions=2, max_rounds=2,
+    return dict(topic=topic, batch_id="badday",
+                options=TopicOptions(max_subquestions=2, max_rounds=2),
                 model=SPECS[provider], search="corpus", corpus_dir=str(pages), db_path=str(db))
 
 

@@ -28,7 +28,7 @@ def test_batch_reports_bad_rows_and_failed_topics_and_finishes_the_rest(
 
     real_plan = ExtractiveEngine.plan
 
-    def plan(self, topic):
+    def plan(self, topic, **_):
         if topic.text.startswith("EXPLODE"):
             raise Fatal("planner refused this topic", hint="fix the topic text")
         return real_plan(self, topic)

@@ -16,9 +16,9 @@ import os
 import distributed
 import pytest
 
-from core.models import Topic
+from core.models import Topic, TopicOptions
 from core.store import ResultStore, query_readonly
-from flows.research import topic_flow
+from flows.research import research_topic
 from flows.runners import SettingsTaskRunner, close_local_cluster, task_runner
 from core.settings import Settings
 from tests.fakes.http import ScriptedServer
@@ -59,7 +59,7 @@ def on_dask(cluster, monkeypatch):
 def _run_on_workers(client, **kwargs) -> tuple[object, list[tuple[str, str]]]:
     """Run the topic flow; (its final state, (task key, worker address) of every task run)."""
     with distributed.get_task_stream(client) as stream:
-        state = topic_flow()(return_state=True, **kwargs)
+        state = research_topic(return_state=True, **kwargs)
     assert state.is_completed(), state.message
     return state, [(t["key"], t["worker"]) for t in stream.data]
 
@@ -75,7 +75,8 @@ def _assert_ran_on_both_workers(client, ran: list[tuple[str, str]], subquestions
 
 def test_a_topic_researches_on_dask_worker_processes(on_dask, corpus, db_path):
     state, ran = _run_on_workers(
-        on_dask, topic=TOPIC, batch_id="dask", max_subquestions=4, max_rounds=1,
+        on_dask, topic=TOPIC, batch_id="dask",
+        options=TopicOptions(max_subquestions=4, max_rounds=1),
         model="offline", search="corpus", corpus_dir=str(corpus), db_path=str(db_path))
     report_id = state.result()
     store = ResultStore(db_path)
@@ -93,7 +94,8 @@ def test_every_call_made_in_a_worker_reaches_the_ledger_under_its_topic(on_dask,
     topic = "Threading vs asyncio for waiting (dask)"
     before = len(provider.requests)
     state, ran = _run_on_workers(
-        on_dask, topic=topic, batch_id="dask-billed", max_waves=1, max_rounds=1,
+        on_dask, topic=topic, batch_id="dask-billed",
+        options=TopicOptions(max_waves=1, max_rounds=1),
         model=TEST_MODELS["openai"], search="corpus", corpus_dir=str(pages),
         db_path=str(db_path))
     run_id = str(state.state_details.flow_run_id)
@@ -115,7 +117,8 @@ def test_settings_choose_the_runner(monkeypatch):
     assert isinstance(chosen, ThreadPoolTaskRunner) and chosen._max_workers == 3
     monkeypatch.setenv("RESEARCHFLOW_TASK_RUNNER", "dask")
     monkeypatch.setenv("RESEARCHFLOW_DASK_ADDRESS", "tcp://127.0.0.1:8786")
-    copy = SettingsTaskRunner(workers=2).duplicate()  # what a flow run starts with
+    monkeypatch.setenv("RESEARCHFLOW_MAX_SUBQUESTION_WORKERS", "2")
+    copy = SettingsTaskRunner().duplicate()  # what a flow run starts with
     assert type(copy).__name__ == "ResearchDaskRunner"
     assert copy.address == "tcp://127.0.0.1:8786" and copy.threads == 2
     assert copy.duplicate().address == copy.address  # nothing is contacted until entered
@@ -185,7 +188,7 @@ def test_workers_on_dask_write_one_ducklake(on_dask, provider, tmp_path, monkeyp
         before = len(provider.requests)
         state, ran = _run_on_workers(
             on_dask, topic="Threading vs asyncio for waiting (lake)", batch_id="lake",
-            max_waves=1, max_rounds=1, model=TEST_MODELS["openai"], search="corpus",
+            options=TopicOptions(max_waves=1, max_rounds=1), model=TEST_MODELS["openai"], search="corpus",
             corpus_dir=str(pages), db_path=target)
         store = ResultStore(target)
         report = store.get_report(state.result())

@@ -164,7 +164,8 @@ def test_prefect_yaml_deploys_and_a_worker_runs_the_adhoc_topic(api, tmp_path, c
                     cwd=elsewhere, env=env, log=tmp_path / "worker.log") as worker:
         run = rest.run(adhoc, {"topic": "How do threads share memory?", "model": "offline",
                                "search": "corpus", "corpus_dir": str(corpus),
-                               "db_path": str(db_path), "max_waves": 1})
+                               "db_path": str(db_path),
+                               "options": {"max_waves": 1}})
         state = rest.final_state(run)
         assert state == "COMPLETED", worker.tail()
     _, rows = query_readonly(db_path, "SELECT topic, engine FROM reports")

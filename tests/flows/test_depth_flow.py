@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from core.models import TopicOptions
 from core.store import ResultStore, query_readonly
 from flows.research import research_topic
 from tests.fakes.http import ScriptedServer
@@ -45,7 +46,8 @@ def provider_server(request, monkeypatch):
 
 def run(provider: str, pages: Path, db: Path, topic: str, **kw) -> str:
     state = research_topic(topic=topic, batch_id="depth", model=SPECS[provider], search="corpus",
-                           corpus_dir=str(pages), db_path=str(db), return_state=True, **kw)
+                           corpus_dir=str(pages), db_path=str(db), return_state=True,
+                           options=TopicOptions(**kw))
     assert state.is_completed(), state.message
     return state.result()
 

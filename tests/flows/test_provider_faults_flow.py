@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from core.models import TopicOptions
 from core.store import ResultStore
 from flows.research import research_topic
 from tests.fakes import providers as fake
@@ -137,7 +138,8 @@ def corpus(tmp_path: Path) -> Path:
 
 
 def _run(corpus: Path, db_path: Path, topic: str):
-    return research_topic(topic=topic, batch_id="faults", max_subquestions=2, max_rounds=1,
+    return research_topic(topic=topic, batch_id="faults",
+                          options=TopicOptions(max_subquestions=2, max_rounds=1),
                           model="openai:gpt-4o-mini", search="corpus", corpus_dir=str(corpus),
                           db_path=str(db_path), return_state=True)
 

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from core.models import TopicOptions
 from core.store import ResultStore
 from flows.research import research_topic
 
@@ -32,7 +33,8 @@ def _task_states(flow_run_id) -> dict[str, list[str]]:
 
 
 def test_topic_flow_stores_a_cited_report_and_hits_cache_on_rerun(corpus, db_path):
-    kwargs = dict(topic=TOPIC, batch_id="flowtest", max_subquestions=3, max_rounds=1,
+    kwargs = dict(topic=TOPIC, batch_id="flowtest",
+                  options=TopicOptions(max_subquestions=3, max_rounds=1),
                   model="offline", search="corpus", corpus_dir=str(corpus), db_path=str(db_path))
     first = research_topic(**kwargs, return_state=True)
     assert first.is_completed(), first.message

@@ -11,7 +11,6 @@ import pytest
 from prefect.states import Failed
 
 from core.overflow.signals import ContextOverflow, Fatal, RateLimited, Transient
-from tasks import retry
 from tasks.retry import retry_on_signal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,14 +36,29 @@ def test_a_wait_longer_than_a_run_should_sleep_is_not_retried():
     assert _check(RateLimited("daily quota", retry_after=86_400)) is False
 
 
-def test_retry_after_is_honoured_on_top_of_the_backoff(monkeypatch):
-    slept: list[float] = []
-    monkeypatch.setattr(retry.time, "sleep", slept.append)
+def test_the_predicate_never_waits_the_gate_does(monkeypatch):
+    """Prefect cannot see a wait inside retry_condition_fn: the provider's retry-after pauses
+    its gate instead, where the next attempt starts (a running task the UI shows)."""
+    import time
+
+    from core.pacing import ProviderGate
+
+    monkeypatch.setattr(time, "sleep", lambda s: pytest.fail(f"the predicate slept {s} s"))
     assert _check(RateLimited("wait", retry_after=9.0), delays=(2.0, 4.0), run_count=1)
-    assert slept == [7.0]  # Prefect waits the 2 s backoff; we add what the provider asked for
-    slept.clear()
-    assert _check(RateLimited("wait", retry_after=1.0), delays=(2.0, 4.0), run_count=1)
-    assert slept == []  # the backoff already covers it
+    now = [100.0]
+    slept: list[float] = []
+    gate = ProviderGate(clock=lambda: now[0], sleep=lambda s: (slept.append(s),
+                                                               now.__setitem__(0, now[0] + s)))
+    gate.rate_limited(9.0)
+    now[0] += 2.0  # Prefect's backoff before the next attempt
+    assert gate.wait() == pytest.approx(7.0) and slept == [pytest.approx(7.0)]
+
+
+def test_a_page_that_may_come_back_is_read_three_times_at_most():
+    from core.search.fetch_types import PageFault
+
+    fault = PageFault("https://example.org/a", "HTTP 503", retry_after=1.0)
+    assert [_check(fault, run_count=n) for n in (1, 2, 3)] == [True, True, False]
 
 
 def test_core_never_imports_prefect():

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from core.models import TopicOptions
 from core import runtime
 from core.store import ResultStore, query_readonly
 from flows.research import research_topic
@@ -58,7 +59,8 @@ def test_a_small_unknown_window_costs_one_overflow_per_task_then_none(case, long
         monkeypatch.setenv(key_var, "sk-test-small-window")
         monkeypatch.setenv(url_var, server.url + suffix)
         monkeypatch.setenv("RESEARCHFLOW_MAX_SUBQUESTION_WORKERS", str(WORKERS))
-        kwargs = dict(batch_id="windows", max_subquestions=2, max_rounds=1, model=spec,
+        kwargs = dict(batch_id="windows", model=spec,
+                      options=TopicOptions(max_subquestions=2, max_rounds=1),
                       search="corpus", corpus_dir=str(long_pages), db_path=str(db_path))
         first = research_topic(topic=f"Threading or asyncio on a small window ({case})",
                                return_state=True, **kwargs)

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from bench.web import ARTICLES, PDF_SENTENCE, TOPICS, Site, serving
+from core.models import TopicOptions
 from core.store import ResultStore, query_readonly
 from flows.research import research_topic
 
@@ -32,7 +33,7 @@ def test_two_topics_fetch_each_page_once_and_nothing_private(monkeypatch, db_pat
         reports = []
         for topic in TOPICS:
             state = research_topic(topic=topic, batch_id="web", model="offline",
-                                   search="serpapi", db_path=str(db_path), max_pages=12,
+                                   search="serpapi", db_path=str(db_path), options=TopicOptions(max_pages=12),
                                    return_state=True)
             assert state.is_completed(), state.message
             reports.append(state.result())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.models import TopicOptions
 from core.store import ResultStore, query_readonly
 from flows.research import research_topic
 from tests.fakes.http import Recorded, Reply, ScriptedServer
@@ -66,7 +67,7 @@ def test_web_topic_completes_from_the_readable_pages(monkeypatch, db_path, tmp_p
         # The site is on loopback: only its own host:port may be fetched.
         monkeypatch.setenv("RESEARCHFLOW_FETCH_ALLOW_HOSTS", site.url.removeprefix("http://"))
         state = research_topic(topic="Compare threading and asyncio for waiting on sockets",
-                               batch_id="web", max_subquestions=2, max_rounds=1,
+                               batch_id="web", options=TopicOptions(max_subquestions=2, max_rounds=1),
                                model="openai:gpt-4o-mini", search="serpapi",
                                db_path=str(db_path), return_state=True)
         assert serp.requests and all(SERP_KEY in r.path for r in serp.requests)  # key sent...

@@ -1,0 +1,67 @@
+"""core.runtime: one object per process builds and holds what RunConfigs name, under one key
+shape, and its close() writes what its ledgers still hold before it lets go."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import duckdb
+
+from core import runtime
+from core.settings import Settings, run_config
+from core.store.connection import release_all
+from core.usage import CallRecord
+
+
+def config(tmp_path: Path, **changes):
+    return run_config(Settings(_env_file=None, model="offline", search="corpus",
+                               cache_dir=tmp_path / "cache", db_path=tmp_path / "s.duckdb",
+                               **changes))
+
+
+def record(cost: float) -> CallRecord:
+    return CallRecord(call_id=uuid.uuid4().hex, run_id="run-1", batch_id="b", topic_id="t",
+                      subquestion_index=None, role="plan", provider="openai", model="gpt-4o",
+                      cost_usd=cost)
+
+
+def test_one_object_per_key_and_a_fresh_runtime_builds_anew(tmp_path) -> None:
+    rt = runtime.Runtime()
+    cfg = config(tmp_path)
+    assert rt.store(cfg.db_path) is rt.store(str(Path(cfg.db_path)))
+    assert rt.ledger(cfg.db_path) is rt.ledger(cfg.db_path)
+    assert rt.limits(cfg) is rt.limits(cfg.model_copy(update={"model": "openai:gpt-4o"}))
+    assert rt.gate("openai") is rt.gate("openai") and rt.gate("openai") is not rt.gate("serpapi")
+    assert rt.engine(cfg) is rt.engine(cfg)
+    other = runtime.Runtime()
+    assert other.ledger(cfg.db_path) is not rt.ledger(cfg.db_path)
+    rt.close()
+    other.close()
+
+
+def test_the_gate_follows_the_latest_per_minute_cap(tmp_path) -> None:
+    rt = runtime.Runtime()
+    assert rt.gate("openai", 10).calls_per_minute == 10
+    assert rt.gate("openai", 20).calls_per_minute == 20
+
+
+def test_reset_flushes_what_ledgers_still_hold(tmp_path) -> None:
+    """Before: reset() dropped the ledgers, and their batched records were lost at exit."""
+    rt = runtime.reset()
+    cfg = config(tmp_path)
+    ledger = rt.ledger(cfg.db_path)
+    ledger.batch_seconds = 3600  # nothing would be written for an hour
+    ledger.record(record(0.25))
+    runtime.reset()
+    release_all()
+    with duckdb.connect(cfg.db_path, read_only=True) as con:
+        assert con.execute("SELECT sum(cost_usd) FROM llm_calls").fetchone()[0] == 0.25
+
+
+def test_usage_of_an_unreadable_store_says_so(tmp_path) -> None:
+    rt = runtime.Runtime()
+    folder = tmp_path / "not-a-store"
+    folder.mkdir()
+    line = rt.usage(folder, "run-1").line()
+    assert line.startswith("usage: unavailable (")
