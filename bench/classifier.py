@@ -41,7 +41,7 @@ if str(ROOT) not in sys.path:  # run as a script: make core/ and tests/ importab
 
 import openai  # noqa: E402
 
-from core.overflow.signals import Signal, classify_payload, translate_errors  # noqa: E402
+from core.signals import Signal, classify_payload, translate_errors  # noqa: E402
 from tests.contract.server_templates import NUMBER_KEYS, SERVERS, TEMPLATES, Template  # noqa: E402
 from tests.fakes.http import Reply, ScriptedServer  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Offline quality bench: the offline engine, end to end, on corpora nobody tuned it on.
 
-Each topic runs the calls the product makes for one topic (flows/research.py, tasks/*.py:
+Each topic runs the calls the product makes for one topic (flows/topic.py, tasks/*.py:
 plan → research every sub-question over the corpus search → compress → supervisor's waves →
 report), in-line and without Prefect, with `CorpusSearch` pointed at the topic's corpus through
 the same Settings → RunConfig → runtime path the CLI's `--corpus` takes. Corpora:
@@ -231,8 +231,8 @@ def research_offline(topic: Topic, corpus_dir: Path | None, work: Path) -> Offli
     from core.overflow.recovery import compress_with_shrink, report_with_shrink
     from core.overflow.roles import plan_with_shrink, review_with_shrink
     from core.report import assemble, report_id_for
-    from core.engine.report_words import notice_of
-    from core.research import DirectSteps, research_subquestion
+    from core.engine.offline.words import notice_of
+    from core.researcher import DirectSteps, research_subquestion
     from core.runtime import current
     from core.settings import Settings, run_config
     from core.waves import MAX_FOLLOWUPS, affordable_followups, for_report, gaps

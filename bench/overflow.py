@@ -5,7 +5,7 @@ for the report at 1.1x, 2x and 10x the window in English and Chinese, and resear
 with one oversized tool result. Each is replayed through the real openai / anthropic /
 google-genai SDK against a loopback server that enforces the window and answers with that
 provider's real overflow error (tests/fakes/providers.py), so every failed call is a real HTTP
-round trip and every signal comes from `core.overflow.signals.classify` on a real SDK exception.
+round trip and every signal comes from `core.signals.classify` on a real SDK exception.
 
 Policies:
 - anchor (open_deep_research): findings cut to window x 4 characters on the first overflow, then
@@ -55,7 +55,7 @@ from core.models import Finding, Message, ResearchPlan, SubQuestion, Transcript 
 from core.overflow.recovery import compress_with_shrink, report_with_shrink  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from core.overflow.shrink import render_findings  # noqa: E402
-from core.overflow.signals import ContextOverflow, Signal  # noqa: E402
+from core.signals import ContextOverflow, Signal  # noqa: E402
 from core.overflow.tokens import TokenEstimator  # noqa: E402
 from tests.fakes.http import Recorded, Reply, ScriptedServer  # noqa: E402
 from tests.fakes.providers import WindowEnforcingHandler  # noqa: E402

@@ -18,7 +18,7 @@ from pathlib import Path
 def run_plain(csv_path: str, batch_id: str, model: str, search: str, db_path: str,
               topic_workers: int, subquestion_workers: int) -> list[str]:
     """flows.batch.research_batch's work in plain threads; the report ids (see module doc)."""
-    from core.batch import read_topics_csv
+    from core.topics_csv import read_topics_csv
     from core.ledger import scoped
     from core.runtime import current
     from core.settings import Settings, run_config
@@ -47,13 +47,13 @@ def run_plain(csv_path: str, batch_id: str, model: str, search: str, db_path: st
 
 
 def _topic(topic, config, run_id: str, workers: int) -> str:
-    """flows.research.research_topic / run_topic with the task bodies called in-line."""
+    """flows.topic.research_topic / run_topic with the task bodies called in-line."""
     from core.ledger import acting_as, current_scope, scoped
     from core.models import ResearchResult
     from core.overflow.roles import plan_with_shrink, review_with_shrink
     from core.overflow.recovery import report_with_shrink
     from core.report import assemble, report_id_for
-    from core.engine.report_words import notice_of
+    from core.engine.offline.words import notice_of
     from core.runtime import current
     from core.store import ResultStore
     from core.waves import MAX_FOLLOWUPS, affordable_followups, for_report, gaps
@@ -110,7 +110,7 @@ def _wave(pool, subquestions, topic, config):
 
 def _research(sq, topic, config):
     from core.ledger import scoped
-    from core.research import DirectSteps, research_subquestion
+    from core.researcher import DirectSteps, research_subquestion
     from core.runtime import current
 
     # tasks.research.TaskSteps makes the same calls, each as a task run.

@@ -47,7 +47,7 @@ if str(ROOT) not in sys.path:  # run as a script: make core/ importable
 
 from core.llm.base import ChatModel  # noqa: E402  (none of these imports prefect)
 from core.models import Message  # noqa: E402
-from core.overflow.signals import RateLimited, Signal, Transient  # noqa: E402
+from core.signals import RateLimited, Signal, Transient  # noqa: E402
 from bench.report_facts import (CitationPair, MeasuredFacts, citation_pairs,  # noqa: E402
                                 measured_facts)
 

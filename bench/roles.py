@@ -21,12 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from core.engine.llm import LLMEngine
+from core.engine.model_driven.llm_engine import LLMEngine
 from core.ledger import acting_as
 from core.llm.registry import make_model
 from core.models import (Claim, Evidence, Finding, Message, ResearchPlan, Source, SubQuestion,
                          ToolCall, Topic, Transcript)
-from core.overflow.limits import ContextLimits
+from core.overflow.windows import ContextLimits
 from core.overflow.recovery import compress_with_shrink, report_with_shrink
 from core.overflow.roles import condense_with_shrink, plan_with_shrink, queries_with_shrink
 from core.overflow.tokens import TokenEstimator

@@ -175,7 +175,7 @@ def main() -> int:
     work = workspace("rf-bench-web-")  # before Prefect is imported
     from core.models import TopicOptions
     from core.store import query_readonly
-    from flows.research import research_topic
+    from flows.topic import research_topic
 
     site = Site()
     db = work / "web.duckdb"

@@ -6,7 +6,7 @@
 
 The same line goes to the CLI, `topics.error` in DuckDB, the batch table and the Prefect
 flow-run message, so nobody has to dig the cause out of a log. `TopicFailed` carries it; its
-`cause` is the original exception (a `core.overflow.signals.Signal` when a provider or our budget said
+`cause` is the original exception (a `core.signals.Signal` when a provider or our budget said
 no). It never contains a key: signal messages are masked where they are made.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from core.overflow.signals import (BudgetExceeded, ContextOverflow, Fatal, RateLimited, Signal, Transient,
+from core.signals import (BudgetExceeded, ContextOverflow, Fatal, RateLimited, Signal, Transient,
                           mask_secrets)
 
 _DETAIL_CHARS = 240

@@ -24,7 +24,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Iterator, Protocol, Sequence
 
-from core.overflow.signals import BudgetExceeded, Transient
+from core.signals import BudgetExceeded, Transient
 from core.usage import CallRecord, CallRole
 
 log = logging.getLogger("researchflow.ledger")

@@ -24,7 +24,7 @@ from core.models import Message, SearchResult, Source
 from core.pacing import ProviderGate
 from core.prices import PriceTable
 from core.search.base import SearchBackend
-from core.overflow.signals import RateLimited, Signal, mask_secrets
+from core.signals import RateLimited, Signal, mask_secrets
 from core.overflow.tokens import TokenEstimator, default_estimator
 from core.usage import CallRecord, CallRole
 

@@ -35,7 +35,7 @@ from typing import Any, Callable, Hashable, TypeVar
 
 from core.engine.base import ResearchEngine
 from core.ledger import Ledger
-from core.overflow.limits import ContextLimits
+from core.overflow.windows import ContextLimits
 from core.overflow.tokens import TokenEstimator, default_estimator
 from core.pacing import ProviderGate
 from core.prices import PriceTable
@@ -154,10 +154,10 @@ class Runtime:
 
     def _build_engine(self, config: RunConfig) -> ResearchEngine:
         if config.model == "offline":
-            from core.engine.extractive import ExtractiveEngine
+            from core.engine.offline.extractive import ExtractiveEngine
 
             return ExtractiveEngine()
-        from core.engine.llm import LLMEngine
+        from core.engine.model_driven.llm_engine import LLMEngine
         from core.llm.registry import make_model
         from core.metering import MeteredModel
 
@@ -175,7 +175,7 @@ class Runtime:
         engine = engine_for(config.model)
         if not config.role_models:
             return engine
-        from core.engine.routed import RoutedEngine
+        from core.engine.model_driven.routed import RoutedEngine
 
         specs = dict(config.role_models)
         built = {spec: engine_for(spec) for spec in set(specs.values())}

@@ -24,7 +24,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 from prefect.transactions import CommitMode, transaction
 
-from core.batch import RowError, TopicRow, read_topics_csv
+from core.topics_csv import RowError, TopicRow, read_topics_csv
 from core.failures import TopicFailed
 from core.ledger import scoped
 from core.models import TopicOptions
@@ -34,7 +34,7 @@ from core.store import StoreError
 from core.usage import UsageTotals
 from flows.progress import ProgressArtifact, emit
 from flows.records import finish_run, record, start_run
-from flows.research import research_topic
+from flows.topic import research_topic
 from flows.slots import batch_slots, creating_subflow
 from tasks.caching import core_fingerprint
 

@@ -51,7 +51,7 @@ def run(topic: str = typer.Argument(..., help="What to research."),
     prefect_env()
     ensure_api()
     from flows.live import LiveProgress
-    from flows.research import research_topic
+    from flows.topic import research_topic
 
     with LiveProgress(out) as live:
         live.add_topics(1)
@@ -89,7 +89,7 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
     The CSV may set any of the options below per row (columns max_subquestions, max_rounds,
     max_pages, max_waves, language, report_words); the options here are the defaults for rows
     that do not."""
-    from core.batch import BatchFileError, read_topics_csv
+    from core.topics_csv import BatchFileError, read_topics_csv
 
     _check_corpus(corpus)
     try:  # validate up front so a bad file costs no Prefect start-up

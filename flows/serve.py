@@ -84,7 +84,7 @@ def served_deployments(csv_path: Path, cron: str, timezone: str,
     from prefect.schedules import Cron
 
     from flows.batch import research_batch
-    from flows.research import research_topic
+    from flows.topic import research_topic
 
     # Module entrypoints: a served run imports the installed flows, so the directory serving
     # started in matters for nothing (a file entrypoint would be relative to it).
@@ -103,7 +103,7 @@ def served_deployments(csv_path: Path, cron: str, timezone: str,
 
 def _checked_csv(path: Path) -> Path:
     """Read the CSV once now, so a bad file fails here and not at 6 in the morning."""
-    from core.batch import BatchFileError, read_topics_csv
+    from core.topics_csv import BatchFileError, read_topics_csv
 
     path = path.expanduser().resolve()
     try:

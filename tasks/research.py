@@ -21,7 +21,7 @@ from core.ledger import acting_as, scoped
 from core.models import (Finding, FollowUp, PageNotes, ResearchPlan, SearchResult, SubQuestion,
                          Topic, Transcript)
 from core.overflow.roles import plan_with_shrink, queries_with_shrink, review_with_shrink
-from core.research import (DirectSteps, choose_pages, read_page, research_subquestion,
+from core.researcher import (DirectSteps, choose_pages, read_page, research_subquestion,
                            rewrite_queries, unavailable)
 from core.search.fetch_types import PageFault
 from core.runtime import current
@@ -113,7 +113,7 @@ def rewrite_searches(subquestion: SubQuestion, failed: list[str], seen: list[Sea
 
 @dataclass(frozen=True)
 class TaskSteps:
-    """`core.research.ResearchSteps` as task runs, each committed as soon as it finishes.
+    """`core.researcher.ResearchSteps` as task runs, each committed as soon as it finishes.
 
     A step runs inside the research task's transaction; without an eager commit its cached
     result would be rolled back when the research task fails, and the retry would pay again

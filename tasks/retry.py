@@ -20,7 +20,7 @@ import logging
 
 from prefect.tasks import exponential_backoff
 
-from core.overflow.signals import RateLimited, Signal, Transient
+from core.signals import RateLimited, Signal, Transient
 from core.search.fetch_types import PageFault
 
 # Six attempts per call: at a 30% fault rate one call then fails for good about once in 1,400.

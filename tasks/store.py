@@ -1,5 +1,5 @@
 """Persist a topic's result in DuckDB. Idempotent per (batch, topic); failures are recorded by
-the topic flow itself (flows.research)."""
+the topic flow itself (flows.topic)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from typing import Sequence
 
 from prefect import get_run_logger, task
 
-from core.engine.report_words import notice_of
+from core.engine.offline.words import notice_of
 from core.ledger import acting_as, scoped
 from core.models import Finding, ResearchPlan, Report, Transcript
 from core.overflow.recovery import compress_with_shrink, report_with_shrink

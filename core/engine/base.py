@@ -57,7 +57,7 @@ class ResearchEngine(Protocol):
 
     def for_role(self, role: str) -> "ResearchEngine":
         """The engine that plays `role` (plan, queries, condense, compress, report): itself,
-        unless the roles run on different models (core.engine.routed)."""
+        unless the roles run on different models (core.engine.model_driven.routed)."""
         ...
 
     def context_window(self) -> int | None:
@@ -98,7 +98,7 @@ class ResearchEngine(Protocol):
     def compress(self, transcript: Transcript, *, max_tokens: int | None = None) -> Finding:
         """The researcher's transcript as a finding whose quotes appear verbatim in its sources.
 
-        May raise `core.overflow.signals.ContextOverflow`; the caller shrinks the transcript and retries.
+        May raise `core.signals.ContextOverflow`; the caller shrinks the transcript and retries.
         """
         ...
 

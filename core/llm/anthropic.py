@@ -1,7 +1,7 @@
 """Anthropic Messages backend.
 
 `AnthropicChat` calls `messages.create` through the official `anthropic` SDK with SDK retries off
-(Prefect retries). It does not classify errors (`core.overflow.signals` does) nor validate output.
+(Prefect retries). It does not classify errors (`core.signals` does) nor validate output.
 
 Two choices worth knowing:
 - Tool calls and results in our transcripts are flattened to text turns. Faithful `tool_use` /

@@ -1,7 +1,7 @@
 """The one small protocol every chat model backend implements.
 
 A backend turns a list of `Message`s into a `Completion`. It builds its SDK client lazily, wraps
-every SDK call in `core.overflow.signals.translate_errors`, and reports token usage when the provider does
+every SDK call in `core.signals.translate_errors`, and reports token usage when the provider does
 (the token estimator calibrates itself from it). Backends register themselves by provider name in
 `core.llm.registry`; nothing here knows about any particular provider.
 
@@ -27,7 +27,7 @@ from pydantic import SecretStr
 
 from core.llm.quirks import QUIRKS, Form, fix_for
 from core.models import Message
-from core.overflow.signals import Fatal, translate_errors
+from core.signals import Fatal, translate_errors
 
 ReasoningEffort = Literal["minimal", "low", "medium", "high"]
 
@@ -106,7 +106,7 @@ class Completion:
 
 @lru_cache(maxsize=1)
 def _static_limits() -> Any:
-    from core.overflow.limits import ContextLimits  # the published table, nothing learned
+    from core.overflow.windows import ContextLimits  # the published table, nothing learned
 
     return ContextLimits()
 
@@ -138,7 +138,7 @@ class ChatModel(Protocol):
     def complete(self, messages: Sequence[Message], *, max_tokens: int,
                  json_schema: dict[str, Any] | None = None,
                  temperature: float = 0.0) -> Completion:
-        """One chat completion. Raises a `core.overflow.signals.Signal` on any provider failure.
+        """One chat completion. Raises a `core.signals.Signal` on any provider failure.
 
         `json_schema`, when given, asks for a JSON object matching it (structured output where the
         provider supports it, else an instruction); the text of the completion is that JSON.

@@ -5,7 +5,7 @@ and the timeout in milliseconds, as `HttpOptions` wants. Transcripts are flatten
 user/model text turns the same way as for Anthropic (`core.llm.anthropic.text_turns`), so tool
 calls never need declared functions. Structured output uses `response_mime_type` plus
 `response_json_schema` (plain JSON Schema; the older `response_schema` takes only an OpenAPI
-subset). Errors are classified by `core.overflow.signals`, not here.
+subset). Errors are classified by `core.signals`, not here.
 
 Thinking counts against `max_output_tokens`, so the cap sent is the answer's budget plus the
 thinking allowance: `thinking_budget` when set (sent as `thinking_config.thinking_budget`; 0

@@ -3,7 +3,7 @@
 One `OpenAIChat` speaks the Chat Completions API through the official `openai` SDK, so the same
 class serves OpenAI and any server that copies its wire format (vLLM, Ollama, Groq, OpenRouter,
 LiteLLM, Azure) via `base_url`. It does not retry (Prefect does: `max_retries=0`), does not
-validate structured output (the caller parses), and does not classify errors (`core.overflow.signals` does).
+validate structured output (the caller parses), and does not classify errors (`core.signals` does).
 
 Structured output is one of three `json_mode`s, because many compatible servers reject
 `json_schema`: "json_schema" (native), "json_object" (JSON mode plus the schema as an instruction),

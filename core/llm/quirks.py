@@ -18,7 +18,7 @@ request and sends it again, once per fix. The messages it understands, as the pr
   model."; "thinking is not configurable in this model; please remove the thinking_config";
   "Thinking can't be disabled for this model" / "This model only works in thinking mode."
 
-What it does not do: classify errors (that stays `core.overflow.signals.translate_errors`; this
+What it does not do: classify errors (that stays `core.signals.translate_errors`; this
 module only reads the SDK exception a `Fatal(reason="bad_request")` keeps as `__cause__`), retry
 anything itself, or persist what it learned (a new process asks the API again: one free 400).
 """
@@ -31,7 +31,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from core.overflow.error_bodies import read_body
+from core.signals.bodies import read_body
 
 log = logging.getLogger("researchflow.llm")
 

@@ -20,7 +20,7 @@ from core.llm.base import ChatModel
 from core.llm.gemini import GeminiChat
 from core.llm.openai import JsonMode, OpenAIChat
 from core.settings import RunConfig, Settings, api_key, run_config
-from core.overflow.signals import Fatal
+from core.signals import Fatal
 
 
 @dataclass

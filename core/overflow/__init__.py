@@ -1,16 +1,11 @@
 """Context overflow: the design idea of researchflow, in one place.
 
 A call that does not fit the model's window shrinks its context and is made again at once; it
-is never retried blindly and never turned into a report. The modules, in the order a provider
-error travels through them:
+is never retried blindly and never turned into a report. The provider error that says so
+arrives as a `core.signals.ContextOverflow` (with the limit and the size it reported when it
+did); the modules here decide what to send instead:
 
-    signals       provider exceptions -> typed signals (ContextOverflow, RateLimited, Transient,
-                  Fatal, BudgetExceeded); `translate_errors` is the one boundary
-    sdk_errors    which SDK raised an exception, which host it spoke to, transport failures
-    error_bodies  reading an error body: every string, retry hints, masking
-    error_numbers the numbers of an overflow in any server's wording: limit, prompt, output,
-                  and which side to cut; output caps
-    limits        context windows by model prefix: table, overrides, learned from errors (this
+    windows       context windows by model prefix: table, overrides, learned from errors (this
                   run), remembered from earlier runs (DuckDB)
     tokens        token estimates without a tokenizer (bytes / 3), calibrated by reported usage
     shrink        the strategies: drop the last AI turn, cut tool results, fit findings, lower
@@ -20,5 +15,6 @@ error travels through them:
     recovery      the bounded shrink-and-call-again loop, with compress and report on it
     roles         the same loop for plan, follow-up queries and (chunked) condense
 
-Nothing here imports Prefect or performs I/O besides spilling cut text to disk when asked.
+ARCHITECTURE.md ("Overflow") gives the rules and where they come from. Nothing here imports
+Prefect or performs I/O besides spilling cut text to disk when asked.
 """

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from core.models import Message
-from core.overflow.signals import Fatal, RateLimited
+from core.signals import Fatal, RateLimited
 from core.overflow.tokens import TokenEstimator, default_estimator
 
 CHECKPOINT_NAME = "checkpoint"

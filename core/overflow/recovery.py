@@ -22,7 +22,7 @@ from core.engine.base import ReportDraft, ResearchEngine
 from core.models import Finding, Message, ResearchPlan, Transcript
 from core.overflow.shrink import (CannotShrink, fit_findings, findings_budget_chars, lower_max_tokens,
                          render_findings, shrink_transcript, window_budget_chars)
-from core.overflow.signals import ContextOverflow, Fatal
+from core.signals import ContextOverflow, Fatal
 from core.overflow.tokens import TokenEstimator, default_estimator
 
 S = TypeVar("S")
@@ -95,7 +95,7 @@ def _engine_estimator(engine: Any) -> TokenEstimator:
 
 
 def learn_from(engine: Any, sig: ContextOverflow) -> None:
-    """The provider's numbers win over our table for the rest of the run (core.overflow.limits)."""
+    """The provider's numbers win over our table for the rest of the run (core.overflow.windows)."""
     limits = getattr(engine, "limits", None)
     if limits is not None and hasattr(limits, "learn"):
         limits.learn(_engine_model(engine), sig)

@@ -26,7 +26,7 @@ from core.overflow.chunking import merge_notes, pieces_for, split_text
 from core.overflow.recovery import (DEFAULT_MAX_ATTEMPTS, WHAT_TO_CHANGE, learn_from,
                                     run_with_shrink)
 from core.overflow.shrink import CannotShrink, input_fit, lower_max_tokens
-from core.overflow.signals import ContextOverflow, Fatal
+from core.signals import ContextOverflow, Fatal
 
 T = TypeVar("T")
 log = logging.getLogger("researchflow.overflow")
@@ -36,7 +36,7 @@ MAX_SPLITS = 3  # a piece that overflows is split at most this many levels deep
 
 
 class SizedEngine(ResearchEngine, Protocol):
-    """An engine whose calls are sized to a model's window (core.engine.calls.ModelCalls)."""
+    """An engine whose calls are sized to a model's window (core.engine.model_driven.calls.ModelCalls)."""
 
     def output_tokens(self, role: str, max_tokens: int | None = None) -> int: ...
 

@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 from core.overflow.compaction import head_length, tail_start, truncate_tool_results
 from core.models import Finding, Message
 from core.report import evidence_catalog
-from core.overflow.signals import ContextOverflow
+from core.signals import ContextOverflow
 from core.overflow.tokens import content_bytes
 
 SAFETY_MARGIN = 0.05  # token counts differ between our estimate, the error text and the next call

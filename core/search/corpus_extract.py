@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core import cjk
-from core.search import text as textlib
+from core.search import page_text as textlib
 
 _MD_LINK_TARGET = re.compile(r"\]\([^)\s]*\)")  # a link's URL is markup, its text is content
 _WORD = re.compile(r"[^\W_]+")  # no underscore: _emphasis_ is markup

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.errors import PicklableError
-from core.overflow.signals import Transient
+from core.signals import Transient
 from core.search.addresses import AllowList
 
 USER_AGENT = "researchflow/0.1 (+https://github.com/researchflow/researchflow; research bot)"

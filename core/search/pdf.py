@@ -18,7 +18,7 @@ from __future__ import annotations
 import io
 import logging
 
-from core.search import text as textlib
+from core.search import page_text as textlib
 from core.search.fetch_types import PageRefused
 
 MAX_PAGES = 300

@@ -26,7 +26,7 @@ from core.search.serpapi import KEY_HINT, SerpApiSearch
 from core.search.web import Fetcher, FetchPolicy
 from core.settings import RunConfig, Settings, api_key, run_config
 from core.store.pages import PageStore
-from core.overflow.signals import Fatal
+from core.signals import Fatal
 
 
 def make_search(config: RunConfig | Settings, *, pages: PageStore | None = None) -> SearchBackend:

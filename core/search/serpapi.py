@@ -45,7 +45,7 @@ import serpapi
 from core.models import SearchResult, Source
 from core.search.fetch_types import PageFault
 from core.search.web import PageRefused, PageUnavailable, fetch_page
-from core.overflow.signals import Fatal, RateLimited, Signal, Transient
+from core.signals import Fatal, RateLimited, Signal, Transient
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from core.models import Source
 from core.search import pdf as pdflib
-from core.search import text as textlib
+from core.search import page_text as textlib
 from core.search.addresses import AllowList
 from core.search.download import Downloader
 from core.search.fetch_types import (USER_AGENT, FetchPolicy, FetchStats, PageRefused,

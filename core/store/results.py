@@ -25,7 +25,7 @@ from typing import Any, Literal, TypeVar
 import duckdb
 
 from core.models import ResearchResult, Topic
-from core.store import ledger, limits, runs
+from core.store import llm_calls, model_limits, runs
 from core.store.backend import open_backend
 from core.store.connection import StoreError, dicts, lock_wait, one_dict
 from core.store.redaction import public_settings
@@ -191,7 +191,7 @@ class ResultStore:
         kept as it was, so writing the same records twice changes nothing."""
         if not records:
             return
-        self._write(lambda con: ledger.insert_calls(con, records))
+        self._write(lambda con: llm_calls.insert_calls(con, records))
 
     def usage(self, *, run_id: str | None = None, batch_id: str | None = None,
               topic_id: str | None = None, report_id: str | None = None) -> UsageTotals:
@@ -200,13 +200,13 @@ class ResultStore:
         report_id means the calls of that report's topic in that report's batch, by any run.
         """
         with self._connection() as con:
-            return ledger.usage_totals(con, run_id=run_id, batch_id=batch_id,
+            return llm_calls.usage_totals(con, run_id=run_id, batch_id=batch_id,
                                        topic_id=topic_id, report_id=report_id)
 
     def spent_usd(self, *, run_id: str, topic_id: str | None = None) -> float:
         """Known dollars spent by one run (or one topic in it); unpriced calls count as 0."""
         with self._connection() as con:
-            return ledger.spent_usd(con, run_id=run_id, topic_id=topic_id)
+            return llm_calls.spent_usd(con, run_id=run_id, topic_id=topic_id)
 
     # -- readers --------------------------------------------------------------------------
 
@@ -228,7 +228,7 @@ class ResultStore:
             report["citations"] = dicts(con.execute(
                 "SELECT number, url, title, quote FROM citations WHERE report_id = ? "
                 "ORDER BY number", [report_id]))
-            report["usage"] = ledger.usage_totals(con, batch_id=report["batch_id"],
+            report["usage"] = llm_calls.usage_totals(con, batch_id=report["batch_id"],
                                                   topic_id=report["topic_id"])
         return report
 
@@ -274,12 +274,12 @@ class ResultStore:
     def remember_limits(self, model: str, *, context_window: int | None = None,
                         max_output: int | None = None, request_budget: int | None = None) -> None:
         """Keep what an error said about `model` (its normalised name) for later runs."""
-        self._write(lambda con: limits.remember(
+        self._write(lambda con: model_limits.remember(
             con, model, context_window=context_window, max_output=max_output,
             request_budget=request_budget))
 
     def learned_limits(self) -> dict[str, dict[str, int]]:
         """model -> {"context_window"|"max_output"|"request_budget": tokens}."""
         with self._connection() as con:
-            return limits.remembered(con)
+            return model_limits.remembered(con)
 

@@ -89,7 +89,7 @@ CREATE TABLE IF NOT EXISTS llm_calls (
     input_tokens BIGINT, cached_input_tokens BIGINT, output_tokens BIGINT,
     reasoning_tokens BIGINT, tokens_estimated BOOLEAN NOT NULL, latency_ms DOUBLE NOT NULL,
     cost_usd DOUBLE, error VARCHAR, created_at TIMESTAMPTZ NOT NULL);
--- What provider errors said about a model (core.overflow.limits), by normalised model name.
+-- What provider errors said about a model (core.overflow.windows), by normalised model name.
 CREATE TABLE IF NOT EXISTS model_limits (
     model VARCHAR PRIMARY KEY, context_window BIGINT, max_output BIGINT, request_budget BIGINT,
     updated_at TIMESTAMPTZ NOT NULL);

@@ -11,7 +11,7 @@ from core.llm.base import SDKBackend
 from core.llm.quirks import QUIRKS
 from core.llm.registry import make_model
 from core.models import Message
-from core.overflow.signals import Signal
+from core.signals import Signal
 from core.settings import Settings
 from tests.fakes.http import ScriptedServer
 

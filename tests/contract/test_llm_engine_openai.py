@@ -16,12 +16,12 @@ from typing import Any, Iterator
 import pytest
 from pydantic import SecretStr
 
-from core.engine.llm import LLMEngine
-from core.overflow.limits import ContextLimits
+from core.engine.model_driven.llm_engine import LLMEngine
+from core.overflow.windows import ContextLimits
 from core.llm.openai import OpenAIChat
 from core.models import Message, Source, SubQuestion, ToolCall, Topic, Transcript
 from core.report import assemble, evidence_catalog
-from core.overflow.signals import ContextOverflow
+from core.signals import ContextOverflow
 from core.overflow.tokens import TokenEstimator
 from tests.fakes import providers as fake
 from tests.fakes.http import Reply, ScriptedServer
@@ -110,7 +110,7 @@ def engine_on(srv: ScriptedServer, window: int = 128_000) -> LLMEngine:
 
 
 def research(engine: LLMEngine, sq: SubQuestion) -> Transcript:
-    """A researcher's transcript as core.research builds it, with notes from engine.condense."""
+    """A researcher's transcript as core.researcher builds it, with notes from engine.condense."""
     t = Transcript(subquestion=sq, queries_run=list(sq.queries))
     calls = tuple(ToolCall(id=f"f{i}", name="read", arguments={"url": url})
                   for i, url in enumerate(PAGES))

@@ -14,7 +14,7 @@ import pytest
 from core.llm.base import ChatModel, Completion, Usage
 from core.llm.gemini import DEFAULT_THINKING_ALLOWANCE
 from core.llm.openai import REASONING_ALLOWANCE
-from core.overflow.signals import ContextOverflow, RateLimited, Signal, Transient
+from core.signals import ContextOverflow, RateLimited, Signal, Transient
 from tests.fakes import providers as fake
 from tests.fakes.http import Recorded, Reply, ScriptedServer
 from tests.contract.llm_wire import _fresh_quirks  # noqa: F401 - autouse: quirks do not leak

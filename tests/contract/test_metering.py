@@ -24,7 +24,7 @@ from core.models import Message, SearchResult, Source
 from core.pacing import ProviderGate
 from core.prices import PriceTable
 from core.settings import Settings
-from core.overflow.signals import BudgetExceeded, RateLimited, Transient
+from core.signals import BudgetExceeded, RateLimited, Transient
 from core.store import ResultStore
 from core.overflow.tokens import TokenEstimator
 from core.store.connection import release_all

@@ -19,7 +19,7 @@ from core.llm.openai import REASONING_ALLOWANCE
 from core.llm.registry import make_model
 from core.models import Message, ToolCall
 from core.settings import Settings
-from core.overflow.signals import ContextOverflow, Fatal, RateLimited, Signal, Transient
+from core.signals import ContextOverflow, Fatal, RateLimited, Signal, Transient
 from tests.fakes import providers as fake
 from tests.fakes.http import Reply, ScriptedServer
 from tests.contract.llm_wire import raised
@@ -109,7 +109,7 @@ def sdk_exception(exc: BaseException) -> BaseException:
 
 def expect_signal(exc: BaseException, cls: type[Signal], wire: str) -> Signal:
     if isinstance(exc, NotImplementedError):
-        pytest.xfail("core.overflow.signals.classify is not implemented yet")
+        pytest.xfail("core.signals.classify is not implemented yet")
     assert isinstance(exc, cls), f"expected {cls.__name__}, got {exc!r}"
     assert exc.__cause__ is not None
     assert type(exc.__cause__).__module__.startswith(SDK_MODULES[wire]), exc.__cause__

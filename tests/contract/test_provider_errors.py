@@ -22,7 +22,7 @@ import pytest
 from google import genai
 from google.genai import types as genai_types
 
-from core.overflow.signals import ContextOverflow, Fatal, RateLimited, Signal, Transient, translate_errors
+from core.signals import ContextOverflow, Fatal, RateLimited, Signal, Transient, translate_errors
 from tests.contract.error_families import CONSTRUCTED
 from tests.fakes.http import Reply, ScriptedServer
 

@@ -20,7 +20,7 @@ from core.llm.gemini import DEFAULT_THINKING_ALLOWANCE
 from core.llm.openai import REASONING_ALLOWANCE
 from core.llm.quirks import fix_for
 from core.llm.registry import make_model
-from core.overflow.signals import Fatal
+from core.signals import Fatal
 from core.settings import Settings
 from tests.fakes import providers as fake
 from tests.fakes.http import Reply, ScriptedServer

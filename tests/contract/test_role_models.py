@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from core import runtime
-from core.engine.routed import RoutedEngine
+from core.engine.model_driven.routed import RoutedEngine
 from core.ledger import acting_as
 from core.llm.siblings import cheaper
 from core.models import Source, SubQuestion, Topic

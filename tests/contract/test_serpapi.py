@@ -16,7 +16,7 @@ from core.search.registry import make_search
 from core.search.serpapi import SerpApiSearch
 from core.search.web import fetch_page
 from core.settings import Settings
-from core.overflow.signals import Fatal, RateLimited, Signal, Transient
+from core.signals import Fatal, RateLimited, Signal, Transient
 from tests.fakes.http import Recorded, Reply, ScriptedServer
 
 KEY = "sk-serp-0123456789abcdef-SECRET"

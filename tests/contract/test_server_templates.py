@@ -16,7 +16,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from core.overflow.signals import (ContextOverflow, Fatal, Signal, classify_payload,
+from core.signals import (ContextOverflow, Fatal, Signal, classify_payload,
                                    translate_errors)
 from tests.contract.server_templates import SERVERS, TEMPLATES, Template
 from tests.fakes.http import Reply, ScriptedServer

@@ -14,10 +14,10 @@ from typing import Iterator
 import pytest
 from pydantic import SecretStr
 
-from core.engine.llm import LLMEngine
+from core.engine.model_driven.llm_engine import LLMEngine
 from core.llm.registry import make_model
 from core.models import Message, Source, SubQuestion, ToolCall, Topic, Transcript
-from core.overflow.limits import ContextLimits
+from core.overflow.windows import ContextLimits
 from core.overflow.roles import condense_with_shrink, plan_with_shrink, queries_with_shrink
 from core.overflow.tokens import TokenEstimator
 from core.settings import Settings

@@ -16,7 +16,7 @@ from core.overflow.compaction import (CHECKPOINT_OPEN, CompactionFailed, checkpo
                              summarizer_input, tail_start, truncate_tool_result,
                              truncate_tool_results)
 from core.models import Message, ToolCall
-from core.overflow.signals import ContextOverflow, Fatal, RateLimited
+from core.signals import ContextOverflow, Fatal, RateLimited
 from core.overflow.tokens import TokenEstimator
 
 SYSTEM = Message(role="system", content="You are a careful researcher.")

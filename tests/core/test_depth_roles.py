@@ -14,13 +14,13 @@ from typing import Callable, Iterator
 import pytest
 from pydantic import ValidationError
 
-from core.batch import read_topics_csv
-from core.engine.extractive import ExtractiveEngine
-from core.engine.llm import LLMEngine
+from core.topics_csv import read_topics_csv
+from core.engine.offline.extractive import ExtractiveEngine
+from core.engine.model_driven.llm_engine import LLMEngine
 from core.models import (Claim, Evidence, Finding, FollowUp, Message, PageNotes, SearchResult,
                          Source, SubQuestion, Topic, TopicOptions, Transcript)
 from core.report import assemble
-from core.research import research_subquestion
+from core.researcher import research_subquestion
 from core.waves import gaps
 from tests.core.test_llm_engine import (QueueModel, compress_reply, engine_for, make_findings,
                                         make_plan, plan_json)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pickle
 
-from core.overflow.signals import BudgetExceeded, Fatal, RateLimited
+from core.signals import BudgetExceeded, Fatal, RateLimited
 from core.search.fetch_types import PageRefused, PageUnavailable
 from core.search.guard import UnsafeURL
 

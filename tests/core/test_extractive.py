@@ -1,4 +1,4 @@
-"""The offline extractive engine (core/engine/extractive.py): plan, condense, compress, write.
+"""The offline extractive engine (core/engine/offline/extractive.py): plan, condense, compress, write.
 
 No network, no weights: every test runs the real engine on real text, and checks the promises
 the pipeline relies on: compare plans ask about dimensions of difference covering every option,
@@ -13,8 +13,8 @@ import re
 import pytest
 
 from core.engine.base import ResearchEngine
-from core.engine.extractive import ExtractiveEngine
-from core.engine.report_words import notice_of
+from core.engine.offline.extractive import ExtractiveEngine
+from core.engine.offline.words import notice_of
 from core.models import Message, ResearchPlan, Source, SubQuestion, Topic, Transcript
 from core.report import assemble, evidence_catalog
 

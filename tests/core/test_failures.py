@@ -8,7 +8,7 @@ import pytest
 
 from core.failures import StepFailure, TopicFailed, describe
 from core.ledger import CallScope, Ledger
-from core.overflow.signals import (BudgetExceeded, ContextOverflow, Fatal, RateLimited, Transient,
+from core.signals import (BudgetExceeded, ContextOverflow, Fatal, RateLimited, Transient,
                           classify_payload)
 from core.usage import CallRecord
 from tests.fakes import providers as fake

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from core.ledger import (CallScope, Ledger, acting_as, current_role, current_scope, scoped)
-from core.overflow.signals import BudgetExceeded
+from core.signals import BudgetExceeded
 from core.store import ResultStore
 from core.usage import CallRecord
 from core.store.connection import release_all

@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from core.overflow.limits import KNOWN, ContextLimits, normalize
+from core.overflow.windows import KNOWN, ContextLimits, normalize
 from core.settings import Settings
-from core.overflow.signals import ContextOverflow, Fatal, RateLimited
+from core.signals import ContextOverflow, Fatal, RateLimited
 
 
 @pytest.mark.parametrize("model,window,max_output", [

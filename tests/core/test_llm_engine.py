@@ -17,13 +17,13 @@ from typing import Any, Callable, ClassVar, Sequence, Union
 import pytest
 
 from core.engine.base import ResearchEngine
-from core.engine.llm import LLMEngine
-from core.overflow.limits import ContextLimits, ModelLimits
+from core.engine.model_driven.llm_engine import LLMEngine
+from core.overflow.windows import ContextLimits, ModelLimits
 from core.llm.base import Completion, Usage
 from core.models import (Claim, Evidence, Finding, Message, ResearchPlan, Source, SubQuestion,
                          ToolCall, Topic, Transcript)
 from core.report import evidence_catalog
-from core.overflow.signals import ContextOverflow, Fatal
+from core.signals import ContextOverflow, Fatal
 from core.overflow.tokens import TokenEstimator, content_bytes
 
 

@@ -11,7 +11,7 @@ from core.llm.openai import OpenAIChat
 from core.llm.registry import BACKENDS, OpenAICompatibleChat, make_model, parse_spec
 from core.models import Message
 from core.settings import Settings
-from core.overflow.signals import Fatal
+from core.signals import Fatal
 from tests.fakes.http import ScriptedServer
 from tests.fakes.providers import success_reply
 

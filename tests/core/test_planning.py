@@ -1,4 +1,4 @@
-"""The offline planner (core/engine/planning.py, intent.py, intent_cjk.py, phrasing.py).
+"""The offline planner (core/engine/offline/planning.py, intent.py, intent_cjk.py, phrasing.py).
 
 Every topic here is written by the test. The promises checked: comparisons are recognised
 however they are phrased (English, Chinese, Japanese, Korean), sub-questions are grammatical
@@ -14,9 +14,9 @@ import re
 import pytest
 
 from core.engine.base import ReportDraft, SectionDraft
-from core.engine.intent import parse_topic
-from core.engine.phrasing import dimension_label, third_person
-from core.engine.planning import plan_topic
+from core.engine.offline.intent import parse_topic
+from core.engine.offline.phrasing import dimension_label, third_person
+from core.engine.offline.planning import draft_plan
 from core.models import Claim, Evidence, Finding, ResearchPlan, Topic
 from core.report import assemble, fixed_heading
 
@@ -24,7 +24,7 @@ HAN = re.compile(r"[\u4e00-\u9fff]")
 
 
 def _plan(text: str, n: int = 6, language: str | None = None) -> ResearchPlan:
-    return plan_topic(Topic(text=text, max_subquestions=n, language=language))
+    return draft_plan(Topic(text=text, max_subquestions=n, language=language))
 
 
 # -- intent ------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from core.engine.base import ReportDraft, SectionDraft
 from core.models import Claim, Evidence, Finding, ResearchPlan, SubQuestion, Transcript
 from core.overflow.recovery import compress_with_shrink, report_with_shrink, run_with_shrink
 from core.overflow.shrink import CannotShrink, render_findings
-from core.overflow.signals import ContextOverflow, Fatal, RateLimited
+from core.signals import ContextOverflow, Fatal, RateLimited
 from core.overflow.tokens import TokenEstimator, content_bytes
 from tests.core.test_compaction import ZH_TEXT, research_round
 

@@ -1,4 +1,4 @@
-"""The research loop (core/research.py) over real SearchBackend implementations.
+"""The research loop (core/researcher.py) over real SearchBackend implementations.
 
 `DictSearch` below is a small but real implementation of the protocol over a dict of Sources
 (term-overlap search, read by URL); the last test runs the whole offline pipeline over the
@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from core.engine.extractive import ExtractiveEngine
+from core.engine.offline.extractive import ExtractiveEngine
 from core.models import Message, SearchResult, Source, SubQuestion, ToolCall, Topic, Transcript
 from core.report import assemble
-from core.research import DirectSteps, research_subquestion
+from core.researcher import DirectSteps, research_subquestion
 from core.search.base import SearchBackend
 from core.search.corpus import CorpusSearch
-from core.overflow.signals import Fatal, Transient
+from core.signals import Fatal, Transient
 
 
 class DictSearch:

@@ -16,14 +16,14 @@ from typing import Callable, Sequence
 
 import pytest
 
-from core.engine.extractive import ExtractiveEngine
-from core.engine.llm import LLMEngine
-from core.engine.routed import RoutedEngine
+from core.engine.offline.extractive import ExtractiveEngine
+from core.engine.model_driven.llm_engine import LLMEngine
+from core.engine.model_driven.routed import RoutedEngine
 from core.ledger import current_role
 from core.models import Message, PageNotes, SearchResult, Source, SubQuestion, Transcript
 from core.overflow.roles import rewrite_with_shrink
-from core.overflow.signals import ContextOverflow
-from core.research import DirectSteps, research_subquestion
+from core.signals import ContextOverflow
+from core.researcher import DirectSteps, research_subquestion
 from tests.core.test_llm_engine import QueueModel, engine_for
 
 TODAY = date(2031, 5, 6)

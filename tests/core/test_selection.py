@@ -1,4 +1,4 @@
-"""Sentence selection of the offline engine (core/engine/selection.py): relevance by words and
+"""Sentence selection of the offline engine (core/engine/offline/selection.py): relevance by words and
 meaning, the subject gate, near-duplicates, Chinese, determinism.
 
 Every text here is written for the test. The real embedder (wordllama, offline) runs: a test that
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.engine.extractive import ExtractiveEngine
-from core.engine.selection import Candidate, naming, pick, rank
-from core.engine.text import Scorer, Sentence, sentences, terms
+from core.engine.offline.extractive import ExtractiveEngine
+from core.engine.offline.selection import Candidate, naming, pick, rank
+from core.engine.sentences import Scorer, Sentence, sentences, terms
 from core.models import Source, SubQuestion, Transcript
 
 PUMPS = Source(url="https://heat.example/pumps", title="Heat pumps for homes", text=(
@@ -209,7 +209,7 @@ SURFACE = SubQuestion(index=0, question="How do Mercury and Venus differ in surf
 
 
 def test_a_page_naming_the_subject_in_another_sense_is_left_out(monkeypatch) -> None:
-    import core.engine.selection as selection
+    import core.engine.offline.selection as selection
 
     assert selection.stray_pages(SURFACE.focus, [*PLANETS, SINGER]) == {SINGER.url}
     assert selection.stray_pages(SURFACE.focus, PLANETS) == set()  # one sense: nobody strays
@@ -220,7 +220,7 @@ def test_a_page_naming_the_subject_in_another_sense_is_left_out(monkeypatch) -> 
 
 
 def test_two_pages_are_no_consensus_on_a_sense() -> None:
-    from core.engine.selection import stray_pages
+    from core.engine.offline.selection import stray_pages
 
     assert stray_pages(SURFACE.focus, [PLANETS[0], SINGER]) == set()
 

@@ -1,4 +1,4 @@
-"""The extractive report's executive summary (core/engine/summary.py, through
+"""The extractive report's executive summary (core/engine/offline/summary.py, through
 ExtractiveEngine.write_report): chosen for coverage of the sections, not their first lines.
 
 Texts are written for the test; the real offline embedder runs.
@@ -6,8 +6,8 @@ Texts are written for the test; the real offline embedder runs.
 
 from __future__ import annotations
 
-from core.engine.extractive import ExtractiveEngine
-from core.engine.summary import summarize
+from core.engine.offline.extractive import ExtractiveEngine
+from core.engine.offline.summary import summarize
 from core.models import Claim, Evidence, Finding, ResearchPlan, SubQuestion
 from core.report import assemble
 

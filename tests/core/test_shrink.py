@@ -12,7 +12,7 @@ from core.models import Claim, Evidence, Finding, Message
 from core.overflow.shrink import (CannotShrink, drop_last_ai_turn, findings_budget_chars, fit_findings,
                          input_fit, lower_max_tokens, render_findings, shrink_transcript,
                          trim_at_sentence, window_budget_chars)
-from core.overflow.signals import ContextOverflow
+from core.signals import ContextOverflow
 from core.overflow.tokens import content_bytes
 from tests.core.test_compaction import (BRIEF, INSTRUCTION, SYSTEM, ZH_TEXT, research_round,
                                         transcript)

@@ -1,4 +1,4 @@
-"""Pure logic of core.overflow.signals: reading bodies, numbers, retry hints, masking, decision order.
+"""Pure logic of core.signals: reading bodies, numbers, retry hints, masking, decision order.
 (The same decisions through the real SDKs are in tests/contract/test_provider_errors.py.)"""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from email.utils import formatdate
 
 import pytest
 
-from core.overflow.signals import (ContextOverflow, Fatal, RateLimited, Signal, Transient, classify,
+from core.signals import (ContextOverflow, Fatal, RateLimited, Signal, Transient, classify,
                           classify_payload, mask_secrets, output_cap, overflow_numbers,
                           parse_duration, read_body, retry_after, retry_after_from_headers,
                           translate_errors)

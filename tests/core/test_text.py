@@ -1,4 +1,4 @@
-"""Sentence spans, terms and scoring of the offline engine's text analysis (core/engine/text.py)."""
+"""Sentence spans, terms and scoring of the offline engine's text analysis (core/engine/sentences.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pydoc
 
 import pytest
 
-from core.engine.text import Scorer, overlap, sentences, stem, terms
+from core.engine.sentences import Scorer, overlap, sentences, stem, terms
 
 PROSE = (
     "The asyncio module provides infrastructure for single-threaded concurrent code. "

@@ -1,4 +1,4 @@
-"""The LLM engine's report writer (core/engine/writer.py) over the queueable fake chat model.
+"""The LLM engine's report writer (core/engine/model_driven/writer.py) over the queueable fake chat model.
 
 What is checked is what the writer sends (one call or one per section, the outline of the
 intent, the word target, each section's own findings under the catalogue's keys) and what it
@@ -13,12 +13,12 @@ from typing import Sequence
 import pytest
 
 from core.engine.base import ReportDraft
-from core.engine.llm import LLMEngine
-from core.engine.writer import HEADROOM, MIN_SECTION_WORDS, report_tokens
+from core.engine.model_driven.llm_engine import LLMEngine
+from core.engine.model_driven.writer import HEADROOM, MIN_SECTION_WORDS, report_tokens
 from core.llm.base import Completion
 from core.models import Claim, Evidence, Finding, ResearchPlan
-from core.overflow.limits import ContextLimits, ModelLimits
-from core.overflow.signals import Fatal
+from core.overflow.windows import ContextLimits, ModelLimits
+from core.signals import Fatal
 from core.overflow.tokens import TokenEstimator
 from core.report import assemble, evidence_catalog
 from tests.core.test_llm_engine import QueueModel, engine_for, make_findings, make_plan

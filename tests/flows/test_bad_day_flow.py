@@ -19,7 +19,7 @@ from core.models import TopicOptions
 from core.store import ResultStore, query_readonly
 from flows.batch import research_batch
 from flows.cli import app
-from flows.research import research_topic
+from flows.topic import research_topic
 from tests.fakes import providers as fake
 from tests.fakes.http import ScriptedServer
 from tests.fakes.research_provider import SDK_ENV, TEST_MODELS, ResearchProvider, write_pages

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from core.engine.extractive import ExtractiveEngine
-from core.overflow.signals import Fatal
+from core.engine.offline.extractive import ExtractiveEngine
+from core.signals import Fatal
 from core.store import ResultStore, query_readonly
 from flows.batch import research_batch
 from tests.flows.prefect_api import artifacts

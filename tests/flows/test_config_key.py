@@ -12,7 +12,7 @@ from prefect.context import TaskRunContext
 
 from core.models import TopicOptions
 from core.settings import FLOW_SETTINGS, RunConfig, Settings, run_config
-from flows.research import research_topic
+from flows.topic import research_topic
 from tests.fakes.http import ScriptedServer
 from tests.fakes.research_provider import ResearchProvider, write_pages
 

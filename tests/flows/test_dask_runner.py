@@ -18,7 +18,7 @@ import pytest
 
 from core.models import Topic, TopicOptions
 from core.store import ResultStore, query_readonly
-from flows.research import research_topic
+from flows.topic import research_topic
 from flows.runners import SettingsTaskRunner, close_local_cluster, task_runner
 from core.settings import Settings
 from tests.fakes.http import ScriptedServer
@@ -142,7 +142,7 @@ def test_a_signal_raised_in_a_worker_arrives_whole(on_dask):
     arguments) would arrive as a TypeError without the runner's reducers."""
     from prefect import flow, task
 
-    from core.overflow.signals import BudgetExceeded
+    from core.signals import BudgetExceeded
     from core.search.fetch_types import PageRefused
 
     @task(name="over-budget")

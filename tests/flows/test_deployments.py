@@ -52,7 +52,7 @@ def test_serve_builds_a_nightly_batch_and_an_adhoc_topic_with_zone_and_store(tmp
     assert (schedule.cron, schedule.timezone) == ("30 5 * * 1-5", "Europe/Berlin")
     # Loaded by module, not by a path relative to wherever serving started.
     assert nightly.entrypoint == "flows.batch.research_batch"
-    assert adhoc.entrypoint == "flows.research.research_topic"
+    assert adhoc.entrypoint == "flows.topic.research_topic"
     assert store in result.output and "nightly-served" in result.output
 
 

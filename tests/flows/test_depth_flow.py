@@ -16,7 +16,7 @@ import pytest
 
 from core.models import TopicOptions
 from core.store import ResultStore, query_readonly
-from flows.research import research_topic
+from flows.topic import research_topic
 from tests.fakes.http import ScriptedServer
 from tests.fakes.research_provider import (SDK_ENV, TEST_MODELS, UNCOVERED, ResearchProvider,
                                           system_text, write_pages)

@@ -18,7 +18,7 @@ import pytest
 
 from core.models import TopicOptions
 from core.store import ResultStore
-from flows.research import research_topic
+from flows.topic import research_topic
 from tests.fakes import providers as fake
 from tests.fakes.http import Recorded, Reply, ScriptedServer
 from tests.fakes.research_provider import report_markdown

@@ -8,7 +8,7 @@ import pytest
 
 from core.models import TopicOptions
 from core.store import ResultStore
-from flows.research import research_topic
+from flows.topic import research_topic
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from prefect.states import Failed
 
-from core.overflow.signals import ContextOverflow, Fatal, RateLimited, Transient
+from core.signals import ContextOverflow, Fatal, RateLimited, Transient
 from tasks.retry import retry_on_signal
 
 ROOT = Path(__file__).resolve().parents[2]

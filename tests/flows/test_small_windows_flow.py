@@ -17,7 +17,7 @@ import pytest
 from core.models import TopicOptions
 from core import runtime
 from core.store import ResultStore, query_readonly
-from flows.research import research_topic
+from flows.topic import research_topic
 from tests.fakes.http import ScriptedServer
 from tests.fakes.providers import WindowEnforcingHandler
 from tests.fakes.research_provider import responder

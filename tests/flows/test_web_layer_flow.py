@@ -17,7 +17,7 @@ import pytest
 from bench.web import ARTICLES, PDF_SENTENCE, TOPICS, Site, serving
 from core.models import TopicOptions
 from core.store import ResultStore, query_readonly
-from flows.research import research_topic
+from flows.topic import research_topic
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 

@@ -12,7 +12,7 @@ import pytest
 
 from core.models import TopicOptions
 from core.store import ResultStore, query_readonly
-from flows.research import research_topic
+from flows.topic import research_topic
 from tests.fakes.http import Recorded, Reply, ScriptedServer
 from tests.flows.test_provider_faults_flow import FakeModel
 

@@ -1,25 +1,12 @@
-"""What a topic asks, read from its own words: intent, the options compared, subject, verb, aspect.
-
-    parse_topic("How do SQLite and PostgreSQL handle concurrent writes?")
-      -> TopicParts(intent="compare", targets=("SQLite", "PostgreSQL"), verb="handle",
-                    aspect="concurrent writes", plural=True, ...)
-    parse_topic("How does asyncio cancel a task?")
-      -> TopicParts(intent="describe", subject="asyncio", verb="cancel", aspect="a task")
-
-The offline planner phrases sub-questions from these parts (core.engine.phrasing), so a
-question is never the whole topic pasted into a template. English is read by a small
-hand-written grammar in core.engine.intent_en (question word, auxiliary, noun phrase, verb from
-a lexicon, object); Chinese, Japanese and Korean in core.engine.intent_cjk. It does not
-translate, call a model or guess beyond its patterns: what it cannot parse becomes a describe
-topic about the whole text.
-"""
+"""The parts of a topic the offline planner builds sub-questions from, and how a topic lists
+the options it compares. Below both readers (intent_en, intent_cjk) and the intent module that
+chooses between them, so none of them imports another in a circle."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from core.language import detect_language, is_cjk
 from core.models import Intent
 
 
@@ -39,17 +26,6 @@ class TopicParts:
     owner: str = ""  # what the options belong to: "Python" in "Python的asyncio和threading"
     passive: str = ""  # the participle of "How is X implemented": "implemented"
     language: str = "en"  # the language the topic is written in (not the plan's)
-
-
-def parse_topic(text: str) -> TopicParts:
-    """The parts of `text`; the same text always gives the same parts."""
-    text = " ".join(text.split())
-    language = detect_language(text)
-    if is_cjk(language):
-        from core.engine.intent_cjk import parse_cjk  # CJK rules only for CJK topics
-        return parse_cjk(text, language)
-    from core.engine.intent_en import parse_english
-    return replace(parse_english(text.strip(" ?.!")), language=language)
 
 
 # Options as a topic lists them: "threading, multiprocessing and asyncio", "X or Y", "X vs Y".

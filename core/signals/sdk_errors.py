@@ -1,5 +1,5 @@
 """Which SDK raised an exception, which provider host it called, and whether it is a transport
-failure (connect, timeout, bad URL) rather than a reply. Used by `core.overflow.signals.classify`;
+failure (connect, timeout, bad URL) rather than a reply. Used by `core.signals.classify`;
 nothing heavy is imported: exception classes are looked up only in modules already loaded.
 """
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from core.engine.intent import TopicParts
+from core.engine.offline.parts import TopicParts
 from core.models import Intent
 
 _ZH_JOIN = r"\s*(?:以及|和|与|跟|及|还是|或者|或是|或|对比|、|,|，|\bvs\.?\b|\bVS\b|\bversus\b)\s*"

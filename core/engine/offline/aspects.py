@@ -1,4 +1,4 @@
-"""The aspect questions a kind of question gets (core.engine.kinds), in English and Chinese.
+"""The aspect questions a kind of question gets (core.engine.offline.kinds), in English and Chinese.
 
 A cause question is followed by its causes, mechanisms and factors; a history by origins,
 change and impact; best practices by recommendations and mistakes; a yes/no question by the
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 
-from core.engine.kinds import Asked
-from core.engine.phrasing import agreement, third_person
-from core.engine.text import query_words
+from core.engine.offline.kinds import Asked
+from core.engine.offline.phrasing import agreement, third_person
+from core.engine.sentences import query_words
 
 Draft = tuple[str, tuple[str, ...]]
 # Words of a question that no page about the answer uses.

@@ -1,7 +1,7 @@
 """The offline planner: a topic's intent, its comparison targets and its sub-questions.
 
-`plan_topic` reads the topic's parts (core.engine.intent: options, subject, verb, aspect) and
-phrases each sub-question from them with the templates of core.engine.phrasing, in the plan's
+`draft_plan` reads the topic's parts (core.engine.offline.intent: options, subject, verb, aspect) and
+phrases each sub-question from them with the templates of core.engine.offline.phrasing, in the plan's
 language (English, Chinese, Japanese or Korean; English for any other). A compare or
 recommend plan asks one dimension of difference per sub-question about every option; a
 describe plan asks what its subject is, how it does what the topic asks, how it is used and
@@ -15,14 +15,15 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from core.engine import phrasing as ph
-from core.engine.aspects import aspect_brief, aspect_drafts
-from core.engine.intent import TopicParts, parse_topic, split_options
-from core.engine.intent_cjk import phrases
-from core.engine.intent_en import base_verb
-from core.engine.kinds import Asked, focus_of, read_english, tool_like
-from core.engine.kinds_zh import read_chinese
-from core.engine.text import query_words, terms
+from core.engine.offline import phrasing as ph
+from core.engine.offline.aspects import aspect_brief, aspect_drafts
+from core.engine.offline.intent import parse_topic
+from core.engine.offline.parts import TopicParts, split_options
+from core.engine.offline.intent_cjk import phrases
+from core.engine.offline.intent_en import base_verb
+from core.engine.offline.kinds import Asked, focus_of, read_english, tool_like
+from core.engine.offline.kinds_zh import read_chinese
+from core.engine.sentences import query_words, terms
 from core.language import is_cjk, resolve_language
 from core.models import ResearchPlan, SubQuestion, Topic
 
@@ -35,7 +36,7 @@ _ZH_GENERIC = re.compile(r"^(?:处理|实现|进行|支持|管理|完成|执行|
 Draft = tuple[str, tuple[str, ...]]  # a sub-question's text and its queries
 
 
-def plan_topic(topic: Topic) -> ResearchPlan:
+def draft_plan(topic: Topic) -> ResearchPlan:
     """The research plan for `topic`, written in its language (or the one it asks for)."""
     text = " ".join(topic.text.split())
     parts = parse_topic(text)
@@ -75,7 +76,7 @@ def plan_topic(topic: Topic) -> ResearchPlan:
 
 
 def _asked(text: str, parts: TopicParts, lang: str) -> Asked | None:
-    """The topic's kind of question (core.engine.kinds), when it is not a comparison and the
+    """The topic's kind of question (core.engine.offline.kinds), when it is not a comparison and the
     plan is written in the topic's own language (the kinds' subjects are its words)."""
     if len(parts.targets) >= 2:
         return None

@@ -2,8 +2,8 @@
 
 Each role has a system text and a function that fills in the user turn. Keeping them here (as
 open_deep_research does) lets a reader review the whole conversation in one file; the engine in
-`core.engine.llm` only decides *when* to send them. The JSON shapes named in the prompts are the
-pydantic models of `core.engine.schemas`; providers that support structured output also get the
+`core.engine.model_driven.llm_engine` only decides *when* to send them. The JSON shapes named in the prompts are the
+pydantic models of `core.engine.model_driven.schemas`; providers that support structured output also get the
 schema itself.
 """
 

@@ -1,9 +1,9 @@
 """Reading provider error bodies: every string in them, the numbers an overflow states, retry
 hints, and masking of anything that looks like an API key.
 
-Pure text and data handling, no SDK imports. `core.overflow.signals` decides categories from what this
+Pure text and data handling, no SDK imports. `core.signals` decides categories from what this
 module reads; tests and callers holding a raw reply use these readers directly. What an overflow
-or output-cap message says (numbers, side, cap) is `core.overflow.error_numbers`, re-exported here.
+or output-cap message says (numbers, side, cap) is `core.signals.overflow_numbers`, re-exported here.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Mapping
 
-from core.overflow.error_numbers import (OVERFLOW_TEXT, STRING_TOO_LONG, OverflowNumbers,
+from core.signals.overflow_numbers import (OVERFLOW_TEXT, STRING_TOO_LONG, OverflowNumbers,
                                          looks_like_overflow, output_cap, overflow_numbers,
                                          side_from_text, string_length_numbers)
 
 __all__ = ["BodyFacts", "read_body", "parse_duration", "retry_after", "retry_after_from_headers",
            "tokens_per_minute", "mask_secrets", "clip", "AUTH_TEXT", "BILLING_TEXT", "ZERO_QUOTA",
            "OVERLOAD_TEXT", "RATE_TEXT",
-           # re-exported from core.overflow.error_numbers
+           # re-exported from core.signals.overflow_numbers
            "OVERFLOW_TEXT", "STRING_TOO_LONG", "OverflowNumbers", "looks_like_overflow",
            "output_cap", "overflow_numbers", "side_from_text", "string_length_numbers"]
 

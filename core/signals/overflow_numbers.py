@@ -12,7 +12,7 @@ TGI, llama.cpp, Ollama, LM Studio and the hosted APIs each have their own). Two 
 `side` says what to cut: "input" when the prompt alone is too long, "output" when the prompt fits
 and only prompt + requested output does not (lowering max_tokens recovers), None when the message
 cannot tell (vLLM's "at least N input tokens" is a count cut off at the limit, a bare total).
-Pure text handling, no SDK imports; `core.overflow.error_bodies` re-exports the public names.
+Pure text handling, no SDK imports; `core.signals.bodies` re-exports the public names.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The offline extractive engine: every role, with no network and no model weights.
 
-It plans with core.engine.planning, picks the sentences of what was read that answer each
-sub-question (core.engine.selection: words and meaning, on the subject, near-duplicates once),
+It plans with core.engine.offline.planning, picks the sentences of what was read that answer each
+sub-question (core.engine.offline.selection: words and meaning, on the subject, near-duplicates once),
 quotes them verbatim as evidence, and assembles the report from those quotes, with a summary
-chosen for coverage of the sections (core.engine.summary). Meaning comes from the shared offline
+chosen for coverage of the sections (core.engine.offline.summary). Meaning comes from the shared offline
 embedder (core.embedding), the only "model" here: 16 MB of word vectors, no generation.
 Deterministic: the same corpus and topic give the same report. Its reports say plainly that they
 are extractive, not model-written prose.
@@ -15,12 +15,12 @@ from typing import Sequence
 
 from core.embedding import Embedder
 from core.engine.base import ReportDraft, SectionDraft
-from core.engine.phrasing import dimension_label
-from core.engine.planning import plan_topic
-from core.engine.report_words import words
-from core.engine.selection import corroborated, pick, rank
-from core.engine.summary import summarize
-from core.engine.text import query_words, terms
+from core.engine.offline.phrasing import dimension_label
+from core.engine.offline.planning import draft_plan
+from core.engine.offline.words import words
+from core.engine.offline.selection import corroborated, pick, rank
+from core.engine.offline.summary import summarize
+from core.engine.sentences import query_words, terms
 from core.models import (Claim, Evidence, Finding, FollowUp, ResearchPlan, SearchResult,
                          Source, SubQuestion, Topic, Transcript)
 from core.report import escape_markdown, evidence_catalog
@@ -84,7 +84,7 @@ class ExtractiveEngine:
 
     # -- plan ---------------------------------------------------------------------------------
     def plan(self, topic: Topic, *, max_tokens: int | None = None) -> ResearchPlan:
-        return plan_topic(topic)
+        return draft_plan(topic)
 
     # -- research rounds ----------------------------------------------------------------------
     def next_queries(self, transcript: Transcript, round_index: int, *,

@@ -1,7 +1,7 @@
 """Reading a model's answers: JSON out of prose or code fences, validated into the role's schema;
 the plan rules a re-ask enforces; a markdown report split back into the plan's parts.
 
-Nothing here calls a model: `core.engine.llm` asks, these functions read what came back and say
+Nothing here calls a model: `core.engine.model_driven.llm_engine` asks, these functions read what came back and say
 precisely what was wrong, so a re-ask can quote it.
 """
 
@@ -13,9 +13,9 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from core.engine import prompts
+from core.engine.model_driven import prompts
 from core.engine.base import ReportDraft, SectionDraft
-from core.engine.schemas import PlanOut
+from core.engine.model_driven.schemas import PlanOut
 from core.models import ResearchPlan
 
 Out = TypeVar("Out", bound=BaseModel)

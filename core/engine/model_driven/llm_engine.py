@@ -3,9 +3,9 @@
 Roles: plan; choose which search results to read (from titles and snippets); reflect and pick
 follow-up searches; rewrite searches that found nothing readable; condense a page; compress a
 transcript into findings; review a wave of findings as the supervisor; write the report
-(`core.engine.writer`, markdown). Each is one call (the report may be several) sized to the
-model's window by `core.engine.calls`, with prompt text in `core.engine.prompts` and JSON
-answers validated by `core.engine.schemas`. What the engine guarantees on top of the model:
+(`core.engine.model_driven.writer`, markdown). Each is one call (the report may be several) sized to the
+model's window by `core.engine.model_driven.calls`, with prompt text in `core.engine.model_driven.prompts` and JSON
+answers validated by `core.engine.model_driven.schemas`. What the engine guarantees on top of the model:
 
 - a malformed answer is re-asked once with the parse error, then raises `Fatal`: a plan, finding
   or report is never invented silently, and an error is never returned as content;
@@ -27,15 +27,15 @@ import logging
 import re
 from typing import Any, Sequence
 
-from core.engine import prompts
-from core.engine.answers import InvalidOutput, plan_complaint
+from core.engine.model_driven import prompts
+from core.engine.model_driven.answers import InvalidOutput, plan_complaint
 from core.engine.base import ReportDraft
-from core.engine.calls import ModelCalls
-from core.engine.quotes import verified_claim
-from core.engine.schemas import (ChooseOut, CompressOut, CondenseOut, ControllerOut, PlanOut,
+from core.engine.model_driven.calls import ModelCalls
+from core.engine.model_driven.quotes import verified_claim
+from core.engine.model_driven.schemas import (ChooseOut, CompressOut, CondenseOut, ControllerOut, PlanOut,
                                  ReviewOut, RewriteOut, json_schema)
-from core.engine.text import units
-from core.engine.writer import ReportWriter
+from core.engine.sentences import units
+from core.engine.model_driven.writer import ReportWriter
 from core.language import resolve_language
 from core.ledger import acting_as
 from core.models import (FollowUp, Finding, Message, ResearchPlan, SearchResult, Source,

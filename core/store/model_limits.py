@@ -4,7 +4,7 @@ What it does: functions over an open connection that `ResultStore` calls: upsert
 for a model (a window replaces the old one, as the provider's newest number is the truth; a
 per-request budget keeps the smallest seen) and read them all back.
 
-What it does not do: decide what a limit is (core.overflow.limits does) or hold any state.
+What it does not do: decide what a limit is (core.overflow.windows does) or hold any state.
 """
 
 from __future__ import annotations

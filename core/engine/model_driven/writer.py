@@ -5,7 +5,7 @@ output cap; otherwise (or when a one-call report comes back cut off and no large
 is written section by section: one call per section with that section's findings, then one
 call for the title, executive summary, comparison or recommendation, and conclusion around the
 sections. Either way the answer is markdown split back into the plan's parts by the tags of
-its headings (`core.engine.answers.draft_from_markdown`); references are numbered later, in code.
+its headings (`core.engine.model_driven.answers.draft_from_markdown`); references are numbered later, in code.
 
 Nothing here retries a provider fault or shrinks on overflow: a `ContextOverflow` reaches the
 report shrink loop (core.overflow.recovery), which cuts findings and calls again.
@@ -14,18 +14,16 @@ report shrink loop (core.overflow.recovery), which cuts findings and calls again
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
-from core.engine import prompts
-from core.engine.answers import InvalidOutput, draft_from_markdown, split_markdown
 from core.engine.base import ReportDraft
+from core.engine.model_driven import prompts
+from core.engine.model_driven.answers import InvalidOutput, draft_from_markdown, split_markdown
+from core.engine.model_driven.calls import ModelCalls
 from core.language import is_cjk
 from core.models import Finding, Message, ResearchPlan
 from core.overflow.shrink import finding_blocks
-from core.overflow.signals import Fatal
-
-if TYPE_CHECKING:  # the engine imports this module
-    from core.engine.llm import LLMEngine
+from core.signals import Fatal
 
 log = logging.getLogger("researchflow.engine")
 
@@ -45,7 +43,7 @@ def report_tokens(words: int, language: str) -> int:
 
 
 class ReportWriter:
-    def __init__(self, engine: "LLMEngine", plan: ResearchPlan) -> None:
+    def __init__(self, engine: ModelCalls, plan: ResearchPlan) -> None:
         self.engine = engine
         self.plan = plan
 

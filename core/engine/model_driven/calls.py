@@ -17,15 +17,15 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from pydantic import BaseModel
 
-from core.engine import prompts
-from core.engine.answers import InvalidOutput, parse_answer
-from core.engine.schemas import json_schema
+from core.engine.model_driven import prompts
+from core.engine.model_driven.answers import InvalidOutput, parse_answer
+from core.engine.model_driven.schemas import json_schema
 from core.llm.base import ChatModel, Completion
 from core.models import Message
 from core.overflow.compaction import truncate_tool_result
-from core.overflow.limits import ContextLimits
+from core.overflow.windows import ContextLimits
 from core.overflow.shrink import SAFETY_MARGIN
-from core.overflow.signals import Fatal
+from core.signals import Fatal
 from core.overflow.tokens import TokenEstimator, content_bytes, default_estimator
 
 Out = TypeVar("Out", bound=BaseModel)

@@ -1,5 +1,5 @@
 """The words of the offline planner's sub-questions and briefs, in English, Chinese, Japanese
-and Korean: templates only, filled by core.engine.planning from a topic's parts.
+and Korean: templates only, filled by core.engine.offline.planning from a topic's parts.
 
 English templates take agreement slots ({does}, {is}, {it}) so a plural subject reads "How do
 databases use indexes", never "How does databases ...". Chinese, Japanese and Korean need no

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from core.engine.schemas import EvidenceOut
+from core.engine.model_driven.schemas import EvidenceOut
 from core.models import Claim, Evidence, Source
 
 _ELLIPSIS = re.compile(r"\s*(?:\.\.\.|…|\[\.\.\.\])\s*")

@@ -36,7 +36,7 @@ from core.models import Message, PageNotes, SearchResult, SubQuestion, ToolCall,
 from core.search.base import SearchBackend
 from core.search.fetch_types import PageFault
 from core.search.urls import normalize_url
-from core.overflow.signals import Signal
+from core.signals import Signal
 
 log = logging.getLogger("researchflow.research")
 

@@ -1,4 +1,4 @@
-"""The English grammar of core.engine.intent: question word, auxiliary, subject, verb, object.
+"""The English grammar of core.engine.offline.intent: question word, auxiliary, subject, verb, object.
 
     parse_english("How do SQLite and PostgreSQL handle concurrent writes")
       -> TopicParts(intent="compare", targets=("SQLite", "PostgreSQL"), verb="handle", ...)
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from core.engine.intent import ARTICLE, TopicParts, split_options
+from core.engine.offline.parts import ARTICLE, TopicParts, split_options
 from core.models import Intent
 
 _I = re.I

@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from core.overflow.signals import ContextOverflow, Signal
+from core.signals import ContextOverflow, Signal
 
 log = logging.getLogger("researchflow.limits")
 

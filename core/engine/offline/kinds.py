@@ -10,11 +10,11 @@
 
 A kind (cause, reason, history, practice, impact, time, place, person, quantity, yes/no,
 factors, quality, process, open) says which aspect questions make sense for the topic
-(core.engine.aspects phrases them): a cause question gets causes and mechanisms, a history gets
+(core.engine.offline.aspects phrases them): a cause question gets causes and mechanisms, a history gets
 origins and change, never "what is it for". The subject is the noun phrase the topic is about,
 as written; `focus` the content phrase a relevant sentence must name. Shapes the older grammar
 reads well ("How does asyncio cancel a task", "What is a B-tree", "X vs Y") are left to it:
-`read_english` returns None for them. Chinese is read in core.engine.kinds_zh.
+`read_english` returns None for them. Chinese is read in core.engine.offline.kinds_zh.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from core.engine.intent import split_options
-from core.engine.intent_en import DETERMINERS, base_verb
-from core.engine.phrasing import third_person
-from core.engine.text import terms
+from core.engine.offline.parts import split_options
+from core.engine.offline.intent_en import DETERMINERS, base_verb
+from core.engine.offline.phrasing import third_person
+from core.engine.sentences import terms
 from core.models import Intent
 
 _I = re.I
@@ -217,7 +217,7 @@ _WHAT_BE = r"^(?:what (?:is|are|was|were) |what's )?"
 
 def read_english(text: str) -> Asked | None:
     """The kind, subject and focus of `text` (final punctuation removed), or None when the
-    topic is a shape the grammar of core.engine.intent_en already phrases well."""
+    topic is a shape the grammar of core.engine.offline.intent_en already phrases well."""
     t = " ".join(text.split()).strip(" ?.!")
     body = _LEAD.sub("", t)
     for pattern, kind in _FACETS:

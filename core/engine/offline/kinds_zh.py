@@ -8,16 +8,16 @@
 
 The question word (如何, 为什么, 什么是, 哪些) and the facet (的历史, 的最佳实践, 的影响) are cut
 off, so no sub-question embeds the whole topic with its question word. Topics with a subject
-before 如何 ("asyncio如何取消任务") and comparisons stay with core.engine.intent_cjk: None.
+before 如何 ("asyncio如何取消任务") and comparisons stay with core.engine.offline.intent_cjk: None.
 """
 
 from __future__ import annotations
 
 import re
 
-from core.engine.intent_cjk import phrases
-from core.engine.kinds import Asked, Clause
-from core.engine.text import terms
+from core.engine.offline.intent_cjk import phrases
+from core.engine.offline.kinds import Asked, Clause
+from core.engine.sentences import terms
 from core.models import Intent
 
 _LEAD = re.compile(r"^(?:请问|请|我想知道|想问一下)?\s*(?:简要|简单)?(?:说明|解释|介绍|讲讲|谈谈|描述)?"

@@ -18,8 +18,8 @@ from typing import Sequence
 import numpy as np
 
 from core.embedding import Embedder, embedder as shared_embedder
-from core.engine.selection import naming
-from core.engine.text import overlap, terms
+from core.engine.offline.selection import naming
+from core.engine.sentences import overlap, terms
 from core.models import Claim, ResearchPlan
 
 # How much repeating an earlier summary line costs a candidate (MMR's trade-off).
