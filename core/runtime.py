@@ -72,7 +72,9 @@ def ledger_for(db_path: str | Path) -> Ledger:
     """The process's ledger for one DuckDB file (running spend is kept per file)."""
     from core.store import ResultStore
 
-    key = str(Path(db_path).expanduser().resolve())
+    from core.store.backend import lake_target
+
+    key = lake_target(db_path) or str(Path(db_path).expanduser().resolve())
     with _lock:
         ledger = _ledgers.get(key)
     if ledger is None:

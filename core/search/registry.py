@@ -53,7 +53,7 @@ def make_search(settings: Settings) -> SearchBackend:
 
 def page_store(settings: Settings) -> PageStore:
     """The page and search cache: tables of the results store itself, shared by every run."""
-    return PageStore(Path(settings.db_path).expanduser().resolve())
+    return PageStore(settings.store_target())  # a lake's target is not a path to resolve
 
 
 def corpus_search(settings: Settings) -> CorpusSearch:
