@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -114,6 +114,12 @@ def read_topics_csv(path: Path, *, batch_id: str, defaults: dict | None = None,
             continue
         seen[topic.topic_id] = line
         good.append(TopicRow(line, topic))
+    # A bad row is recorded under its topic's id only when no other row has it.
+    used = set(seen)
+    for i, error in enumerate(errors):
+        if error.key in used:
+            errors[i] = replace(error, key="")
+        used.add(error.key)
     return good, errors
 
 

@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 from typing import Optional
 
-import click
 import typer
 from rich.table import Table
 from rich.text import Text
@@ -29,14 +28,13 @@ from flows.serve import serve, ui
 class _OneLineErrors(TyperGroup):
     """Any exception a command lets out is one line, not a traceback (--debug shows it)."""
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort,
-                click.ClickException, KeyboardInterrupt):
-            raise
         except Exception as exc:  # noqa: BLE001 - shown as one line; --debug re-raises
-            if debugging():
+            # Exits, usage errors and bad parameters are the command line's own: click (as
+            # vendored by typer) prints those itself.
+            if debugging() or type(exc).__module__.startswith(("click", "typer")):
                 raise
             err.print(Text.assemble(("error:", "bold red"), " ", plain(
                 " ".join(f"{type(exc).__name__}: {exc}".split())[:2000]),

@@ -99,10 +99,21 @@ def check_query(sql: str) -> None:
             "DESCRIBE, SHOW, SUMMARIZE and EXPLAIN run, and the store is never changed")
 
 
-def sandbox(con: duckdb.DuckDBPyConnection) -> None:
-    """Lock `con` into reading what it has open (see SANDBOX)."""
+def sandbox(con: duckdb.DuckDBPyConnection, allowed: Sequence[str] = ()) -> None:
+    """Lock `con` into reading what it has open (see SANDBOX); `allowed` folders stay
+    readable (a lake's data path)."""
+    if allowed:
+        listed = ", ".join("'" + a.replace("'", "''") + "'" for a in allowed)
+        con.execute(f"SET allowed_directories = [{listed}]")
     for name, value in SANDBOX:
         con.execute(f"SET {name} = {value}")
+
+
+def _sandbox_lake(con: duckdb.DuckDBPyConnection) -> None:
+    """A lake's Parquet files live under its data path, which the catalog names."""
+    row = con.execute(f"SELECT value FROM ducklake_options('{lake.ALIAS}') "
+                      "WHERE option_name = 'data_path'").fetchone()
+    sandbox(con, allowed=[row[0]] if row and row[0] else [])
 
 
 def _sandboxed_file(path: Path) -> duckdb.DuckDBPyConnection:
@@ -138,7 +149,7 @@ def readonly(path: Path, *, lock_timeout: float = 3.0) -> Iterator[duckdb.DuckDB
     """A sandboxed read-only connection to an existing store for a `with` block."""
     spec = lake_target(path)
     if spec is not None:  # a DuckLake, attached READ_ONLY in an instance of its own
-        with lake.backend_for(spec).read_only(prepare=sandbox) as con:
+        with lake.backend_for(spec).read_only(prepare=_sandbox_lake) as con:
             _check_ours(con, lake.masked(spec))
             yield con
         return
