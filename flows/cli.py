@@ -9,7 +9,6 @@ at import.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Optional
 
@@ -19,8 +18,8 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from flows.cli_reports import export, query, search, show
-from flows.console import (DEBUG_ENV, DbOpt, db_path, debugging, err, fail, flow_db, out, plain,
-                           prefect_env, quiet_prefect_console, store_exists)
+from flows.console import (DbOpt, db_path, debugging, err, fail, flow_db, out, plain,
+                           prefect_env, quiet_prefect_console, set_debug, store_exists)
 from flows.local_api import ensure_api
 from flows.serve import serve, ui
 
@@ -51,8 +50,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, cls=_OneLineErrors
 def _main(debug: bool = typer.Option(False, "--debug", help="Show tracebacks, Prefect's "
                                      "console logs included, instead of one-line errors.")
           ) -> None:
-    if debug:
-        os.environ[DEBUG_ENV] = "1"
+    set_debug(debug)
 
 
 ModelOpt = typer.Option(None, "--model", help="offline | openai:MODEL | anthropic:MODEL | "
@@ -91,11 +89,12 @@ def _check_topic(topic: str) -> None:
 
 def _check_store(db: Optional[str]) -> None:
     """A --db that can never be a store fails here, not inside the flow."""
+    from core.store import StoreError
     from core.store.query import check_target
 
     try:
         check_target(db_path(db))
-    except ValueError as exc:
+    except StoreError as exc:
         fail(str(exc))
 
 

@@ -27,9 +27,18 @@ DbOpt = typer.Option(None, "--db", help="DuckDB file (default: researchflow.duck
 DEBUG_ENV = "RESEARCHFLOW_DEBUG"
 
 
+_debug = False
+
+
+def set_debug(on: bool) -> None:
+    """--debug of this command line (each invocation sets it)."""
+    global _debug
+    _debug = on
+
+
 def debugging() -> bool:
     """Whether --debug (or RESEARCHFLOW_DEBUG=1) asked for tracebacks."""
-    return os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return _debug or os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def plain(text: object, style: str = "") -> Text:
