@@ -240,7 +240,7 @@ def _table(batch_id: str, db: Optional[str], rows) -> None:
                   title=plain(f"batch {batch_id}"))
     for status, report_id, topic, calls, cost, error in rows:
         style = {"succeeded": "green", "skipped": "yellow"}.get(status, "red")
-        table.add_row(plain(status, style), plain(report_id or ""), plain(topic),
+        table.add_row(plain(status, style), plain(report_id or ""), plain(topic[:200]),
                       str(calls or 0), f"${cost or 0:.4f}", plain((error or "")[:160]))
     out.print(table)
     literal = batch_id.replace("'", "''")
