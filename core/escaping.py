@@ -99,7 +99,9 @@ def markdown_link(url: str) -> str:
     return f"[{label}]({quote(url, safe=_URL_SAFE)})"
 
 
-_CODE = re.compile(r"(?ms)^[ \t]{0,3}(`{3,}|~{3,}).*?(?:^[ \t]{0,3}\1[ \t]*$|\Z)|(`+)(?!`).+?(?<!`)\2(?!`)")
+# A fenced code block (to its closing fence or the end), or an inline code span.
+_CODE = re.compile(r"(?ms)^[ \t]{0,3}(`{3,}|~{3,}).*?(?:^[ \t]{0,3}\1[ \t]*$|\Z)"
+                   r"|(`+)(?!`).+?(?<!`)\2(?!`)")
 _LINK_END = re.compile(r"\]\(\s*<?([^\s)>]*)")
 _DEFINITION = re.compile(r"(?m)^([ \t]{0,3})\[([^\]\n]+)\]:[ \t]*<?(\S*?)>?(?=\s|$)")
 _OTHER_SCHEME = re.compile(r"\b([a-z][a-z0-9+.-]*):(?=//)", re.IGNORECASE)

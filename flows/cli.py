@@ -236,18 +236,19 @@ def _batch_rows(batch_id: str, db: Path):
 def _table(batch_id: str, db: Optional[str], rows) -> None:
     import shlex
 
-    table = Table("status", "report", "topic", "calls", "cost", "error",
-                  title=plain(f"batch {batch_id}"))
+    table = Table(title=plain(f"batch {batch_id}"))
+    for name in ("status", "report", "topic", "calls", "cost", "error"):
+        whole = name in ("status", "report", "calls", "cost")  # ids stay whole, to copy
+        table.add_column(name, no_wrap=whole, min_width=14 if name == "report" else None)
     for status, report_id, topic, calls, cost, error in rows:
         style = {"succeeded": "green", "skipped": "yellow"}.get(status, "red")
         table.add_row(plain(status, style), plain(report_id or ""), plain(topic[:200]),
                       str(calls or 0), f"${cost or 0:.4f}", plain((error or "")[:160]))
     out.print(table)
-    literal = batch_id.replace("'", "''")
-    sql = f"SELECT report_id, title FROM reports WHERE batch_id = '{literal}'"
-    out.print(plain(f"reports are in {db_path(db)}; try:\n  researchflow query {shlex.quote(sql)}"
-                    f"{_db_hint(db)}\n  researchflow show REPORT_ID{_db_hint(db)}"),
-              soft_wrap=True)  # commands to copy: never wrap
+    sql = "SELECT report_id, title FROM reports WHERE batch_id = ?"
+    out.print(plain(f"reports are in {db_path(db)}; try:\n  researchflow query \"{sql}\" -p "
+                    f"{shlex.quote(batch_id)}{_db_hint(db)}\n  researchflow show REPORT_ID"
+                    f"{_db_hint(db)}"), soft_wrap=True)  # commands to copy: never wrap
 
 
 def _state_error(state) -> str:
