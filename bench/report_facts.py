@@ -16,9 +16,11 @@ from core.report import HEADINGS
 _CITE = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\](?!\()")  # [3] or [3, 4]; not a [text](link)
 # A sentence ends at its punctuation plus any citation marks right after it (as core/report.py).
 _END = re.compile(r"(?:[.!?]+(?=\s|$|\[)|[。！？]+)(?:\s*\[\d+(?:\s*,\s*\d+)*\](?!\())*")
-_REF = re.compile(r"^\s*(\d+)\.\s+\[(.*)\]\((\S+?)\)\s*(?:[—–-]+\s*[“\"](.*)[”\"])?\s*$")
+# "1. [Title](url) — “quote”" (older reports) or "1. Title ([host](url)) — “quote”".
+_REF = re.compile(r"^\s*(\d+)\.\s+(?:\[.*\]\((?P<old>\S+?)\)|.*?\(\[[^\]]*\]\((?P<url>\S+?)\)\))"
+                  r"\s*(?:[—–-]+\s*[“\"](?P<quote>.*)[”\"])?\s*$")
 _ITEM = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
-_ESCAPED = re.compile(r"\\([\\`*_\[\]<>|])")  # core.report.escape_markdown, undone
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")  # core.escaping.markdown_text, undone
 # Every language's heading (core.report.HEADINGS), lower-cased, and older spellings.
 REFERENCES = {"sources", "参考资料"} | {t["references"].lower() for t in HEADINGS.values()}
 DISPUTED = {t["disputed"].lower() for t in HEADINGS.values()}
@@ -109,7 +111,7 @@ def parse_report(markdown: str) -> ParsedReport:
         kind = heading.lower().rstrip(":")
         if kind in REFERENCES:
             for m in filter(None, map(_REF.match, lines)):
-                refs[int(m[1])] = (m[3], _ESCAPED.sub(r"\1", m[4] or ""))
+                refs[int(m[1])] = (m["old"] or m["url"], _ESCAPED.sub(r"\1", m["quote"] or ""))
             continue
         if kind not in DISPUTED:
             sections.append(heading)

@@ -17,6 +17,7 @@ import re
 from typing import Sequence
 
 from core.engine.base import ReportDraft
+from core.escaping import defang_markdown, markdown_link, markdown_text
 from core.models import Citation, Evidence, Finding, ResearchPlan, Report, stable_id
 
 _KEY = re.compile(r"\[(E\d+(?:\s*,\s*E\d+)*)\]")
@@ -24,8 +25,6 @@ _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*%?")
 # A sentence ends after its punctuation and any citation keys that follow it.
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？\]])(\s+)(?!\s|\[E\d)")
 INSUFFICIENT = "[insufficient evidence]"
-# Inline markdown: emphasis, code, links, html, and a backslash itself.
-_MARKDOWN_SPECIAL = re.compile(r"[\\`*_\[\]<>|]")
 
 # The report's fixed words in its language; any other language gets English. A draft may name
 # its own parts (a model writes them in the report's language); references, disputes and the
@@ -74,10 +73,6 @@ def evidence_catalog(findings: Sequence[Finding]) -> list[tuple[str, Evidence]]:
 def report_id_for(batch_id: str, topic_id: str) -> str:
     """Deterministic, so a rerun of the same (batch, topic) replaces rather than duplicates."""
     return "r_" + stable_id(batch_id, topic_id, "report", length=12)
-
-
-def _collapse(text: str) -> str:
-    return " ".join(text.split())
 
 
 class _Numberer:
@@ -144,8 +139,9 @@ def _cite(body: str, numberer: _Numberer, flags: list[str], where: str) -> str:
 
 def escape_markdown(text: str) -> str:
     """`text` shown as written: characters markdown would read as formatting are escaped, so
-    a quoted `__enter__()` stays `__enter__()` rather than a bold "enter()"."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\g<0>", text)
+    a quoted `__enter__()` stays `__enter__()` rather than a bold "enter()" (one line; see
+    core.escaping.markdown_text)."""
+    return markdown_text(text)
 
 
 def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft, *,
@@ -167,13 +163,16 @@ def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft
         # The draft's own heading for the part, else ours in the report's language.
         heading = own.get(name) or fixed_heading(name, lang)
         lines = body.strip().splitlines() if name == "comparison" else [body]
-        return [f"## {heading}", "",
-                "\n".join(_cite(line, numberer, flags, heading) for line in lines), ""]
+        return [f"## {markdown_text(heading)}", "",
+                "\n".join(_cite(defang_markdown(line), numberer, flags, heading)
+                          for line in lines), ""]
 
-    parts = [f"# {draft.title}", ""]
+    # Topics, titles and headings are text (a topic may be any string a user typed); the
+    # draft's prose is markdown, whose links may only go to the web or a file.
+    parts = [f"# {markdown_text(draft.title)}", ""]
     if notice:
         parts += [f"> {notice}", ""]
-    parts += [f"**{fixed_heading('topic', lang)}:** {plan.topic}  ",
+    parts += [f"**{fixed_heading('topic', lang)}:** {markdown_text(plan.topic)}  ",
               f"**{fixed_heading('intent', lang)}:** {fixed_heading(plan.intent, lang)}", ""]
     parts += part("summary", draft.summary)
     if plan.intent == "compare":
@@ -182,10 +181,10 @@ def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft
     for sq in plan.sections:
         section = drafted.get(sq.index)
         heading = section.heading if section else sq.question
-        body = _cite(section.body, numberer, flags, heading) if section else ""
+        body = _cite(defang_markdown(section.body), numberer, flags, heading) if section else ""
         if not re.search(r"\[\d+\]", body) and INSUFFICIENT not in body:
             body = (body.strip() + " " if body.strip() else "") + INSUFFICIENT
-        parts += [f"## {heading}", "", body.strip(), ""]
+        parts += [f"## {markdown_text(heading)}", "", body.strip(), ""]
     if plan.intent == "recommend":
         parts += part("recommendation", draft.recommendation)
     parts += part("conclusion", draft.conclusion)
@@ -196,15 +195,19 @@ def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft
         for finding, claim in disputed:
             keys = [k for k, ev in catalog.items() if ev in claim.evidence]
             refs = _cite("".join(f"[{k}]" for k in keys), numberer, flags, "Disputed")
-            parts.append(f"- *{finding.subquestion}*: {_collapse(claim.text)} {refs}".rstrip())
+            parts.append(f"- *{markdown_text(finding.subquestion)}*: "
+                         f"{markdown_text(claim.text)} {refs}".rstrip())
         parts.append("")
 
     if numberer.unknown:
         flags.append("draft cited unknown evidence keys: " + ", ".join(sorted(set(numberer.unknown))))
     parts += [f"## {fixed_heading('references', lang)}", ""]
     for c in numberer.citations:
-        title = escape_markdown(_collapse(c.title or c.url))
-        parts.append(f"{c.number}. [{title}]({c.url}) — “{escape_markdown(_collapse(c.quote))}”")
+        # The title is text, not the link's label: Prefect's UI shows a label as typed,
+        # backslashes and all. The link is labelled with its host, and only http(s) or file.
+        title = markdown_text(c.title or c.url)
+        parts.append(f"{c.number}. {title} ({markdown_link(c.url)}) — "
+                     f"“{markdown_text(c.quote)}”")
     if not numberer.citations:
         parts.append(INSUFFICIENT)
     return Report(report_id=report_id, topic=plan.topic, title=draft.title,

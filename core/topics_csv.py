@@ -1,19 +1,23 @@
 """Read a CSV of topics: every good row becomes a Topic, every bad row a RowError.
 
 One bad row never sinks the batch: it is reported with its row number and what to fix, and the
-other rows still run. Only a file that cannot be a topic list at all (missing, unreadable, no
-`topic` column) raises `BatchFileError`.
+other rows still run. A row is bad on its own for bytes that are not UTF-8, a cell too large,
+an option out of range, an empty or duplicate topic. Only a file that cannot be a topic list at
+all (missing, unreadable, no `topic` column) raises `BatchFileError`. Columns the batch does
+not read are reported through `warn`.
 """
 
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from core.models import TOPIC_OPTIONS, Topic, TopicOptions
+from core.models import TOPIC_OPTIONS, Topic, TopicOptions, stable_id
 
 # Per-row columns a CSV may carry (the fields of TopicOptions); a row's value wins over the
 # batch's default.
@@ -24,10 +28,21 @@ class BatchFileError(ValueError):
     """The CSV as a whole is unusable; the message says what to do."""
 
 
+MAX_CELL = 131_072  # characters in one cell (the csv module's own default limit)
+_FIELD_LIMIT = threading.Lock()  # csv.field_size_limit is process-wide
+
+
 @dataclass(frozen=True)
 class RowError:
     row: int  # 1-based line number in the file, header = 1
     message: str
+    topic: str = field(default="", compare=False)  # the row's topic cell, as far as readable
+    key: str = field(default="", compare=False)  # its topic_id when recorded as invalid
+
+    def topic_id(self, batch_id: str) -> str:
+        """The id under which the store records this row as invalid: the topic's own when
+        the row names one (a fixed row replaces the record), else one of the row."""
+        return self.key or stable_id(batch_id, "invalid row", str(self.row))
 
 
 @dataclass(frozen=True)
@@ -37,63 +52,118 @@ class TopicRow:
 
 
 def read_topics_csv(path: Path, *, batch_id: str, defaults: TopicOptions | None = None,
+                    warn: Callable[[str], None] | None = None,
                     ) -> tuple[list[TopicRow], list[RowError]]:
     """The CSV's topics; `defaults` (the CLI's --max-waves and friends) apply to every row that
-    does not set its own."""
+    does not set its own. `warn` hears about columns that are not read."""
     path = Path(path)
     defaults = (defaults or TopicOptions()).model_dump()
     if not path.is_file():
         raise BatchFileError(f"{path}: no such file; pass a CSV with a 'topic' column")
     try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            reader = csv.DictReader(fh)
-            # From the header itself: a first row with extra cells has a None key.
-            fields = [(f or "").strip().lower() for f in reader.fieldnames or ()]
-            rows = [(_first_line(reader.line_num, raw), raw) for raw in reader]
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise BatchFileError(f"{path}: not a readable UTF-8 CSV ({exc}); save it as UTF-8 "
-                             "with a 'topic' header") from exc
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BatchFileError(f"{path}: cannot be read ({exc.strerror or exc}); pass a CSV "
+                             "with a 'topic' column") from exc
+    # Bytes that are not UTF-8 stay in the text as surrogates, so only their rows are bad.
+    text = data.decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
+    try:
+        header, rows = _records(text)
+    except csv.Error as exc:
+        raise BatchFileError(f"{path}: not a readable CSV ({exc}); save it as UTF-8 with a "
+                             "'topic' header") from exc
+    fields = [_readable(f).strip().lower() for f in header]
     if not any(fields):
         raise BatchFileError(f"{path}: no header; the first line must be a header with a "
                              "'topic' column")
     if "topic" not in fields:
+        hint = ("; the header is not UTF-8: save the file as UTF-8"
+                if any(_undecodable(f) for f in header) else "")
         raise BatchFileError(f"{path}: no 'topic' column (found: {', '.join(fields)}); "
-                             "name the column of topics 'topic'")
+                             f"name the column of topics 'topic'{hint}")
     if not rows:
         raise BatchFileError(f"{path}: no topics below the header; add one topic per line")
+    unknown = [f for f in dict.fromkeys(fields) if f and f != "topic" and f not in OVERRIDES]
+    if unknown and warn is not None:
+        warn(f"{path}: column(s) {', '.join(unknown)} are not read (a row may set topic, "
+             f"{', '.join(OVERRIDES)})")
 
     good: list[TopicRow] = []
     errors: list[RowError] = []
     seen: dict[str, int] = {}
-    for line, raw in rows:
-        row = {(k or "").strip().lower(): (v or "").strip() if isinstance(v, str) else v
-               for k, v in raw.items()}
-        if None in raw:  # more cells than header columns
-            errors.append(RowError(line, "more cells than the header has columns"))
-            continue
+    for line, cells in rows:
+        error = _row_error(fields, cells)
+        row = dict(zip(fields, (c.strip() for c in cells)))
         text = row.get("topic") or ""
-        if not text:
-            errors.append(RowError(line, "empty topic"))
+        shown = _readable(text)[:2000]
+        key = stable_id(batch_id, text.strip().lower()) if text and not error else ""
+        if error is None and not text:
+            error = "empty topic"
+        if error is not None:
+            errors.append(RowError(line, error, shown))
             continue
         overrides = {**defaults, **{k: row[k] for k in OVERRIDES if row.get(k)}}
         try:
             topic = Topic(text=text, batch_id=batch_id, **overrides)
         except ValidationError as exc:
             problems = "; ".join(f"{_column(e['loc'])}: {e['msg']}" for e in exc.errors())
-            errors.append(RowError(line, problems))
+            errors.append(RowError(line, problems, shown, key if len(text) <= 2000 else ""))
             continue
         if topic.topic_id in seen:
-            errors.append(RowError(line, f"duplicate of row {seen[topic.topic_id]}"))
+            errors.append(RowError(line, f"duplicate of row {seen[topic.topic_id]}", shown))
             continue
         seen[topic.topic_id] = line
         good.append(TopicRow(line, topic))
+    # A bad row is recorded under its topic's id only when no other row has it.
+    used = set(seen)
+    for i, error in enumerate(errors):
+        if error.key in used:
+            errors[i] = replace(error, key="")
+        used.add(error.key)
     return good, errors
 
 
-def _first_line(line_num: int, raw: dict) -> int:
+def _records(text: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """The header and each record with its first line number; blank lines are skipped."""
+    with _FIELD_LIMIT:
+        # Large enough for any cell of this file, so an oversized cell is one bad row
+        # (checked in _row_error) and never stops the reader mid-record.
+        previous = csv.field_size_limit(max(len(text) + 1, MAX_CELL))
+        try:
+            reader = csv.reader(text.splitlines(keepends=True))
+            header = next(reader, [])
+            records = [(_first_line(reader.line_num, cells), cells) for cells in reader
+                       if cells]
+        finally:
+            csv.field_size_limit(previous)
+    return header, records
+
+
+def _row_error(fields: list[str], cells: list[str]) -> str | None:
+    """What makes a row unusable before its values are read, or None."""
+    if len(cells) > len(fields):
+        return "more cells than the header has columns"
+    for name, cell in zip(fields, cells):
+        column = name or "(unnamed)"
+        if _undecodable(cell):
+            return (f"column {column}: bytes that are not UTF-8; save the file as UTF-8")
+        if len(cell) > MAX_CELL:
+            return (f"column {column}: a cell of {len(cell):,} characters (at most "
+                    f"{MAX_CELL:,})")
+    return None
+
+
+def _undecodable(text: str) -> bool:
+    return any("\udc80" <= c <= "\udcff" for c in text)
+
+
+def _readable(text: str) -> str:
+    """Text with each byte that was not UTF-8 shown as U+FFFD (printable, storable)."""
+    return text.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
+
+
+def _first_line(line_num: int, cells: list[str]) -> int:
     """The record's first line: csv counts lines read so far, and a quoted cell may span lines."""
-    cells = [v for v in raw.values() if isinstance(v, str)]
-    cells += [v for extra in raw.values() if isinstance(extra, list) for v in extra]
     return line_num - sum(c.count("\n") for c in cells)
 
 

@@ -24,11 +24,12 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 from prefect.transactions import CommitMode, transaction
 
-from core.topics_csv import RowError, TopicRow, read_topics_csv
+from core.escaping import markdown_text
 from core.failures import TopicFailed
 from core.ledger import scoped
 from core.models import TopicOptions
 from core.runtime import current
+from core.topics_csv import RowError, TopicRow, read_topics_csv
 from core.settings import Settings, run_config
 from core.store import StoreError
 from core.usage import UsageTotals
@@ -145,12 +146,16 @@ def research_batch(csv_path: str, batch_id: str | None = None,
                              max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd)
     config = run_config(settings)
     batch = batch_id or Path(csv_path).stem
-    rows, errors = read_topics_csv(Path(csv_path), batch_id=batch, defaults=defaults)
+    rows, errors = read_topics_csv(Path(csv_path), batch_id=batch, defaults=defaults,
+                                   warn=logger.warning)
     run_id = str(flow_run.id or "local")
     for err in errors:
-        logger.error("row %d skipped: %s", err.row, err.message)
+        logger.error("row %d is invalid: %s", err.row, err.message)
     try:  # waits (bounded) for a store another process holds
         store = start_run(config, settings, run_id, batch)
+        for err in errors:  # each bad row is a row of `topics` too, with its reason
+            record(store.record_invalid, batch, err.topic_id(batch), err.topic,
+                   err.message[:2000], run_id)
     except StoreError as exc:
         # Nothing is researched (and paid for) that could not be stored; the table says why.
         outcomes = [_invalid(e) for e in errors] + [
@@ -165,7 +170,9 @@ def research_batch(csv_path: str, batch_id: str | None = None,
                  "refresh": refresh}
     budget = BatchBudget(settings.max_batch_cost_usd, config.db_path, run_id, threading.Event())
     slots = max_concurrency or settings.max_topic_concurrency
-    progress = ProgressArtifact(f"Batch {batch}: {len(rows)} topics")
+    total = len(rows) + len(errors)
+    progress = ProgressArtifact(markdown_text(
+        f"Batch {batch}: {len(rows)} topics" + (f", {len(errors)} invalid rows" if errors else "")))
     outcomes = [_invalid(e) for e in errors]
     # Twice as many topic threads as slots: a topic's bookkeeping overlaps others' research.
     # Topic subflows beat no heartbeat: its thread sleeps in 1 s steps and a flow waits for it
@@ -178,9 +185,22 @@ def research_batch(csv_path: str, batch_id: str | None = None,
             "row": r, "overrides": overrides, "budget": budget}) for r in rows]
         for done, future in enumerate(futures, start=1):
             outcomes.append(future.result())
-            progress.update(100.0 * done / max(len(rows), 1), f"{done}/{len(rows)} topics finished")
-
+            if done < len(rows):
+                progress.update(100.0 * (done + len(errors)) / total,
+                                f"{done}/{len(rows)} topics finished")
+    progress.update(100.0, _tally(outcomes))
     return _close(batch, outcomes, store, run_id, config.db_path)
+
+
+def _tally(outcomes: list[TopicOutcome]) -> str:
+    """The batch's last word in its progress artifact: every row, and how each ended."""
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        counts[o.status] = counts.get(o.status, 0) + 1
+    ended = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    bad = len(outcomes) - counts.get("succeeded", 0)
+    return (f"{len(outcomes)} rows done: {ended}" +
+            (f"; the batch fails: {bad} rows have no report" if bad else ""))
 
 
 def _close(batch: str, outcomes: list[TopicOutcome], store, run_id: str,
@@ -189,11 +209,14 @@ def _close(batch: str, outcomes: list[TopicOutcome], store, run_id: str,
     outcomes.sort(key=lambda o: o.row)
     table = [asdict(o) for o in outcomes]
     total = current().usage(target, run_id) if store is not None else UsageTotals()
-    create_table_artifact(table, key=f"batch-{_slug(batch)}",
-                          description=f"Batch {batch}: {total.line()}")
-    create_markdown_artifact(f"**Batch {batch}**\n\n{total.line()}",
+    # Prefect's UI renders table cells and descriptions as markdown: text goes in escaped.
+    shown = [{k: markdown_text(v) if isinstance(v, str) else v for k, v in row.items()}
+             for row in table]
+    create_table_artifact(shown, key=f"batch-{_slug(batch)}",
+                          description=markdown_text(f"Batch {batch}: {total.line()}"))
+    create_markdown_artifact(f"**Batch {markdown_text(batch)}**\n\n{markdown_text(total.line())}",
                              key=f"batch-usage-{_slug(batch)}",
-                             description=f"Usage of batch {batch}")
+                             description=markdown_text(f"Usage of batch {batch}"))
     bad = [o for o in outcomes if o.status != "succeeded"]
     if store is not None:
         finish_run(store, run_id, failed=bool(bad))
@@ -204,7 +227,7 @@ def _close(batch: str, outcomes: list[TopicOutcome], store, run_id: str,
 
 
 def _invalid(err: RowError) -> TopicOutcome:
-    return TopicOutcome(err.row, "", "invalid", error=err.message)
+    return TopicOutcome(err.row, err.topic, "invalid", error=err.message)
 
 
 def _slug(text: str) -> str:

@@ -1,8 +1,10 @@
 """`researchflow`: run a topic or a CSV batch, show a report, query the store.
 
 Errors a user can fix (missing file, bad CSV, unknown report id, bad SQL) print one line that
-says what to do and exit non-zero; they never print a traceback. Prefect and the flows are
-imported inside the commands so `--help` is instant and nothing runs at import.
+says what to do and exit non-zero; they never print a traceback, and neither does anything
+else unless `--debug` asks for it (Prefect's own tracebacks stay in the run's logs in the UI).
+Prefect and the flows are imported inside the commands so `--help` is instant and nothing runs
+at import.
 """
 
 from __future__ import annotations
@@ -12,16 +14,47 @@ from typing import Optional
 
 import typer
 from rich.table import Table
+from rich.text import Text
+from typer.core import TyperGroup
 
 from core.models import TopicOptions
 from flows.cli_reports import export, query, search, show
-from flows.console import DbOpt, db_path, fail, out, prefect_env, store_exists
+from flows.console import (DbOpt, db_path, debugging, err, fail, flow_db, out, plain,
+                           prefect_env, quiet_prefect_console, set_debug, store_exists)
 from flows.local_api import ensure_api
 from flows.options import with_topic_options
 from flows.serve import serve, ui
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+
+class _OneLineErrors(TyperGroup):
+    """Any exception a command lets out is one line, not a traceback (--debug shows it)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:  # noqa: BLE001 - shown as one line; --debug re-raises
+            # Exits, usage errors and bad parameters are the command line's own: click (as
+            # vendored by typer) prints those itself.
+            if debugging() or type(exc).__module__.startswith(("click", "typer")):
+                raise
+            err.print(Text.assemble(("error:", "bold red"), " ", plain(
+                " ".join(f"{type(exc).__name__}: {exc}".split())[:2000]),
+                " (run with --debug for the traceback)"))
+            raise typer.Exit(1) from None
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, cls=_OneLineErrors,
+                  pretty_exceptions_enable=False,
                   help="Deep-research batches on Prefect, stored in DuckDB.")
+
+
+@app.callback()
+def _main(debug: bool = typer.Option(False, "--debug", help="Show tracebacks, Prefect's "
+                                     "console logs included, instead of one-line errors.")
+          ) -> None:
+    set_debug(debug)
+
+
 ModelOpt = typer.Option(None, "--model", help="offline | openai:MODEL | anthropic:MODEL | "
                         "gemini:MODEL | openai-compatible:MODEL (default: auto from keys).")
 SearchOpt = typer.Option(None, "--search", help="corpus | serpapi (default: auto from keys).")
@@ -38,35 +71,68 @@ def _check_corpus(corpus: Optional[Path]) -> None:
         fail(f"{corpus}: no such folder; --corpus takes a folder of .html/.md/.txt files")
 
 
+def _check_topic(topic: str) -> None:
+    """The topic's own checks (length above all), before Prefect spends seconds starting."""
+    from pydantic import ValidationError
+
+    from core.models import Topic
+
+    try:
+        Topic(text=topic)
+    except ValidationError as exc:
+        fail("the topic: " + "; ".join(e["msg"] for e in exc.errors()))
+
+
+def _check_store(db: Optional[str]) -> None:
+    """A --db that can never be a store fails here, not inside the flow."""
+    from core.store import StoreError
+    from core.store.query import check_target
+
+    try:
+        check_target(db_path(db))
+    except StoreError as exc:
+        fail(str(exc))
+
+
 @app.command()
 @with_topic_options(defaults=True)
 def run(topic: str = typer.Argument(..., help="What to research."),
         model: Optional[str] = ModelOpt, search: Optional[str] = SearchOpt,
-        corpus: Optional[Path] = CorpusOpt, db: Optional[Path] = DbOpt,
+        corpus: Optional[Path] = CorpusOpt, db: Optional[str] = DbOpt,
         max_cost_usd: Optional[float] = CostOpt,
         refresh: bool = typer.Option(False, "--refresh", help=RefreshHelp),
         options: TopicOptions = TopicOptions()) -> None:
     """Research one topic and store its report."""
+    _check_topic(topic)
     _check_corpus(corpus)
+    _check_store(db)
     prefect_env()
     ensure_api()
     from flows.live import LiveProgress
     from flows.topic import research_topic
 
+    quiet_prefect_console()
     with LiveProgress(out) as live:
         live.add_topics(1)
         state = research_topic(topic=topic, options=options, model=model, search=search,
                                corpus_dir=str(corpus) if corpus else None,
-                               db_path=str(db) if db else None, max_cost_usd=max_cost_usd,
+                               db_path=flow_db(db), max_cost_usd=max_cost_usd,
                                refresh=refresh, return_state=True)
     usage = _run_usage(db_path(db), state)
     if not state.is_completed():
-        out.print(usage)
+        out.print(plain(usage))
         fail(f"the topic failed: {_state_error(state)}", code=1)
     report_id = state.result()
-    out.print(usage)
-    out.print(f"report [bold]{report_id}[/] stored in {db_path(db)}")
-    out.print(f"read it: researchflow show {report_id}" + (f" --db {db}" if db else ""))
+    out.print(plain(usage))
+    out.print(Text.assemble("report ", (report_id, "bold"), " stored in ", plain(db_path(db))))
+    out.print(plain(f"read it: researchflow show {report_id}{_db_hint(db)}"), soft_wrap=True)
+
+
+def _db_hint(db: Optional[str]) -> str:
+    """' --db STORE' to paste into a command, quoted for a shell, or "" for the default."""
+    import shlex
+
+    return f" --db {shlex.quote(str(db_path(db)))}" if db else ""
 
 
 @app.command()
@@ -76,7 +142,7 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
           concurrency: Optional[int] = typer.Option(None, min=1, max=16,
                                                     help="Topics researched at once."),
           model: Optional[str] = ModelOpt, search: Optional[str] = SearchOpt,
-          corpus: Optional[Path] = CorpusOpt, db: Optional[Path] = DbOpt,
+          corpus: Optional[Path] = CorpusOpt, db: Optional[str] = DbOpt,
           max_cost_usd: Optional[float] = CostOpt,
           max_batch_cost_usd: Optional[float] = typer.Option(
               None, "--max-batch-cost-usd", min=0.0, help="Cap for the whole batch: topics not "
@@ -92,37 +158,42 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
     from core.topics_csv import BatchFileError, read_topics_csv
 
     _check_corpus(corpus)
+    _check_store(db)
     try:  # validate up front so a bad file costs no Prefect start-up
-        rows, _ = read_topics_csv(csv_path, batch_id=batch_id or csv_path.stem)
+        rows, bad = read_topics_csv(csv_path, batch_id=batch_id or csv_path.stem,
+                                    warn=lambda line: err.print(plain(f"warning: {line}")))
     except BatchFileError as exc:
         fail(str(exc))
+    for row in bad:
+        err.print(plain(f"row {row.row}: {row.message} (recorded as invalid; the other rows run)"))
     prefect_env()
     ensure_api()
     from flows.batch import research_batch
     from flows.live import LiveProgress
 
+    quiet_prefect_console()
     with LiveProgress(out) as live:
         live.add_topics(len(rows))
         state = research_batch(csv_path=str(csv_path), batch_id=batch_id, defaults=options,
                                model=model, search=search,
                                corpus_dir=str(corpus) if corpus else None,
-                               db_path=str(db) if db else None, max_concurrency=concurrency,
+                               db_path=flow_db(db), max_concurrency=concurrency,
                                max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd,
                                refresh=refresh, return_state=True)
-    _print_batch(batch_id or csv_path.stem, db_path(db))
-    out.print(_run_usage(db_path(db), state))
+    _print_batch(batch_id or csv_path.stem, db)
+    out.print(plain(_run_usage(db_path(db), state)))
     if not state.is_completed():
         fail(_state_error(state), code=1)
 
 
-def _print_batch(batch_id: str, db: Path) -> None:
+def _print_batch(batch_id: str, db: Optional[str]) -> None:
     from core.store import StoreError
 
     try:
-        _, rows = _batch_rows(batch_id, db)
+        _, rows = _batch_rows(batch_id, db_path(db))
     except StoreError as exc:
-        out.print(f"the batch's table is in the Prefect UI; the store cannot be read: {exc}",
-                  soft_wrap=True)
+        out.print(plain(f"the batch's table is in the Prefect UI; the store cannot be read: "
+                        f"{exc}"), soft_wrap=True)
         return
     _table(batch_id, db, rows)
 
@@ -133,19 +204,25 @@ def _batch_rows(batch_id: str, db: Path):
     return query_readonly(db, (
         "SELECT t.status, t.report_id, t.topic, u.calls, u.cost_usd, t.error FROM topics t "
         "LEFT JOIN usage_by_topic u USING (batch_id, topic_id) "
-        f"WHERE t.batch_id = '{batch_id.replace(chr(39), '')}' ORDER BY t.topic"))
+        "WHERE t.batch_id = ? ORDER BY t.topic"), [batch_id])
 
 
-def _table(batch_id: str, db: Path, rows) -> None:
-    table = Table("status", "report", "topic", "calls", "cost", "error", title=f"batch {batch_id}")
+def _table(batch_id: str, db: Optional[str], rows) -> None:
+    import shlex
+
+    table = Table(title=plain(f"batch {batch_id}"))
+    for name in ("status", "report", "topic", "calls", "cost", "error"):
+        whole = name in ("status", "report", "calls", "cost")  # ids stay whole, to copy
+        table.add_column(name, no_wrap=whole, min_width=14 if name == "report" else None)
     for status, report_id, topic, calls, cost, error in rows:
         style = {"succeeded": "green", "skipped": "yellow"}.get(status, "red")
-        table.add_row(f"[{style}]{status}[/]", report_id or "", topic, str(calls or 0),
-                      f"${cost or 0:.4f}", (error or "")[:160])
+        table.add_row(plain(status, style), plain(report_id or ""), plain(topic[:200]),
+                      str(calls or 0), f"${cost or 0:.4f}", plain((error or "")[:160]))
     out.print(table)
-    out.print(f"reports are in {db}; try:\n  researchflow query \"SELECT report_id, title FROM "
-              f"reports WHERE batch_id = '{batch_id}'\"" + (f" --db {db}" if db else "") +
-              "\n  researchflow show REPORT_ID", soft_wrap=True)  # commands to copy: never wrap
+    sql = "SELECT report_id, title FROM reports WHERE batch_id = ?"
+    out.print(plain(f"reports are in {db_path(db)}; try:\n  researchflow query \"{sql}\" -p "
+                    f"{shlex.quote(batch_id)}{_db_hint(db)}\n  researchflow show REPORT_ID"
+                    f"{_db_hint(db)}"), soft_wrap=True)  # commands to copy: never wrap
 
 
 def _state_error(state) -> str:
@@ -155,6 +232,10 @@ def _state_error(state) -> str:
         state.result()
     except TopicFailed as exc:  # already names the step, the signal and what to do
         return str(exc)
+    except RuntimeError as exc:
+        if type(exc).__name__ == "BatchIncomplete":  # its rows are in the table above
+            return str(exc)
+        return f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # noqa: BLE001 - shown to the user as one line
         return f"{type(exc).__name__}: {exc}"
     return state.message or "failed"

@@ -1,25 +1,31 @@
 """Commands that read the store: show, search and export reports, run read-only SQL.
 
-None of them writes to the store: `show` opens it like a writer but changes nothing, the others
-open it read-only. `search` keeps its index in a file of its own under the cache directory.
+None of them writes to the store: each opens it read-only, on a connection that can read
+nothing else (core.store.query), so they work on a read-only file and leave a DuckDB file that
+is not a store untouched (one line says so). `search` keeps its index in a file of its own
+under the cache directory. Stored text is printed as text: no rich markup read, no control
+characters or terminal escape sequences.
 """
 
 from __future__ import annotations
 
+import csv
+import json
+import re
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.markdown import Markdown
-from rich.markup import escape
 from rich.table import Table
-from rich.text import Text
 
-from flows.console import DbOpt, db_path, err, fail, out, store_exists
+from core.escaping import printable
+from flows.console import DbOpt, db_path, err, fail, out, plain, store_exists
 
 _LIST_REPORTS = "list them with: researchflow query \"SELECT report_id, topic FROM reports\""
+TABLE_LIMIT = 1000  # rows `query` shows in a table unless --limit says otherwise
 
 
 class SearchKind(str, Enum):
@@ -33,30 +39,39 @@ class ExportFormat(str, Enum):
     html = "html"
 
 
-def _existing_store(db: Optional[Path]) -> Path:
+class QueryFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+def _existing_store(db: Optional[str]) -> Path:
     path = db_path(db)
     if not store_exists(path):
         fail(f"no store at {path}; run `researchflow run TOPIC` or pass --db")
     return path
 
 
-def show(report_id: str, db: Optional[Path] = DbOpt,
+def show(report_id: str, db: Optional[str] = DbOpt,
          raw: bool = typer.Option(False, help="Print the markdown source.")) -> None:
     """Print a stored report."""
-    from core.store import ResultStore, StoreError
+    from core.store import StoreError
+    from core.store.query import read_report, report_usage
 
     path = _existing_store(db)
     try:
-        report = ResultStore(path).get_report(report_id)
+        report = read_report(path, report_id)
+        usage = report_usage(path, report_id) if report is not None else None
     except StoreError as exc:
         fail(str(exc))
-    if report is None:
+    if report is None or usage is None:
         fail(f"no report {report_id!r} in {path}; {_LIST_REPORTS}")
+    markdown = printable(report.markdown)
     if raw:
-        sys.stdout.write(report["markdown"])
-    else:
-        out.print(Markdown(report["markdown"]))
-    (err if raw else out).print(report["usage"].line().replace("usage:", "cost of this report:", 1))
+        sys.stdout.write(markdown)
+    else:  # links as text and URL: a terminal hyperlink would hide where it goes
+        out.print(Markdown(markdown, hyperlinks=False))
+    (err if raw else out).print(plain(usage.line().replace("usage:", "cost of this report:", 1)))
 
 
 def search(text: str = typer.Argument(..., help="Words to look for (any of them; rarer words "
@@ -64,7 +79,7 @@ def search(text: str = typer.Argument(..., help="Words to look for (any of them;
            limit: int = typer.Option(10, "--limit", min=1, max=500, help="Hits to show."),
            kind: SearchKind = typer.Option(SearchKind.all, "--kind",
                                            help="Search reports, sources, or both."),
-           db: Optional[Path] = DbOpt) -> None:
+           db: Optional[str] = DbOpt) -> None:
     """Full-text search (BM25, offline) over stored reports and the sources they read.
 
     Exits 1 when nothing matches. The store is only read; the index lives under the cache
@@ -93,9 +108,10 @@ def search(text: str = typer.Argument(..., help="Words to look for (any of them;
     table.add_column("score", justify="right", no_wrap=True)
     words = [w for w in text.split() if w]
     for hit in hits:
-        snippet = Text(hit.snippet)  # Text, not markup: stored text may contain "[/]"
+        snippet = plain(hit.snippet)  # text, not markup: stored text may contain "[/]"
         snippet.highlight_words(words, "bold yellow", case_sensitive=False)
-        table.add_row(hit.kind, Text(hit.key), Text(hit.title[:80]), snippet, f"{hit.score:.2f}")
+        table.add_row(hit.kind, plain(hit.key), plain(hit.title[:80]), snippet,
+                      f"{hit.score:.2f}")
     out.print(table)
 
 
@@ -104,14 +120,19 @@ def export(report_id: str,
                                             help="md: the stored markdown; html: one "
                                             "self-contained page."),
            output: Optional[Path] = typer.Option(None, "--output", "-o",
-                                                 help="File to write (default: stdout)."),
-           db: Optional[Path] = DbOpt) -> None:
+                                                 help="File to write (default: stdout); an "
+                                                 "existing file only with --force."),
+           force: bool = typer.Option(False, "--force", help="Replace an existing --output "
+                                      "file (never a DuckDB database, nor the store)."),
+           db: Optional[str] = DbOpt) -> None:
     """Write a stored report as markdown or as a self-contained HTML page."""
     from core.export import render
     from core.store import StoreError
     from core.store.query import read_report
 
     path = _existing_store(db)
+    if output is not None:
+        _check_output(output, path, force)
     try:
         report = read_report(path, report_id)
     except StoreError as exc:
@@ -120,30 +141,124 @@ def export(report_id: str,
         fail(f"no report {report_id!r} in {path}; {_LIST_REPORTS}")
     page = render(report, fmt.value)
     if output is None:
-        sys.stdout.write(page)
+        sys.stdout.write(printable(page))
         return
     try:
-        output.write_text(page, encoding="utf-8")
+        with output.open("w" if force else "x", encoding="utf-8") as fh:
+            fh.write(page)
+    except FileExistsError:
+        fail(f"{output} already exists; pass --force to replace it, or choose another -o")
     except OSError as exc:
         fail(f"cannot write {output}: {exc.strerror or exc}")
-    err.print(f"wrote {output}")
+    err.print(plain(f"wrote {output}"))
 
 
-def query(sql: str, db: Optional[Path] = DbOpt) -> None:
-    """Run read-only SQL against the store; a statement that would change it is refused.
+def _is_duckdb_file(path: Path) -> bool:
+    """A DuckDB database file: its header holds the magic bytes DUCK at offset 8."""
+    try:
+        with path.open("rb") as fh:
+            return fh.read(12)[8:12] == b"DUCK"
+    except OSError:
+        return False
+
+
+def _check_output(output: Path, store: Path, force: bool) -> None:
+    """Refuse an -o that would overwrite the store (or its write-ahead log), any DuckDB
+    database, or, without --force, any existing file."""
+    from core.store.backend import lake_target
+
+    target = output.expanduser().resolve()
+    if lake_target(store) is None:
+        own = store.expanduser().resolve()
+        if target in (own, own.with_name(own.name + ".wal")):
+            fail(f"{output} is the store itself; export to another file")
+    if target.is_dir():
+        fail(f"{output} is a folder; -o takes a file name")
+    if not target.exists():
+        return
+    if _is_duckdb_file(target):
+        fail(f"{output} is a DuckDB database; export never writes over one, even with --force")
+    if not force:
+        fail(f"{output} already exists; pass --force to replace it, or choose another -o")
+
+
+def query(sql: str,
+          params: Optional[list[str]] = typer.Option(
+              None, "--param", "-p", help="A value for the next ? placeholder of the SQL "
+              "(repeat for each; values are text, cast in SQL as needed)."),
+          limit: Optional[int] = typer.Option(
+              None, "--limit", min=0, help=f"At most this many rows (default: {TABLE_LIMIT} "
+              "in a table, every row as csv or json; 0: no limit)."),
+          fmt: QueryFormat = typer.Option(QueryFormat.table, "--format", "-f",
+                                          help="table, or every row as csv or json (an array "
+                                          "of objects) to stdout."),
+          timeout: float = typer.Option(30.0, "--timeout", min=0.0,
+                                        help="Seconds before the query is stopped (0: never)."),
+          db: Optional[str] = DbOpt) -> None:
+    """Run one read-only query (SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN)
+    against the store; anything else is refused (exit 2) and the store is never changed.
 
     Tables: runs, topics, subquestions, sources, topic_sources, findings, citations, reports,
     llm_calls, model_limits, pages, searches. Views: latest_reports, report_sources,
     citation_quotes, failures, cost_by_batch, usage_by_topic, usage_by_batch."""
-    from core.store import StoreError, query_readonly
+    from core.store import StoreError
+    from core.store.query import open_query
 
     path = db_path(db)
+    if limit is None:
+        limit = TABLE_LIMIT if fmt is QueryFormat.table else 0
     try:
-        columns, rows = query_readonly(path, sql)
+        with open_query(path, sql, params or None, timeout=timeout or None) as cursor:
+            if fmt is QueryFormat.table:
+                _print_table(cursor, limit)
+            else:
+                _stream(cursor, fmt, limit)
     except StoreError as exc:
         fail(str(exc))
-    table = Table(*(escape(c) for c in columns))
-    for row in rows:  # Text, not markup: stored text may contain "[/]"
-        table.add_row(*(Text("" if v is None else str(v)[:200]) for v in row))
+
+
+def _print_table(cursor: Any, limit: int) -> None:
+    rows = cursor.fetch(limit + 1) if limit else list(cursor)
+    more = bool(limit) and len(rows) > limit
+    rows = rows[:limit] if limit else rows
+    table = Table()
+    for column in cursor.columns:
+        table.add_column(plain(column))
+    for row in rows:  # text, not markup: stored text may contain "[/]"
+        table.add_row(*(plain("" if v is None else str(v)[:200]) for v in row))
     out.print(table)
-    out.print(f"{len(rows)} row(s)")
+    if more:
+        out.print(plain(f"{len(rows)} row(s) shown; the query has more (--limit N for more, "
+                        "--limit 0 for every row, or --format csv|json to stdout)"))
+    else:
+        out.print(f"{len(rows)} row(s)")
+
+
+_C1 = re.compile(r"[\x7f-\x9f]")
+
+
+def _stream(cursor: Any, fmt: QueryFormat, limit: int) -> None:
+    """Every row (at most `limit`; 0: all) to stdout as it is fetched."""
+    terminal = sys.stdout.isatty()
+    written = 0
+    if fmt is QueryFormat.csv:
+        writer = csv.writer(sys.stdout)
+        writer.writerow(cursor.columns)
+    else:
+        sys.stdout.write("[")
+    for row in cursor:
+        if limit and written == limit:
+            err.print(plain(f"stopped at {limit} row(s) (--limit); --limit 0 for every row"))
+            break
+        if fmt is QueryFormat.csv:
+            cells = ["" if v is None else str(v) for v in row]
+            writer.writerow([printable(c) for c in cells] if terminal else cells)
+        else:
+            item = json.dumps(dict(zip(cursor.columns, row)), default=str, ensure_ascii=False)
+            # json escapes C0 controls; C1 ones would reach a terminal as they are.
+            item = _C1.sub(lambda m: f"\\u{ord(m.group(0)):04x}", item)
+            sys.stdout.write(("," if written else "") + "\n" + item)
+        written += 1
+    if fmt is QueryFormat.json:
+        sys.stdout.write("\n]\n" if written else "]\n")
+    sys.stdout.flush()

@@ -5,8 +5,10 @@ from __future__ import annotations
 import threading
 
 from rich.console import Console
+from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from core.escaping import printable
 from flows.progress import Event, subscribe
 
 
@@ -34,8 +36,10 @@ class LiveProgress:
                 self.progress.advance(self.subqs)
             elif event.kind in ("topic_done", "topic_failed"):
                 self.progress.advance(self.topics)
-                mark = "[green]done[/]" if event.kind == "topic_done" else "[red]failed[/]"
-                self.progress.console.print(f"{mark} {event.topic[:70]} {event.detail[:100]}")
+                mark = ("done", "green") if event.kind == "topic_done" else ("failed", "red")
+                # The topic and the detail are text: "[/]" in a topic is not a closing tag.
+                self.progress.console.print(Text.assemble(
+                    mark, " ", printable(event.topic[:70]), " ", printable(event.detail[:100])))
 
     def __enter__(self) -> "LiveProgress":
         self._unsubscribe = subscribe(self._on_event)

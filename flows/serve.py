@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from flows.console import db_path, fail, out
+from flows.console import db_path, fail, out, plain
 
 if TYPE_CHECKING:
     from prefect.deployments.runner import RunnerDeployment
@@ -51,7 +51,7 @@ ServeDbOpt = typer.Option(None, "--db", show_default=False,
 
 
 def serve(csv: Optional[Path] = CsvOpt, cron: str = CronOpt, timezone: str = ZoneOpt,
-          db: Optional[Path] = ServeDbOpt) -> None:
+          db: Optional[str] = ServeDbOpt) -> None:
     """Serve the nightly batch and ad-hoc topics as Prefect deployments until Ctrl-C."""
     csv_path = _checked_csv(csv or DEFAULT_CSV)
     _check_zone(timezone)
@@ -65,13 +65,12 @@ def serve(csv: Optional[Path] = CsvOpt, cron: str = CronOpt, timezone: str = Zon
         deployments = served_deployments(csv_path, cron, timezone, store)
     except ValueError as exc:  # Prefect's own check of the cron string
         fail(f"--cron: {exc}")
-    out.print(f"serving to {_api_url()}", soft_wrap=True)
-    out.print(f"  research-batch/{BATCH_DEPLOYMENT}: {csv_path}, cron '{cron}' ({timezone})",
-              soft_wrap=True)
-    out.print(f"  research-topic/{TOPIC_DEPLOYMENT}: one topic per run", soft_wrap=True)
-    out.print(f"reports go to {store}", soft_wrap=True)
-    out.print(f"run the batch now: prefect deployment run 'research-batch/{BATCH_DEPLOYMENT}'",
-              soft_wrap=True)
+    for line in (f"serving to {_api_url()}",
+                 f"  research-batch/{BATCH_DEPLOYMENT}: {csv_path}, cron '{cron}' ({timezone})",
+                 f"  research-topic/{TOPIC_DEPLOYMENT}: one topic per run",
+                 f"reports go to {store}",
+                 f"run the batch now: prefect deployment run 'research-batch/{BATCH_DEPLOYMENT}'"):
+        out.print(plain(line), soft_wrap=True)
     from prefect import serve as prefect_serve
 
     prefect_serve(*deployments)

@@ -19,6 +19,7 @@ from prefect.states import Cancelled, State
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
+from core.escaping import markdown_text
 from core.failures import StepFailure, TopicFailed
 from core.ledger import current_scope, scoped
 from core.models import (FollowUp, Finding, ResearchPlan, ResearchResult, Topic, TopicOptions,
@@ -49,7 +50,9 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
     In a batch, the topic holds one of its slots (flows.slots) from planning until the report
     is written: storing and the artifacts need no provider, so the next topic starts meanwhile.
     Raises TopicSkipped when the batch's budget was reached before a slot was free."""
-    progress = ProgressArtifact(f"Researching: {topic.text[:80]}")
+    # Prefect's UI renders artifacts and their descriptions as markdown: a topic goes in as
+    # escaped text (core.escaping), so "[x](javascript:...)" stays those characters.
+    progress = ProgressArtifact(markdown_text(f"Researching: {topic.text[:80]}"))
     subflow_started()  # its first writes are done: the next topic's subflow may be created
     with topic_slot(run_id):
         emit("topic_started", topic.text)
@@ -63,9 +66,10 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
                       result.report.engine)
     usage = usage_line(config, run_id, topic.topic_id)
     progress.update(100.0, f"Report {report_id} stored")
-    create_markdown_artifact(f"{result.report.markdown}\n\n---\n{usage}",
+    create_markdown_artifact(f"{result.report.markdown}\n\n---\n{markdown_text(usage)}",
                              key=f"report-{report_id.replace('_', '-')}",
-                             description=f"Report for: {topic.text[:200]} ({usage})")
+                             description=markdown_text(f"Report for: {topic.text[:200]} "
+                                                       f"({usage})"))
     emit("topic_done", topic.text, detail=report_id)
     return report_id
 
@@ -160,12 +164,13 @@ def _review(plan: ResearchPlan, findings: list[Finding], waves: int,
 
 
 def _wave_artifact(topic: Topic, number: int, asked) -> None:
-    lines = [f"### Wave {number}: {len(asked)} follow-up(s) for: {topic.text[:120]}", "",
-             "| # | follow-up | completes | why |", "|---|---|---|---|"]
-    lines += [f"| {sq.index + 1} | {sq.question} | "
-              f"{'#' + str(sq.parent + 1) if sq.parent is not None else 'new section'} | {sq.why} |"
-              for sq in asked]
-    create_markdown_artifact("\n".join(lines), description=f"Wave {number} of: {topic.text[:150]}")
+    lines = [f"### Wave {number}: {len(asked)} follow-up(s) for: {markdown_text(topic.text[:120])}",
+             "", "| # | follow-up | completes | why |", "|---|---|---|---|"]
+    lines += [f"| {sq.index + 1} | {markdown_text(sq.question)} | "
+              f"{'#' + str(sq.parent + 1) if sq.parent is not None else 'new section'} | "
+              f"{markdown_text(sq.why)} |" for sq in asked]
+    create_markdown_artifact("\n".join(lines),
+                             description=markdown_text(f"Wave {number} of: {topic.text[:150]}"))
 
 
 def _order(step: str) -> tuple[int, int]:
@@ -212,8 +217,9 @@ def research_topic(topic: str, options: TopicOptions = TopicOptions(), batch_id:
     except TopicFailed as failure:
         record(store.record_failure, batch_id, item, str(failure), run_id)
         usage = usage_line(config, run_id, item.topic_id)
-        create_markdown_artifact(f"**Failed**: {failure}\n\n{usage}",
-                                 description=f"Failed: {item.text[:200]}")
+        create_markdown_artifact(f"**Failed**: {markdown_text(str(failure))}\n\n"
+                                 f"{markdown_text(usage)}",
+                                 description=markdown_text(f"Failed: {item.text[:200]}"))
         emit("topic_failed", item.text, detail=str(failure))
         if alone:
             finish_run(store, run_id, failed=True)

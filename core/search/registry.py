@@ -44,7 +44,7 @@ def make_search(config: RunConfig | Settings, *, pages: PageStore | None = None)
         if not secret:
             raise Fatal("search=serpapi but no SerpAPI key is set", provider="serpapi",
                         hint=KEY_HINT)
-        store = pages if pages is not None else PageStore(Path(config.db_path))
+        store = pages if pages is not None else PageStore(config.db_path)
         fetcher = CachedFetcher(Fetcher(FetchPolicy.from_settings(config)), store,
                                 ttl_hours=config.page_ttl_hours)
         return SerpApiSearch(secret, base_url=config.base_url("serpapi"), fetcher=fetcher,

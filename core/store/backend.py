@@ -12,13 +12,13 @@ methods, and write the same SQL (a lake rewrites what it lacks, see core.store.d
 What it does not do: write SQL of its own (the stores do), or manage connections (a file's
 are core.store.connection's: held open while the process works).
 
-A target may arrive through `Path(...).resolve()` in a caller that took every target for a
-file: `/cwd/ducklake:postgres:dbname=rf host=db` is still read as the lake it names.
+Only a target that starts with `ducklake:` is a lake: `./ducklake:dir/x.duckdb` (made absolute by
+the CLI) and `/data/ducklake:2024/x.duckdb` are files. A caller must not resolve a lake's target
+into a path.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -31,7 +31,6 @@ from core.store.connection import writable
 from core.store.schema import ensure_schema
 
 _T = TypeVar("_T")
-_LAKE = re.compile(r"(?:^|/)(" + re.escape(lake.PREFIX) + r".*)$", re.S)
 
 
 class Backend(Protocol):
@@ -47,8 +46,8 @@ class Backend(Protocol):
 
 def lake_target(target: str | Path) -> str | None:
     """The `ducklake:` target named by target, or None when it names a file."""
-    match = _LAKE.search(str(target))
-    return match.group(1) if match else None
+    text = str(target)
+    return text if text.startswith(lake.PREFIX) else None
 
 
 def open_backend(target: str | Path, *, lock_timeout: float,

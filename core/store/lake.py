@@ -296,10 +296,15 @@ class LakeBackend:
         self._ready = True
 
     @contextmanager
-    def read_only(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A separate instance attached READ_ONLY, for a user's SQL (never translated)."""
+    def read_only(self, prepare: Callable[[duckdb.DuckDBPyConnection], None] | None = None
+                  ) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A separate instance attached READ_ONLY, for a user's SQL (never translated).
+        prepare(connection) runs once the lake is attached (core.store.query sandboxes it
+        then: attaching needs the extensions and the catalog's connection)."""
         con = attach(self.spec, None, read_only=True)
         try:
+            if prepare is not None:
+                prepare(con)
             yield con
         finally:
             con.close()

@@ -1,17 +1,31 @@
-"""Reading a store file without ever writing to it: a user's SQL, a report, an attachment.
+"""Reading a store without ever writing to it: a user's SQL, a report, an attachment.
 
-What it does: opens the file with read_only=True, so DuckDB itself refuses INSERT/UPDATE/DROP,
-and translates that refusal into `ReadOnlyQueryError` with a plain sentence. It may run while
-another terminal's researchflow is between writes. `query_readonly` runs `researchflow query`;
-`read_report` feeds `researchflow export`; `attached_readonly` lends the file, read-only, to
-another connection for the length of a `with` block (the full-text index reads it that way).
+What it does: opens the store on a connection of its own that can only read it. DuckDB's
+`read_only` alone still runs `COPY ... TO`, `ATTACH ... (READ_WRITE)`, `read_text('/any/file')`,
+`SET` and `INSTALL`, so the connection is also sandboxed (`SANDBOX`): no file or network
+access beyond the store itself, no extension installed or loaded on demand, no spilling to
+disk, a memory limit, and its configuration locked. A user's SQL must be exactly one query
+(`check_query`: SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE, or EXPLAIN of one);
+anything else is refused with a line naming what was refused, before it reaches DuckDB. It
+runs with `?` parameters, under a time limit (the connection is interrupted from a timer), and
+its rows are fetched a batch at a time (`open_query`), so a million-row answer is never built
+in memory unless asked for. A DuckLake target gets the same rules on its own instance.
+
+A DuckDB file that is not a researchflow store (no schema version) is refused with one line.
+
+`query_readonly` runs SQL and returns every row (tests, benches, the CLI's closing table);
+`open_query` streams them (`researchflow query`); `read_report` and `report_usage` feed `show`
+and `export`; `attached_readonly` lends the file, read-only, to another connection for the
+length of a `with` block (the full-text index reads it that way).
 
 What it does not do: create or migrate the schema (a missing file is an error, not a new store).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,59 +33,244 @@ from typing import Any
 import duckdb
 
 from core.models import Citation, Report
-from core.store import lake
+from core.store import lake, llm_calls
 from core.store.backend import lake_target
-from core.store.connection import (ReadOnlyQueryError, StoreError, _is_lock_conflict, connect,
-                                   lock_for, release, retry_locked)
+from core.store.connection import (ReadOnlyQueryError, StoreError, _is_lock_conflict, lock_for,
+                                   release, retry_locked)
+from core.usage import UsageTotals
+
+MEMORY_LIMIT = "1GB"
+# SET in this order once the store is open: the temp directory cannot change once external
+# access is off, and nothing can change once the configuration is locked.
+SANDBOX: tuple[tuple[str, str], ...] = (
+    ("temp_directory", "''"),  # never spill to disk next to the store
+    ("autoinstall_known_extensions", "false"),
+    ("autoload_known_extensions", "false"),
+    ("memory_limit", f"'{MEMORY_LIMIT}'"),
+    ("enable_external_access", "false"),  # no file but the store, no network
+    ("lock_configuration", "true"),
+)
+_EXPLAIN = re.compile(r"^\s*EXPLAIN\s+(?:ANALYZE\s+)?", re.IGNORECASE)
 
 
 def _existing(path: Path) -> Path:
     path = Path(path).expanduser().resolve()
     if not path.exists():
         raise StoreError(f"no researchflow store at {path}")
+    if path.is_dir():
+        raise StoreError(f"{path} is a folder, not a store; pass the store's file with --db")
     return path
 
 
 def _shown(path: Path) -> str:
     spec = lake_target(path)
-    return lake.masked(spec) if spec is not None else str(_existing(path))
+    return lake.masked(spec) if spec is not None else str(Path(path).expanduser().resolve())
+
+
+def one_line(exc: BaseException) -> str:
+    """DuckDB's message without the caret picture it draws under the SQL."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    head = [line for line in lines if not line.startswith("LINE ") and set(line) != {"^"}]
+    return " ".join(head[:3]) or type(exc).__name__
+
+
+def check_query(sql: str) -> None:
+    """Raise ReadOnlyQueryError unless `sql` is exactly one statement that only reads."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise StoreError(f"query failed: {one_line(exc)}") from exc
+    if len(statements) != 1:
+        raise ReadOnlyQueryError(
+            "no statement to run" if not statements else
+            f"one statement at a time: refused {len(statements)} statements "
+            f"({', '.join(s.type.name for s in statements)})")
+    kind = statements[0].type
+    if kind == duckdb.StatementType.EXPLAIN and _EXPLAIN.match(sql):
+        try:
+            check_query(_EXPLAIN.sub("", sql, count=1))
+            return
+        except ReadOnlyQueryError as exc:
+            raise ReadOnlyQueryError(f"EXPLAIN of a statement that is not a query: {exc}") from exc
+    if kind != duckdb.StatementType.SELECT:
+        word = (sql.split() or [kind.name])[0].strip(";(").upper()[:20]
+        raise ReadOnlyQueryError(
+            f"refused {word}: queries here are read-only; only SELECT, WITH, FROM, VALUES, "
+            "DESCRIBE, SHOW, SUMMARIZE and EXPLAIN run, and the store is never changed")
+
+
+def sandbox(con: duckdb.DuckDBPyConnection, allowed: Sequence[str] = ()) -> None:
+    """Lock `con` into reading what it has open (see SANDBOX); `allowed` folders stay
+    readable (a lake's data path)."""
+    if allowed:
+        listed = ", ".join("'" + a.replace("'", "''") + "'" for a in allowed)
+        con.execute(f"SET allowed_directories = [{listed}]")
+    for name, value in SANDBOX:
+        con.execute(f"SET {name} = {value}")
+
+
+def _sandbox_lake(con: duckdb.DuckDBPyConnection) -> None:
+    """A lake's Parquet files live under its data path, which the catalog names."""
+    row = con.execute(f"SELECT value FROM ducklake_options('{lake.ALIAS}') "
+                      "WHERE option_name = 'data_path'").fetchone()
+    sandbox(con, allowed=[row[0]] if row and row[0] else [])
+
+
+def _sandboxed_file(path: Path) -> duckdb.DuckDBPyConnection:
+    try:
+        con = duckdb.connect(str(path), read_only=True, config={
+            "autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    except duckdb.IOException as exc:
+        if _is_lock_conflict(exc):
+            raise
+        raise StoreError(f"cannot open store {path}: {one_line(exc)}") from exc
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot open store {path}: {one_line(exc)}") from exc
+    try:
+        sandbox(con)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _check_ours(con: duckdb.DuckDBPyConnection, shown: str) -> None:
+    try:
+        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except duckdb.CatalogException:
+        row = None
+    if row is None:
+        raise StoreError(f"{shown} is a DuckDB database but not a researchflow store (it has no "
+                         "schema version); pass the store's file with --db")
 
 
 @contextmanager
 def readonly(path: Path, *, lock_timeout: float = 3.0) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-only connection to an existing store for a `with` block, closed afterwards."""
+    """A sandboxed read-only connection to an existing store for a `with` block."""
     spec = lake_target(path)
     if spec is not None:  # a DuckLake, attached READ_ONLY in an instance of its own
-        with lake.backend_for(spec).read_only() as con:
+        with lake.backend_for(spec).read_only(prepare=_sandbox_lake) as con:
+            _check_ours(con, lake.masked(spec))
             yield con
         return
     path = _existing(path)
     # The in-process lock matters: DuckDB refuses a read-only connection while this process
     # holds a read-write one to the same file.
     with lock_for(path):
-        release(path)  # DuckDB refuses read-only while this process holds it read-write
-        con = connect(path, read_only=True, lock_timeout=lock_timeout)
+        release(path)
+        con = retry_locked(lambda: _sandboxed_file(path), path, lock_timeout=lock_timeout,
+                           doing="opened for reading")
         try:
+            _check_ours(con, str(path))
             yield con
         finally:
             con.close()
 
 
-def query_readonly(path: Path, sql: str, *, lock_timeout: float = 3.0
-                   ) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """Run a user's SQL on a read-only connection: (column names, rows)."""
-    with readonly(path, lock_timeout=lock_timeout) as con:
+def check_target(target: Path) -> None:
+    """Raise StoreError when `target` can never hold a store: a folder, a file DuckDB cannot
+    open, a DuckDB database of someone else's. A missing file (a new store) and a lake pass;
+    a file another process holds is taken to be a store at work."""
+    if lake_target(target) is not None:
+        return
+    path = Path(target).expanduser().resolve()
+    if path.is_dir():
+        raise StoreError(f"{path} is a folder; --db takes a DuckDB file (a new one is created)")
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    try:
+        con = _sandboxed_file(path)
+    except duckdb.IOException as exc:
+        if _is_lock_conflict(exc):
+            return
+        raise StoreError(f"cannot open store {path}: {one_line(exc)}") from exc
+    try:
+        tables = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = "
+                             "current_database()").fetchone()[0]
+        if tables:
+            _check_ours(con, str(path))
+    finally:
+        con.close()
+
+
+class QueryCursor:
+    """The rows of a running query, a batch at a time; DuckDB's errors (the time limit
+    included) arrive as StoreError."""
+
+    def __init__(self, cursor: duckdb.DuckDBPyConnection, columns: list[str],
+                 timed_out: threading.Event, timeout: float | None) -> None:
+        self._cursor = cursor
+        self.columns = columns
+        self._timed_out = timed_out
+        self._timeout = timeout
+
+    def fetch(self, n: int) -> list[tuple[Any, ...]]:
+        """Up to n more rows; [] when there are none."""
         try:
-            cursor = con.execute(sql)
-            columns = [d[0] for d in cursor.description] if cursor.description else []
-            rows = cursor.fetchall() if cursor.description else []
+            return self._cursor.fetchmany(n)
         except duckdb.Error as exc:
-            if "read-only mode" in str(exc):
-                raise ReadOnlyQueryError(
-                    f"queries on {_shown(path)} are read-only; this statement tries to "
-                    f"change data and was refused ({exc})") from exc
-            raise StoreError(f"query failed: {exc}") from exc
-    return columns, rows
+            raise _translate(exc, self._timed_out, self._timeout) from exc
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        while rows := self.fetch(1000):
+            yield from rows
+
+
+def _translate(exc: duckdb.Error, timed_out: threading.Event, timeout: float | None
+               ) -> StoreError:
+    if timed_out.is_set() or isinstance(exc, duckdb.InterruptException):
+        return StoreError(f"the query ran past its time limit of {timeout:g} s and was stopped; "
+                          "narrow it (WHERE, LIMIT) or allow more time (--timeout)")
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return StoreError(f"the query needs more than {MEMORY_LIMIT} of memory; narrow it "
+                          "(WHERE, LIMIT, fewer columns)")
+    if "read-only" in str(exc):
+        return ReadOnlyQueryError(f"refused: the store is read-only here ({one_line(exc)})")
+    if isinstance(exc, duckdb.PermissionException):
+        return ReadOnlyQueryError(f"refused: a query may read the store only ({one_line(exc)})")
+    return StoreError(f"query failed: {one_line(exc)}")
+
+
+@contextmanager
+def open_query(path: Path, sql: str, params: Sequence[Any] | None = None, *,
+               timeout: float | None = 30.0, lock_timeout: float = 3.0
+               ) -> Iterator[QueryCursor]:
+    """A user's query running on a read-only, sandboxed connection, for a `with` block.
+
+    Refused before it runs unless it is one query (`check_query`). `timeout` (seconds, None:
+    none) bounds the whole block, fetching included: past it the query is interrupted and the
+    next fetch raises StoreError.
+    """
+    check_query(sql)
+    with readonly(path, lock_timeout=lock_timeout) as con:
+        timed_out = threading.Event()
+
+        def interrupt() -> None:
+            timed_out.set()
+            con.interrupt()
+
+        timer = threading.Timer(timeout, interrupt) if timeout else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
+        try:
+            try:
+                cursor = con.execute(sql, list(params) if params is not None else None)
+            except duckdb.Error as exc:
+                raise _translate(exc, timed_out, timeout) from exc
+            columns = [d[0] for d in cursor.description] if cursor.description else []
+            yield QueryCursor(cursor, columns, timed_out, timeout)
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+
+def query_readonly(path: Path, sql: str, params: Sequence[Any] | None = None, *,
+                   lock_timeout: float = 3.0, timeout: float | None = None
+                   ) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run one read-only query (see `open_query`): (column names, every row)."""
+    with open_query(path, sql, params, timeout=timeout, lock_timeout=lock_timeout) as rows:
+        return rows.columns, list(rows)
 
 
 def read_report(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> Report | None:
@@ -84,8 +283,8 @@ def read_report(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> Rep
             report = dict(zip([d[0] for d in con.description], row))
             citations = con.execute("SELECT number, url, title, quote FROM citations "
                                     "WHERE report_id = ? ORDER BY number", [report_id]).fetchall()
-        except duckdb.Error as exc:  # e.g. a DuckDB file that is not a researchflow store
-            raise StoreError(f"cannot read reports from {path}: {exc}") from exc
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot read reports from {_shown(path)}: {one_line(exc)}") from exc
     return Report(
         report_id=report["report_id"], topic=report["topic"], title=report["title"] or "",
         markdown=report["markdown"], engine=report["engine"] or "",
@@ -94,13 +293,24 @@ def read_report(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> Rep
                         for n, url, title, quote in citations))
 
 
+def report_usage(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> UsageTotals:
+    """What the calls of a report's topic in its batch cost (by any run), read-only."""
+    with readonly(path, lock_timeout=lock_timeout) as con:
+        try:
+            return ledger.usage_totals(con, report_id=report_id)
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot read the ledger of {_shown(path)}: {one_line(exc)}"
+                             ) from exc
+
+
 @contextmanager
 def attached_readonly(con: duckdb.DuckDBPyConnection, path: Path, alias: str, *,
                       lock_timeout: float = 3.0) -> Iterator[str]:
     """The store attached to `con` as `alias`, read-only, for a `with` block; yields the alias.
 
     Waits up to lock_timeout for another process's write lock, like `connect`, and detaches
-    (releasing the file for writers) when the block ends.
+    (releasing the file for writers) when the block ends. A DuckDB file that is not a
+    researchflow store is refused.
     """
     path = _existing(path)
     quoted = path.as_posix().replace("'", "''")
@@ -111,12 +321,23 @@ def attached_readonly(con: duckdb.DuckDBPyConnection, path: Path, alias: str, *,
         except duckdb.IOException as exc:
             if _is_lock_conflict(exc):
                 raise
-            raise StoreError(f"cannot open store {path}: {exc}") from exc
+            raise StoreError(f"cannot open store {path}: {one_line(exc)}") from exc
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot open store {path}: {one_line(exc)}") from exc
 
     with lock_for(path):
         release(path)
         retry_locked(attach, path, lock_timeout=lock_timeout, doing="read")
         try:
+            try:
+                found = con.execute(
+                    f"SELECT count(*) FROM duckdb_tables() WHERE database_name = '{alias}' "
+                    "AND table_name = 'meta'").fetchone()[0]
+            except duckdb.Error as exc:
+                raise StoreError(f"cannot read {path}: {one_line(exc)}") from exc
+            if not found:
+                raise StoreError(f"{path} is a DuckDB database but not a researchflow store "
+                                 "(it has no schema version); pass the store's file with --db")
             yield alias
         finally:
             con.execute(f"DETACH {alias}")

@@ -172,17 +172,30 @@ class ResultStore:
         """
         self._record_attempt(batch_id, topic, "skipped", reason, run_id)
 
+    def record_invalid(self, batch_id: str, topic_id: str, text: str, error: str,
+                       run_id: str) -> None:
+        """Mark a CSV row that could not become a topic `invalid`, with the reason in `error`.
+
+        `text` is its topic cell as far as it could be read. Like `record_failure`, an
+        earlier report of the same topic stays and topics.report_id keeps pointing at it.
+        """
+        self._upsert_attempt(topic_id, batch_id, text, "invalid", error, run_id)
+
     def _record_attempt(self, batch_id: str, topic: Topic,
                         status: Literal["failed", "skipped"], error: str, run_id: str) -> None:
         if topic.batch_id != batch_id:
             raise ValueError(f"topic belongs to batch {topic.batch_id!r}, not {batch_id!r}")
+        self._upsert_attempt(topic.topic_id, batch_id, topic.text, status, error, run_id)
+
+    def _upsert_attempt(self, topic_id: str, batch_id: str, text: str, status: str,
+                        error: str, run_id: str) -> None:
         now = _now()
         self._write(lambda con: con.execute(
             "INSERT INTO topics VALUES (?, ?, ?, ?, ?, ?, NULL, ?) "
             "ON CONFLICT (topic_id) DO UPDATE SET status = excluded.status, "
             "error = excluded.error, run_id = excluded.run_id, "
             "updated_at = excluded.updated_at",
-            [topic.topic_id, batch_id, topic.text, status, error, run_id, now]))
+            [topic_id, batch_id, text, status, error, run_id, now]))
 
     # -- usage ledger ---------------------------------------------------------------------
 

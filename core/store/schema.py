@@ -28,6 +28,8 @@ Version history:
   7  views for the common questions, no table changes: `latest_reports`, `report_sources`,
      `citation_quotes`, `failures`, `cost_by_batch` (a file at the current version is never
      written, so an older file gets new views only through a version step)
+  8  topics.status also 'invalid': a CSV row that could not become a topic, with its reason in
+     `error`; `failures` lists them and `cost_by_batch` counts them (`invalid`)
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import duckdb
 
 from core.store.connection import StoreError
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Order matters for counts() and nothing else; meta is bookkeeping, not data.
 TABLES = ("runs", "topics", "subquestions", "sources", "topic_sources", "findings",
@@ -55,8 +57,8 @@ CREATE TABLE IF NOT EXISTS runs (
 -- status/error describe the latest attempt; report_id keeps pointing at the last success.
 CREATE TABLE IF NOT EXISTS topics (
     topic_id VARCHAR PRIMARY KEY, batch_id VARCHAR NOT NULL, topic VARCHAR NOT NULL,
-    status VARCHAR NOT NULL CHECK (status IN ('succeeded', 'failed', 'skipped')), error VARCHAR,
-    run_id VARCHAR, report_id VARCHAR, updated_at TIMESTAMPTZ NOT NULL);
+    status VARCHAR NOT NULL CHECK (status IN ('succeeded', 'failed', 'skipped', 'invalid')),
+    error VARCHAR, run_id VARCHAR, report_id VARCHAR, updated_at TIMESTAMPTZ NOT NULL);
 -- wave 1: the plan's sub-questions; wave n > 1: follow-ups asked after reviewing wave n - 1,
 -- with why (the gap) and parent (the idx of the section a follow-up completes; NULL: new).
 CREATE TABLE IF NOT EXISTS subquestions (
@@ -159,11 +161,11 @@ SELECT c.report_id, r.batch_id, r.topic, r.title AS report_title, c.number, c.ur
        c.quote
 FROM citations c JOIN reports r ON r.report_id = c.report_id;
 
--- A topic's latest attempt when it did not succeed; report_id is an earlier success's report,
--- which a failure never deletes.
+-- A topic's latest attempt when it did not succeed (an invalid CSV row included); report_id is
+-- an earlier success's report, which a failure never deletes.
 CREATE OR REPLACE VIEW failures AS
 SELECT batch_id, topic_id, topic, status, error, run_id, updated_at, report_id
-FROM topics WHERE status IN ('failed', 'skipped');
+FROM topics WHERE status IN ('failed', 'skipped', 'invalid');
 
 -- Every batch with topics or ledger rows: its outcome counts next to what it spent.
 CREATE OR REPLACE VIEW cost_by_batch AS
@@ -171,7 +173,8 @@ WITH batches AS (SELECT batch_id FROM topics UNION SELECT batch_id FROM llm_call
 outcomes AS (
     SELECT batch_id, count(*) AS topics,
            count(*) FILTER (WHERE status = 'failed') AS failed,
-           count(*) FILTER (WHERE status = 'skipped') AS skipped
+           count(*) FILTER (WHERE status = 'skipped') AS skipped,
+           count(*) FILTER (WHERE status = 'invalid') AS invalid
     FROM topics GROUP BY batch_id),
 written AS (SELECT batch_id, count(*) AS reports FROM reports GROUP BY batch_id)
 SELECT b.batch_id, coalesce(o.topics, 0) AS topics, coalesce(w.reports, 0) AS reports,
@@ -181,7 +184,7 @@ SELECT b.batch_id, coalesce(o.topics, 0) AS topics, coalesce(w.reports, 0) AS re
        coalesce(u.output_tokens, 0) AS output_tokens,
        coalesce(u.cost_usd, 0) AS cost_usd,
        coalesce(u.cost_usd, 0) / nullif(w.reports, 0) AS cost_per_report,
-       coalesce(u.unpriced_calls, 0) AS unpriced_calls
+       coalesce(u.unpriced_calls, 0) AS unpriced_calls, coalesce(o.invalid, 0) AS invalid
 FROM batches b LEFT JOIN outcomes o USING (batch_id) LEFT JOIN written w USING (batch_id)
 LEFT JOIN usage_by_batch u USING (batch_id);
 """
@@ -250,9 +253,36 @@ def _v6_to_v7(con: duckdb.DuckDBPyConnection) -> None:
     """Views only, which `ensure_schema` recreates after the last step: nothing to do."""
 
 
+def _v7_to_v8(con: duckdb.DuckDBPyConnection) -> None:
+    """topics.status gains 'invalid'. Frozen: the v8 shape of topics."""
+    # DuckDB cannot drop a CHECK constraint, so the table is rebuilt and its rows copied
+    # (the views that read it are dropped first and recreated after the last step).
+    for view in ("usage_by_topic", "failures", "cost_by_batch"):
+        con.execute(f"DROP VIEW IF EXISTS {view}")
+    con.execute("CREATE TEMP TABLE topics_v7 AS SELECT * FROM topics")
+    con.execute("DROP TABLE topics")
+    con.execute("""
+        CREATE TABLE topics (
+            topic_id VARCHAR PRIMARY KEY, batch_id VARCHAR NOT NULL, topic VARCHAR NOT NULL,
+            status VARCHAR NOT NULL
+                CHECK (status IN ('succeeded', 'failed', 'skipped', 'invalid')),
+            error VARCHAR, run_id VARCHAR, report_id VARCHAR, updated_at TIMESTAMPTZ NOT NULL)""")
+    con.execute("INSERT INTO topics BY NAME SELECT * FROM topics_v7")
+    con.execute("DROP TABLE topics_v7")
+
+
 # MIGRATIONS[n] takes a file from version n to n + 1.
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
-    1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7}
+    1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7,
+    7: _v7_to_v8}
+
+
+def _foreign(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the database holds tables or views researchflow did not make."""
+    return bool(con.execute(
+        "SELECT (SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+        "AND table_name <> 'meta') + (SELECT count(*) FROM duckdb_views() "
+        "WHERE database_name = current_database() AND NOT internal)").fetchone()[0])
 
 
 def read_version(con: duckdb.DuckDBPyConnection) -> int | None:
@@ -271,6 +301,10 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     if version == SCHEMA_VERSION:
         return
     if version is None:
+        if _foreign(con):
+            raise StoreError(f"{path} is a DuckDB database that researchflow did not create "
+                             "(it has tables of its own and no schema version); researchflow "
+                             "never writes into it: pass another --db")
         con.execute(_TABLES)
         con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
     elif version > SCHEMA_VERSION:

@@ -122,7 +122,7 @@ def test_accepts_a_str_path(tmp_path: Path) -> None:
     ("\n\ntopic\nWhat is asyncio\n", "header"),
     ("name,notes\nWhat is asyncio,x\n", "no 'topic' column (found: name, notes)"),
     ("topic\n", "no topics below the header"),
-    (b"topic\n\xff\xfe not utf-8\n", "UTF-8"),
+    (b"\xff\xfetopic\nWhat is asyncio\n", "UTF-8"),  # a header that is not UTF-8
 ])
 def test_unusable_files_raise_with_what_to_do(tmp_path: Path, content, expected: str) -> None:
     path = _write(tmp_path, content)

@@ -219,10 +219,9 @@ def test_settings_choose_the_lake(lake_store: tuple[str, str],
     monkeypatch.setenv("RESEARCHFLOW_STORE", target)
     config = run_config(Settings.load())
     assert config.db_path == target
-    # Callers that took every target for a file resolve it into a path: still the lake.
+    # Only a target that starts with "ducklake:" is a lake; resolved into a path, it is a file.
     resolved = Path(config.db_path).expanduser().resolve()
-    assert lake_target(resolved) == target
-    assert ResultStore(resolved).backend is ResultStore(target).backend
+    assert lake_target(resolved) is None and lake_target(config.db_path) == target
     monkeypatch.setenv("RESEARCHFLOW_STORE", target + " password=hunter2")
     with pytest.raises(Exception, match="PGPASSWORD"):
         ResultStore(Settings.load().store_target())

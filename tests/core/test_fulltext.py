@@ -146,7 +146,7 @@ def test_missing_or_foreign_store_is_a_store_error(tmp_path: Path) -> None:
         search_store(tmp_path / "none.duckdb", "anything", index=None)
     assert not (tmp_path / "none.duckdb").exists()
     duckdb.connect(str(tmp_path / "other.duckdb")).close()  # a DuckDB file, not a store
-    with pytest.raises(StoreError, match="cannot search"):
+    with pytest.raises(StoreError, match="not a researchflow store"):
         search_store(tmp_path / "other.duckdb", "anything", index=None)
 
 

@@ -96,10 +96,10 @@ def test_references_numbered_in_order_of_first_use_not_catalog_order() -> None:
     assert _section(report.markdown, "Question 1?") == "Bytecode again [1]."
     refs = _references(report.markdown)
     assert refs == [
-        f"1. [GIL]({GIL.url}) — “{GIL.quote}”",
-        f"2. [Event loop]({LOOP.url}) — “{LOOP.quote}”",
-        f"3. [Pools]({POOL.url}) — “{POOL.quote}”",
-        f"4. [Event loop]({LOOP_OTHER.url}) — “{LOOP_OTHER.quote}”",
+        f"1. GIL ([docs.example]({GIL.url})) — “{GIL.quote}”",
+        f"2. Event loop ([docs.example]({LOOP.url})) — “{LOOP.quote}”",
+        f"3. Pools ([docs.example]({POOL.url})) — “{POOL.quote}”",
+        f"4. Event loop ([docs.example]({LOOP_OTHER.url})) — “{LOOP_OTHER.quote}”",
     ]
 
 

@@ -136,7 +136,7 @@ def test_v1_file_migrates_keeping_every_row(tmp_path: Path) -> None:
     before = {t: dump(path, t) for t in _V1_TABLES}
 
     store = ResultStore(path)
-    assert store.schema_version() == SCHEMA_VERSION == 7
+    assert store.schema_version() == SCHEMA_VERSION == 8
     assert {t: dump(path, t) for t in _V1_TABLES} == before
     # v4: every old sub-question was the plan's (wave 1); old reports name no language.
     assert added_values(path, "subquestions") == {(1, None, None)}
