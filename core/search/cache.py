@@ -129,6 +129,7 @@ class _Outcome:
     reason: str | None = None
     bytes: int = 0
     retry_after: float | None = None  # an unavailable page's Retry-After
+    passing: bool = True  # an unavailable page that may come back
 
 
 def _default_key() -> Callable[[str], str]:
@@ -199,7 +200,7 @@ class CachedFetcher:
             got = self._fetch(url)
         except PageUnavailable as exc:
             return _Outcome(refusal=PageUnavailable, reason=exc.reason,
-                            retry_after=exc.retry_after)
+                            retry_after=exc.retry_after, passing=exc.passing)
         except PageRefused as exc:
             return _Outcome(refusal=PageRefused, reason=exc.reason)
         finally:
@@ -231,7 +232,8 @@ class CachedFetcher:
         if outcome.source is None:
             assert outcome.refusal is not None
             if outcome.refusal is PageUnavailable:
-                raise PageUnavailable(url, outcome.reason or "unavailable", outcome.retry_after)
+                raise PageUnavailable(url, outcome.reason or "unavailable", outcome.retry_after,
+                                      passing=outcome.passing)
             raise outcome.refusal(url, outcome.reason or "refused")
         return outcome.source
 

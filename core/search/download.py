@@ -109,7 +109,7 @@ class Downloader:
             if hop == policy.max_redirects:
                 break
             current = target
-        raise PageUnavailable(url, f"more than {policy.max_redirects} redirects")
+        raise PageUnavailable(url, f"more than {policy.max_redirects} redirects", passing=False)
 
     def _get(self, url: str, host: str, until: float, *,
              first: bool) -> tuple[str | None, tuple[str, str, str | None, bytes] | None]:
@@ -210,13 +210,14 @@ class Downloader:
     def _fail_fast(self, url: str, host: str) -> None:
         reason = self.hosts.failure(host, url)
         if reason is not None:
-            raise PageUnavailable(url, f"host failed earlier in this run: {reason}")
+            raise PageUnavailable(url, f"host failed earlier in this run: {reason}",
+                                  passing=False)
 
     def _fail(self, url: str, host: str, reason: str,
               cause: BaseException | None = None) -> NoReturn:
         """Remember the host as failed and raise PageUnavailable(reason)."""
         self.hosts.mark_failed(host, reason, url)
-        raise PageUnavailable(url, reason) from cause
+        raise PageUnavailable(url, reason, passing=reason != "redirect loop") from cause
 
 
 class _Watchdog:

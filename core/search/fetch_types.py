@@ -37,12 +37,15 @@ class PageRefused(PicklableError):
 
 
 class PageUnavailable(PageRefused):
-    """The fetch failed in a way that may pass (network, timeout, 5xx, 429). `retry_after`:
-    the seconds the host asked for (Retry-After), when it said."""
+    """The fetch failed (network, timeout, 5xx, 429, a redirect loop). `passing`: trying again
+    later may work (not for a loop, nor for a host this run already gave up on).
+    `retry_after`: the seconds the host asked for (Retry-After), when it said."""
 
-    def __init__(self, url: str, reason: str, retry_after: float | None = None) -> None:
+    def __init__(self, url: str, reason: str, retry_after: float | None = None, *,
+                 passing: bool = True) -> None:
         super().__init__(url, reason)
         self.retry_after = retry_after
+        self.passing = passing
 
 
 class PageFault(Transient):

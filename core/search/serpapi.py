@@ -157,12 +157,16 @@ class SerpApiSearch:
                             rank=rank)
 
     def read(self, result: SearchResult) -> Source | None:
-        """The page as a Source; None when it is refused (remembered for the page TTL);
-        `PageFault` when its fetch failed in a way that may pass (retried, never remembered)."""
+        """The page as a Source; None when it is refused (remembered for the page TTL) or given
+        up on for this run; `PageFault` when its fetch failed in a way that may pass (retried,
+        never remembered)."""
         try:
             return self._fetch(result.url)
         except PageUnavailable as exc:
-            raise PageFault(result.url, exc.reason, exc.retry_after) from exc
+            if exc.passing:
+                raise PageFault(result.url, exc.reason, exc.retry_after) from exc
+            log.info("skipping page %s", exc)
+            return None
         except PageRefused as exc:
             log.info("skipping page %s", exc)
             return None

@@ -297,7 +297,7 @@ def report_usage(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> Us
     """What the calls of a report's topic in its batch cost (by any run), read-only."""
     with readonly(path, lock_timeout=lock_timeout) as con:
         try:
-            return ledger.usage_totals(con, report_id=report_id)
+            return llm_calls.usage_totals(con, report_id=report_id)
         except duckdb.Error as exc:
             raise StoreError(f"cannot read the ledger of {_shown(path)}: {one_line(exc)}"
                              ) from exc

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from prefect.cache_policies import INPUTS
-from prefect.context import TaskRunContext
 
 from core.models import TopicOptions
 from core.settings import FLOW_SETTINGS, RunConfig, Settings, run_config

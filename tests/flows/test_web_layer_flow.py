@@ -4,7 +4,8 @@ The site (bench/web.py's, on loopback) has four articles (one also linked with t
 parameters), a bloated page, a PDF, results naming loopback by other names (the stand-ins for
 private and metadata addresses), and a hang and a redirect loop on hosts of their own. Over two
 runs every distinct page must be fetched once, nothing private fetched or stored, the PDF's text
-stored, the hang waited on once, and every citation verbatim.
+stored, the hang waited on twice at most (its timeout may pass: the read is tried once more,
+then the host is skipped for the rest of the run), and every citation verbatim.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ def test_two_topics_fetch_each_page_once_and_nothing_private(monkeypatch, db_pat
         reports = []
         for topic in TOPICS:
             state = research_topic(topic=topic, batch_id="web", model="offline",
-                                   search="serpapi", db_path=str(db_path), options=TopicOptions(max_pages=12),
-                                   return_state=True)
+                                   search="serpapi", db_path=str(db_path),
+                                   options=TopicOptions(max_pages=12), return_state=True)
             assert state.is_completed(), state.message
             reports.append(state.result())
         elapsed = time.monotonic() - started
@@ -42,7 +43,7 @@ def test_two_topics_fetch_each_page_once_and_nothing_private(monkeypatch, db_pat
     readable = [*ARTICLES, "/paper.pdf", "/bloated"]
     assert {p: site.requests[p] for p in readable} == {p: 1 for p in readable}
     assert site.requests["/secret"] == 0  # no private stand-in was ever requested
-    assert site.requests["/hang"] == 1 and site.requests["/loop"] <= 1
+    assert site.requests["/hang"] == 2 and site.requests["/loop"] <= 1
     assert elapsed < 60
 
     _, sources = query_readonly(db_path, "SELECT url, text FROM sources")
