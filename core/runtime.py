@@ -38,7 +38,8 @@ def _settings(config: RunConfig) -> Settings:
                          results_per_query=config.results_per_query,
                          max_output_tokens=config.max_output_tokens,
                          default_context_window=config.default_context_window,
-                         context_windows=dict(config.context_windows))
+                         context_windows=dict(config.context_windows),
+                         searxng_url=config.searxng_url)
 
 
 def context_limits(config: RunConfig) -> ContextLimits:
@@ -132,14 +133,16 @@ def build_search(config: RunConfig) -> SearchBackend:
     if backend is None:
         settings = _settings(config)
         backend = make_search(settings)
-        if settings.resolved_search() == "serpapi":  # billed per search
+        kind = settings.resolved_search()
+        if kind in ("serpapi", "searxng"):  # a web search service: a ledger row per search
             from core.metering import MeteredSearch
             from core.search.cache import CachedSearch
             from core.search.registry import page_store
 
             params = backend.params
             backend = MeteredSearch(backend, ledger_for(config.db_path), price_table(settings),
-                                    gate_for("serpapi", settings.max_calls_per_minute))
+                                    gate_for(kind, settings.max_calls_per_minute),
+                                    provider=kind)
             # Outside the meter: a search served from the cache is not billed, nor recorded.
             backend = CachedSearch(backend, page_store(settings),
                                    ttl_hours=settings.page_ttl_hours, params=params)

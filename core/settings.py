@@ -50,7 +50,7 @@ class Settings(BaseSettings):
     model_condense: str | None = None
     model_compress: str | None = None
     model_report: str | None = None
-    search: str = "auto"  # "auto" | "serpapi" | "corpus"
+    search: str = "auto"  # "auto" | "serpapi" | "searxng" | "corpus"
 
     openai_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("RESEARCHFLOW_OPENAI_API_KEY", "OPENAI_API_KEY"))
@@ -121,6 +121,12 @@ class Settings(BaseSettings):
     serpapi_location: str | None = None
     serpapi_language: str | None = None
     serpapi_country: str | None = None
+    # SearXNG (search=searxng): the instance's root URL, and what to ask it for (comma-separated
+    # engine and category names, a language code); None: the instance's own defaults.
+    searxng_url: str | None = None
+    searxng_engines: str | None = None
+    searxng_categories: str | None = None
+    searxng_language: str | None = None
 
     @classmethod
     def load(cls, **overrides: Any) -> "Settings":
@@ -165,7 +171,9 @@ class Settings(BaseSettings):
     def resolved_search(self) -> str:
         if self.search != "auto":
             return self.search
-        return "serpapi" if self.serpapi_api_key else "corpus"
+        if self.serpapi_api_key:
+            return "serpapi"
+        return "searxng" if self.searxng_url else "corpus"
 
     def public_dict(self) -> dict[str, Any]:
         """What may be logged or stored: every field except secrets, which show as set/unset."""
@@ -199,6 +207,7 @@ class RunConfig(BaseModel):
     default_context_window: int = 128_000
     context_windows: tuple[tuple[str, int], ...] = ()
     role_models: tuple[tuple[str, str], ...] = ()  # (role, spec) where a role differs
+    searxng_url: str | None = None  # the SearXNG instance a searxng run searches
     # Set by a refreshing run (its root flow-run id): part of every task's inputs, so cached
     # calls are not reused, while a retry of that same run still reuses its own.
     refresh: str = ""
@@ -218,4 +227,5 @@ def run_config(settings: Settings) -> RunConfig:
         max_output_tokens=settings.max_output_tokens,
         default_context_window=settings.default_context_window,
         context_windows=tuple(sorted(settings.context_windows.items())),
-        role_models=tuple(sorted(settings.role_models().items())))
+        role_models=tuple(sorted(settings.role_models().items())),
+        searxng_url=settings.searxng_url if settings.resolved_search() == "searxng" else None)

@@ -22,7 +22,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Deep-research batches on Prefect, stored in DuckDB.")
 ModelOpt = typer.Option(None, "--model", help="offline | openai:MODEL | anthropic:MODEL | "
                         "gemini:MODEL | openai-compatible:MODEL (default: auto from keys).")
-SearchOpt = typer.Option(None, "--search", help="corpus | serpapi (default: auto from keys).")
+SearchOpt = typer.Option(None, "--search", help="corpus | serpapi | searxng (default: auto "
+                         "from SERPAPI_API_KEY, then RESEARCHFLOW_SEARXNG_URL).")
 CorpusOpt = typer.Option(None, "--corpus", help="Folder of .html/.md/.txt files to search "
                          "instead of the bundled CPython documentation.")
 LanguageOpt = typer.Option(None, "--language", help="Language of the prompts and the report: "

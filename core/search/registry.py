@@ -7,6 +7,8 @@
                  reading pages through the guarded `Fetcher` (SSRF guard, deadlines, per-host
                  limits, robots.txt, PDFs) behind the DuckDB page cache, so a page is fetched
                  once per `page_ttl_hours` across sub-questions, topics and runs
+    "searxng" -> SearxngSearch on settings.searxng_url (Fatal with a hint when unset), reading
+                 pages through the same guarded, cached fetcher
 
 One CorpusSearch is kept per index file in this process: DuckDB refuses a second connection to a
 file with a different configuration, and one shared instance also indexes only once.
@@ -22,6 +24,7 @@ from core.search.base import SearchBackend
 from core.search.corpus import CorpusSearch
 from core.search.pydocs import materialize_pydocs
 from core.search.cache import CachedFetcher
+from core.search.searxng import SearxngSearch, check_url
 from core.search.serpapi import KEY_HINT, SerpApiSearch
 from core.search.web import Fetcher, FetchPolicy
 from core.settings import Settings
@@ -41,14 +44,25 @@ def make_search(settings: Settings) -> SearchBackend:
         if not key:
             raise Fatal("search=serpapi but no SerpAPI key is set", provider="serpapi",
                         hint=KEY_HINT)
-        fetcher = CachedFetcher(Fetcher(FetchPolicy.from_settings(settings)),
-                                page_store(settings), ttl_hours=settings.page_ttl_hours)
-        return SerpApiSearch(key, base_url=settings.serpapi_base_url, fetcher=fetcher,
-                             timeout=settings.request_timeout, engine=settings.serpapi_engine,
+        return SerpApiSearch(key, base_url=settings.serpapi_base_url,
+                             fetcher=web_fetcher(settings), timeout=settings.request_timeout,
+                             engine=settings.serpapi_engine,
                              location=settings.serpapi_location,
                              language=settings.serpapi_language,
                              country=settings.serpapi_country)
-    raise Fatal(f"unknown search backend {kind!r}", hint="use search=corpus or search=serpapi")
+    if kind == "searxng":
+        return SearxngSearch(check_url(settings.searxng_url), fetcher=web_fetcher(settings),
+                             timeout=settings.request_timeout, engines=settings.searxng_engines,
+                             categories=settings.searxng_categories,
+                             language=settings.searxng_language)
+    raise Fatal(f"unknown search backend {kind!r}",
+                hint="use search=corpus, search=serpapi or search=searxng")
+
+
+def web_fetcher(settings: Settings) -> CachedFetcher:
+    """The guarded page fetcher (SSRF guard, deadlines, robots.txt) behind the page cache."""
+    return CachedFetcher(Fetcher(FetchPolicy.from_settings(settings)), page_store(settings),
+                         ttl_hours=settings.page_ttl_hours)
 
 
 def page_store(settings: Settings) -> PageStore:
