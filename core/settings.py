@@ -127,6 +127,9 @@ class Settings(BaseSettings):
     searxng_engines: str | None = None
     searxng_categories: str | None = None
     searxng_language: str | None = None
+    # `export --format pdf`: the TrueType font (.ttf/.ttc) to set PDFs in; None: the first
+    # Unicode font Debian packages install (core.export_pdf.find_font).
+    pdf_font: str | None = None
 
     @classmethod
     def load(cls, **overrides: Any) -> "Settings":

@@ -31,6 +31,8 @@ class SearchKind(str, Enum):
 class ExportFormat(str, Enum):
     md = "md"
     html = "html"
+    docx = "docx"
+    pdf = "pdf"
 
 
 def _existing_store(db: Optional[Path]) -> Path:
@@ -102,12 +104,14 @@ def search(text: str = typer.Argument(..., help="Words to look for (any of them;
 def export(report_id: str,
            fmt: ExportFormat = typer.Option(ExportFormat.md, "--format", "-f",
                                             help="md: the stored markdown; html: one "
-                                            "self-contained page."),
+                                            "self-contained page; docx: a Word document; pdf: "
+                                            "a PDF (font: RESEARCHFLOW_PDF_FONT)."),
            output: Optional[Path] = typer.Option(None, "--output", "-o",
                                                  help="File to write (default: stdout)."),
            db: Optional[Path] = DbOpt) -> None:
-    """Write a stored report as markdown or as a self-contained HTML page."""
-    from core.export import render
+    """Write a stored report as markdown, a self-contained HTML page, Word or PDF."""
+    from core.export import BINARY, ExportError, render
+    from core.settings import Settings
     from core.store import StoreError
     from core.store.query import read_report
 
@@ -118,12 +122,23 @@ def export(report_id: str,
         fail(str(exc))
     if report is None:
         fail(f"no report {report_id!r} in {path}; {_LIST_REPORTS}")
-    page = render(report, fmt.value)
+    if fmt.value in BINARY and output is None and sys.stdout.isatty():
+        fail(f"a {fmt.value} file is binary: write it with -o FILE (or redirect stdout)")
+    try:
+        page = render(report, fmt.value, pdf_font=Settings.load().pdf_font)
+    except ExportError as exc:
+        fail(str(exc))
     if output is None:
-        sys.stdout.write(page)
+        if isinstance(page, bytes):
+            sys.stdout.buffer.write(page)
+        else:
+            sys.stdout.write(page)
         return
     try:
-        output.write_text(page, encoding="utf-8")
+        if isinstance(page, bytes):
+            output.write_bytes(page)
+        else:
+            output.write_text(page, encoding="utf-8")
     except OSError as exc:
         fail(f"cannot write {output}: {exc.strerror or exc}")
     err.print(f"wrote {output}")
