@@ -16,6 +16,7 @@ from rich.table import Table
 from flows.cli_reports import export, query, search, show
 from flows.console import DbOpt, db_path, fail, out, prefect_env, store_exists
 from flows.local_api import ensure_api
+from flows.mcp_server import mcp
 from flows.serve import serve, ui
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -206,6 +207,7 @@ app.command()(export)
 app.command()(serve)
 app.command()(ui)
 app.command()(query)
+app.command()(mcp)
 
 
 if __name__ == "__main__":
