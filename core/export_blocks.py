@@ -7,9 +7,10 @@ HTML off) into headings, paragraphs, quotes, lists, tables, code and rules, each
 of text with their emphasis and link. The references section is not parsed: it is rebuilt from
 the report's citations (number, title, url, verbatim quote), as the HTML export does.
 
-Control characters are dropped (`clean`). Links follow the HTML export's rule: only http and https URLs become links (in the prose and in
-the references); a citation marker `[n]` of a known citation links to reference n ("#ref-n");
-anything else (javascript:, data:, file:) stays visible text. Text is never interpreted beyond
+Control characters are dropped (`clean`). Links follow the HTML export's rule: only http and
+https URLs become links (in the prose and in the references); a citation marker `[n]` of a
+known citation links to reference n ("#ref-n"); anything else (javascript:, data:, file:)
+stays visible text. Text is never interpreted beyond
 markdown: a renderer writes runs as text.
 
 What it does not do: images (an image becomes a link to it, as in the HTML export), nested

@@ -2,9 +2,10 @@
 
 `extract_files` reads each file, hashes its bytes, extracts (title, text) — trafilatura for HTML,
 the text itself for .md/.txt, core.search.documents for .pdf/.docx/.pptx (pages joined by a
-form feed, so passages never cross a page) — cuts the text into passages, lists the CJK bigrams of each passage
-(core.cjk) and computes the file's content key: a hash of its words, case-folded, without markup
-or whitespace, so a page saved as HTML and as its plain-text or markdown source gets one key.
+form feed, so passages never cross a page) — cuts the text into passages, lists the CJK bigrams
+of each passage (core.cjk) and computes the file's content key: a hash of its words, case-folded,
+without markup or whitespace, so a page saved as HTML and as its plain-text or markdown source
+gets one key.
 
 It is a pure function of the files' bytes, picklable both ways, and imports no database, so a
 process pool can run it (core.search.corpus_build decides where it runs and stores the results).
