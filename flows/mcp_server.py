@@ -28,6 +28,8 @@ import asyncio
 import ipaddress
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -52,6 +54,7 @@ def build_server(settings, runs) -> Any:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 
+    from core.models import Topic
     from core.store import StoreError, reads
     from flows.mcp_runs import RunNotFound, TopicRequest
 
@@ -85,21 +88,24 @@ def build_server(settings, runs) -> Any:
                                    max_rounds=max_rounds, max_pages=max_pages,
                                    max_waves=max_waves, language=language,
                                    report_words=report_words)
-            info = await asyncio.to_thread(runs.start, request)
+            Topic(text=request.topic, language=request.language)  # the flow's own checks
         except ValueError as exc:
             raise ToolError(f"bad topic: {exc}") from exc
-        waited = 0.0
-        while wait_seconds and waited < wait_seconds and info.status not in _FINAL:
-            await asyncio.sleep(min(1.0, wait_seconds - waited))
-            waited += 1.0
-            info = await asyncio.to_thread(runs.status, info.run_id)
+        with _prefect_errors():
+            info = await asyncio.to_thread(runs.start, request)
+            waited = 0.0
+            while wait_seconds and waited < wait_seconds and info.status not in _FINAL:
+                await asyncio.sleep(min(1.0, wait_seconds - waited))
+                waited += 1.0
+                info = await asyncio.to_thread(runs.status, info.run_id)
         return asdict(info)
 
     @server.tool(description="The state of a run research_topic started: SCHEDULED, PENDING, "
                  "RUNNING, COMPLETED (with report_id), FAILED (with message), CANCELLED.")
     async def run_status(run_id: str) -> dict[str, Any]:
         try:
-            return asdict(await asyncio.to_thread(runs.status, run_id))
+            with _prefect_errors():
+                return asdict(await asyncio.to_thread(runs.status, run_id))
         except RunNotFound as exc:
             raise ToolError(str(exc)) from exc
 
@@ -152,6 +158,27 @@ def build_server(settings, runs) -> Any:
 
 
 _FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+
+
+@contextmanager
+def _prefect_errors() -> Iterator[None]:
+    """The Prefect API down or refusing: a tool error naming it, not a crash."""
+    import httpx
+    from mcp.server.mcpserver.exceptions import ToolError
+    from prefect.exceptions import PrefectHTTPStatusError
+
+    from flows.mcp_runs import RunNotFound
+
+    try:
+        yield
+    except (ToolError, RunNotFound):
+        raise
+    except (httpx.HTTPError, PrefectHTTPStatusError, OSError) as exc:
+        from prefect.settings import PREFECT_API_URL
+
+        where = PREFECT_API_URL.value() or "the local Prefect API"
+        raise ToolError(f"{where} did not answer ({type(exc).__name__}: {str(exc)[:200]}); "
+                        "start the server (`make ui`) or unset PREFECT_API_URL") from exc
 
 
 def mcp(http: Optional[str] = typer.Option(None, "--http", metavar="HOST:PORT",
