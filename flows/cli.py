@@ -25,8 +25,8 @@ ModelOpt = typer.Option(None, "--model", help="offline | openai:MODEL | anthropi
                         "gemini:MODEL | openai-compatible:MODEL (default: auto from keys).")
 SearchOpt = typer.Option(None, "--search", help="corpus | serpapi | searxng (default: auto "
                          "from SERPAPI_API_KEY, then RESEARCHFLOW_SEARXNG_URL).")
-CorpusOpt = typer.Option(None, "--corpus", help="Folder of .html/.md/.txt files to search "
-                         "instead of the bundled CPython documentation.")
+CorpusOpt = typer.Option(None, "--corpus", help="Folder of .html/.md/.txt/.pdf/.docx/.pptx "
+                         "files to search instead of the bundled CPython documentation.")
 LanguageOpt = typer.Option(None, "--language", help="Language of the prompts and the report: "
                            "a code or name (zh, Chinese, 中文); default: the topic's own.")
 WavesHelp = ("Research waves: the plan's sub-questions, then the supervisor's follow-ups for "
@@ -41,7 +41,7 @@ CostOpt = typer.Option(None, "--max-cost-usd", min=0.0, help="Stop a topic befor
 
 def _check_corpus(corpus: Optional[Path]) -> None:
     if corpus is not None and not corpus.is_dir():
-        fail(f"{corpus}: no such folder; --corpus takes a folder of .html/.md/.txt files")
+        fail(f"{corpus}: no such folder; --corpus takes a folder of documents")
 
 
 def _check_language(language: Optional[str]) -> None:

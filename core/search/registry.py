@@ -78,7 +78,8 @@ def corpus_search(settings: Settings) -> CorpusSearch:
             corpus_dir = Path(settings.corpus_dir).expanduser().resolve()
             if not corpus_dir.is_dir():
                 raise Fatal(f"corpus folder {corpus_dir} does not exist",
-                            hint="set RESEARCHFLOW_CORPUS_DIR to a folder of .html/.md/.txt files")
+                            hint="set RESEARCHFLOW_CORPUS_DIR to a folder of .html, .md, .txt, "
+                                 ".pdf, .docx or .pptx files")
         else:
             corpus_dir = materialize_pydocs(cache_dir / "corpus" / "pydocs").resolve()
         index_path = (cache_dir / "index" / f"{stable_id(str(corpus_dir))}.duckdb").resolve()
