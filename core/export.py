@@ -1,6 +1,9 @@
-"""A stored report as something to hand on: its markdown, or one self-contained HTML page.
+"""A stored report as something to hand on: markdown, one self-contained HTML page, Word, PDF.
 
-What it does: `to_markdown` gives the report's markdown as stored. `to_html` renders it with
+What it does: `to_markdown` gives the report's markdown as stored. `render(report, "docx")` and
+`render(report, "pdf")` return the bytes of a Word document (core.export_docx) and of a PDF
+(core.export_pdf), built from the same parse of the report (core.export_blocks) with the same
+link rules as the HTML page. `to_html` renders it with
 markdown-it-py into a page that needs nothing else: inline CSS, no script, nothing fetched (a
 Content-Security-Policy forbids it too), each citation marker `[n]` linked to `#ref-n`, and the
 references rebuilt from the report's citations, each with its verbatim quote.
@@ -30,7 +33,12 @@ from markdown_it.token import Token
 from core.models import Citation, Report
 from core.report import reference_headings
 
-Format = Literal["md", "html"]
+Format = Literal["md", "html", "docx", "pdf"]
+BINARY = frozenset({"docx", "pdf"})  # formats whose `render` returns bytes
+
+
+class ExportError(Exception):
+    """The report cannot be written in this format here; the message says what to do."""
 
 # The references section core.report.assemble writes last; to_html rebuilds it from citations.
 # The report's own references section, in any language the report may be written in.
@@ -53,8 +61,17 @@ footer{max-width:46rem;margin:0 auto;padding:1rem 1.25rem;color:#666;font-size:.
 """
 
 
-def render(report: Report, fmt: Format) -> str:
-    """The report in `fmt`."""
+def render(report: Report, fmt: Format, *, pdf_font: str | None = None) -> str | bytes:
+    """The report in `fmt`: text for md and html, bytes for docx and pdf. `pdf_font`: the font
+    file to set a PDF in (None: core.export_pdf.find_font's search)."""
+    if fmt == "docx":
+        from core.export_docx import to_docx
+
+        return to_docx(report)
+    if fmt == "pdf":
+        from core.export_pdf import to_pdf
+
+        return to_pdf(report, font=pdf_font)
     return to_html(report) if fmt == "html" else to_markdown(report)
 
 

@@ -107,6 +107,7 @@ PRICES: dict[str, Price] = {
     "gemini-3.8-flash": Price(0.75, 3.75, 0.075),
     # Search: SerpAPI's Developer plan, $75 for 5,000 searches
     "serpapi": Price(0.0, 0.0, per_call=0.015),
+    "searxng": Price(0.0, 0.0, per_call=0.0),  # self-hosted: recorded, free
 }
 
 

@@ -24,6 +24,7 @@ track of what was read.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from urllib.parse import urldefrag
 from typing import Callable, Protocol, Sequence
@@ -41,6 +42,7 @@ from core.signals import Signal
 log = logging.getLogger("researchflow.research")
 
 MAX_REWRITES = 3  # searches one rewrite may add
+_PAGE_FRAGMENT = re.compile(r"(?:page|slide)=\d+")
 
 
 class ResearchSteps(Protocol):
@@ -230,8 +232,11 @@ class _Research:
 
 def _document(url: str) -> str:
     """The page a URL names: passages of one document (#p1, #p2) and tracking-parameter
-    variants of one article are one page to offer and read."""
-    return normalize_url(urldefrag(url)[0])
+    variants of one article are one page to offer and read; the pages of a PDF or the slides
+    of a deck in the corpus (#page=3, #slide=3) are sources of their own."""
+    base, fragment = urldefrag(url)
+    kept = f"#{fragment}" if _PAGE_FRAGMENT.fullmatch(fragment) else ""
+    return normalize_url(base) + kept
 
 
 def _query_key(query: str) -> str:

@@ -193,14 +193,15 @@ class Runtime:
             corpus_dir, index = corpus_location(config)
             return self.shared("corpus", str(index), lambda: make_search(config))
         backend = make_search(config, pages=self.pages(config.db_path))
-        if config.search == "serpapi":  # billed per search
+        if config.search in ("serpapi", "searxng"):  # a web search service: a row per search
             from core.metering import MeteredSearch
             from core.search.cache import CachedSearch
 
             params = backend.params
             backend = MeteredSearch(backend, self.ledger(config.db_path),
                                     self.prices(config.prices),
-                                    self.gate("serpapi", config.max_calls_per_minute))
+                                    self.gate(config.search, config.max_calls_per_minute),
+                                    provider=config.search)
             # Outside the meter: a search served from the cache is not billed, nor recorded.
             backend = CachedSearch(backend, self.pages(config.db_path),
                                    ttl_hours=config.page_ttl_hours, params=params)

@@ -50,7 +50,7 @@ class Settings(BaseSettings):
     model_condense: str | None = None
     model_compress: str | None = None
     model_report: str | None = None
-    search: str = "auto"  # "auto" | "serpapi" | "corpus"
+    search: str = "auto"  # "auto" | "serpapi" | "searxng" | "corpus"
 
     openai_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("RESEARCHFLOW_OPENAI_API_KEY", "OPENAI_API_KEY"))
@@ -126,6 +126,15 @@ class Settings(BaseSettings):
     serpapi_location: str | None = None
     serpapi_language: str | None = None
     serpapi_country: str | None = None
+    # SearXNG (search=searxng): the instance's root URL, and what to ask it for (comma-separated
+    # engine and category names, a language code); None: the instance's own defaults.
+    searxng_url: str | None = None
+    searxng_engines: str | None = None
+    searxng_categories: str | None = None
+    searxng_language: str | None = None
+    # `export --format pdf`: the TrueType font (.ttf/.ttc) to set PDFs in; None: the first
+    # Unicode font Debian packages install (core.export_pdf.find_font).
+    pdf_font: str | None = None
 
     @classmethod
     def load(cls, **overrides: Any) -> "Settings":
@@ -170,7 +179,9 @@ class Settings(BaseSettings):
     def resolved_search(self) -> str:
         if self.search != "auto":
             return self.search
-        return "serpapi" if self.serpapi_api_key else "corpus"
+        if self.serpapi_api_key:
+            return "serpapi"
+        return "searxng" if self.searxng_url else "corpus"
 
     def public_dict(self) -> dict[str, Any]:
         """What may be logged or stored: every field except secrets, which show as set/unset."""
@@ -238,6 +249,10 @@ class RunConfig(BaseModel):
     serpapi_location: str | None = None
     serpapi_language: str | None = None
     serpapi_country: str | None = None
+    searxng_url: str | None = None  # the SearXNG instance a searxng run searches
+    searxng_engines: str | None = None
+    searxng_categories: str | None = None
+    searxng_language: str | None = None
     # Set by a refreshing run (its root flow-run id): part of every task's inputs, so cached
     # calls are not reused, while a retry of that same run still reuses its own.
     refresh: str = ""
@@ -251,8 +266,9 @@ class RunConfig(BaseModel):
 
     @property
     def billed(self) -> bool:
-        """Whether any step calls a paid service (an LLM provider, or SerpAPI)."""
-        return self.model != "offline" or self.search == "serpapi"
+        """Whether any step calls a remote service (an LLM provider, SerpAPI or SearXNG): then
+        each step is its own task run, retried and cached on its own."""
+        return self.model != "offline" or self.search in ("serpapi", "searxng")
 
     def base_url(self, prefix: str) -> str | None:
         """The configured server for a provider's settings prefix (openai, anthropic, ...)."""
@@ -267,7 +283,9 @@ FLOW_SETTINGS = frozenset({
     "task_runner", "dask_address", "openai_api_key", "anthropic_api_key", "gemini_api_key",
     "serpapi_api_key", "model_plan", "model_research", "model_condense", "model_compress",
     "model_report", "store", "openai_base_url", "anthropic_base_url", "gemini_base_url",
-    "serpapi_base_url"})
+    "serpapi_base_url",
+    "pdf_font",  # read by `export`, which no task runs
+})
 
 # Settings copied into a RunConfig under the same name.
 _SAME = ("results_per_query", "max_output_tokens", "default_context_window", "reasoning_effort",
@@ -276,7 +294,8 @@ _SAME = ("results_per_query", "max_output_tokens", "default_context_window", "re
          "fetch_read_timeout", "page_deadline", "max_redirects", "serpapi_engine",
          "serpapi_location", "serpapi_language", "serpapi_country", "max_calls_per_minute",
          "max_fetches_per_host", "prices", "store_lock_timeout", "store_hold_seconds",
-         "lake_data_path")
+         "lake_data_path", "searxng_url", "searxng_engines", "searxng_categories",
+         "searxng_language")
 _BASE_URLS = ("openai", "anthropic", "gemini", "serpapi")
 
 

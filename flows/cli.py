@@ -22,6 +22,7 @@ from flows.cli_reports import export, query, search, show
 from flows.console import (DbOpt, db_path, debugging, err, fail, flow_db, out, plain,
                            prefect_env, quiet_prefect_console, set_debug, store_exists)
 from flows.local_api import ensure_api
+from flows.mcp_server import mcp
 from flows.options import with_topic_options
 from flows.serve import serve, ui
 
@@ -57,9 +58,10 @@ def _main(debug: bool = typer.Option(False, "--debug", help="Show tracebacks, Pr
 
 ModelOpt = typer.Option(None, "--model", help="offline | openai:MODEL | anthropic:MODEL | "
                         "gemini:MODEL | openai-compatible:MODEL (default: auto from keys).")
-SearchOpt = typer.Option(None, "--search", help="corpus | serpapi (default: auto from keys).")
-CorpusOpt = typer.Option(None, "--corpus", help="Folder of .html/.md/.txt files to search "
-                         "instead of the bundled CPython documentation.")
+SearchOpt = typer.Option(None, "--search", help="corpus | serpapi | searxng (default: auto "
+                         "from SERPAPI_API_KEY, then RESEARCHFLOW_SEARXNG_URL).")
+CorpusOpt = typer.Option(None, "--corpus", help="Folder of .html/.md/.txt/.pdf/.docx/.pptx "
+                         "files to search instead of the bundled CPython documentation.")
 RefreshHelp = ("Make every provider and search call again instead of reusing cached ones "
                "(a retry of the same run still reuses its own).")
 CostOpt = typer.Option(None, "--max-cost-usd", min=0.0, help="Stop a topic before a provider "
@@ -68,7 +70,7 @@ CostOpt = typer.Option(None, "--max-cost-usd", min=0.0, help="Stop a topic befor
 
 def _check_corpus(corpus: Optional[Path]) -> None:
     if corpus is not None and not corpus.is_dir():
-        fail(f"{corpus}: no such folder; --corpus takes a folder of .html/.md/.txt files")
+        fail(f"{corpus}: no such folder; --corpus takes a folder of documents")
 
 
 def _check_topic(topic: str) -> None:
@@ -257,6 +259,7 @@ app.command()(export)
 app.command()(serve)
 app.command()(ui)
 app.command()(query)
+app.command()(mcp)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,8 @@ class SearchKind(str, Enum):
 class ExportFormat(str, Enum):
     md = "md"
     html = "html"
+    docx = "docx"
+    pdf = "pdf"
 
 
 class QueryFormat(str, Enum):
@@ -118,15 +120,17 @@ def search(text: str = typer.Argument(..., help="Words to look for (any of them;
 def export(report_id: str,
            fmt: ExportFormat = typer.Option(ExportFormat.md, "--format", "-f",
                                             help="md: the stored markdown; html: one "
-                                            "self-contained page."),
+                                            "self-contained page; docx: a Word document; pdf: "
+                                            "a PDF (font: RESEARCHFLOW_PDF_FONT)."),
            output: Optional[Path] = typer.Option(None, "--output", "-o",
                                                  help="File to write (default: stdout); an "
                                                  "existing file only with --force."),
            force: bool = typer.Option(False, "--force", help="Replace an existing --output "
                                       "file (never a DuckDB database, nor the store)."),
            db: Optional[str] = DbOpt) -> None:
-    """Write a stored report as markdown or as a self-contained HTML page."""
-    from core.export import render
+    """Write a stored report as markdown, a self-contained HTML page, Word or PDF."""
+    from core.export import BINARY, ExportError, render
+    from core.settings import Settings
     from core.store import StoreError
     from core.store.query import read_report
 
@@ -139,12 +143,22 @@ def export(report_id: str,
         fail(str(exc))
     if report is None:
         fail(f"no report {report_id!r} in {path}; {_LIST_REPORTS}")
-    page = render(report, fmt.value)
-    if output is None:
-        sys.stdout.write(printable(page))
-        return
+    if fmt.value in BINARY and output is None and sys.stdout.isatty():
+        fail(f"a {fmt.value} file is binary: write it with -o FILE (or redirect stdout)")
     try:
-        with output.open("w" if force else "x", encoding="utf-8") as fh:
+        page = render(report, fmt.value, pdf_font=Settings.load().pdf_font)
+    except ExportError as exc:
+        fail(str(exc))
+    if output is None:
+        if isinstance(page, bytes):
+            sys.stdout.buffer.write(page)
+        else:
+            sys.stdout.write(printable(page))
+        return
+    binary = isinstance(page, bytes)
+    try:  # "x": an existing file is never replaced without --force
+        with output.open(("w" if force else "x") + ("b" if binary else ""),
+                         encoding=None if binary else "utf-8") as fh:
             fh.write(page)
     except FileExistsError:
         fail(f"{output} already exists; pass --force to replace it, or choose another -o")

@@ -1,17 +1,20 @@
 """A local folder as a search engine: hybrid BM25 + embedding search over a DuckDB index.
 
-`CorpusSearch(corpus_dir, index_path)` indexes every .html/.htm/.md/.txt file under corpus_dir
-(recursively, skipping hidden entries) into a DuckDB file, then answers queries. Documents are
+`CorpusSearch(corpus_dir, index_path)` indexes every .html/.htm/.md/.txt, .pdf, .docx and .pptx
+file under corpus_dir (recursively, skipping hidden entries) into a DuckDB file, then answers
+queries. Documents are
 cut into passages of about 1.5k characters; BM25 (the `fts` extension) over their words, and over
 the character bigrams of any Chinese, Japanese or Korean text, picks candidates, which the shared
 offline embedder re-ranks by meaning (core.search.corpus_rank). A search returns the best passage
 of each matching document (so k results are k different documents), shaped like a web hit: url =
 the file's URI plus "#p<n>" naming the passage, the title, and the best-matching sentence of the
-passage as snippet.
+passage as snippet. A PDF's hit names its page instead ("#page=3", a deck's "#slide=3").
 
 `read(result)` returns the document's extracted text when it fits in `read_chars`, else a window
-of whole passages around the hit passage. Either way Source.text is a verbatim slice of the
-document, and the snippet is a verbatim slice of Source.text.
+of whole passages around the hit passage; for a PDF or a deck, the page (slide) the hit names,
+as a source of its own (its URL keeps "#page=N", so a citation names the page). Either way
+Source.text is a verbatim slice of the document, and the snippet is a verbatim slice of
+Source.text.
 
 Indexing is incremental: a table keeps (path, size, mtime_ns, sha256) per file; only new or
 changed files are extracted (in a process pool when there are many), removed ones are deleted,
@@ -31,6 +34,7 @@ package ships (plain `INSTALL fts` downloads, which fails offline).
 
 from __future__ import annotations
 
+import bisect
 import logging
 import re
 import threading
@@ -45,12 +49,14 @@ from core.embedding import EmbeddingUnavailable, embedder
 from core.fts import fts_extension_path
 from core.models import SearchResult, Source
 from core.search import corpus_rank
+from core.search import page_text as textlib
+from core.search.documents import PAGE_BREAK, PAGED
 from core.search.corpus_build import (SCHEMA_VERSION, BuildOptions, FileStat, IndexLock,
                                       apply, default_workers, known_files, open_db)
 
 log = logging.getLogger(__name__)
 
-EXTENSIONS = frozenset({".html", ".htm", ".md", ".txt"})
+EXTENSIONS = frozenset({".html", ".htm", ".md", ".txt", ".pdf", ".docx", ".pptx"})
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,7 @@ class CorpusSearch:
                                    workers=default_workers() if workers is None else workers,
                                    batch_size=max(1, batch_size))
         self._conn: duckdb.DuckDBPyConnection | None = None
+        self._pages: dict[tuple[str, str], list[int]] = {}  # (path, sha256) -> page starts
         self._lock = threading.Lock()  # guards _conn swaps and lazy indexing
         self._readers = 0
         self._idle = threading.Condition(self._lock)
@@ -103,7 +110,7 @@ class CorpusSearch:
                       for path, ord_, title, body, score in self._query(sql.sql, sql.params)]
         ranked = corpus_rank.rerank(query, candidates, k, embedder=self._embedder(),
                                     weight=self.semantic_weight)
-        return [SearchResult(url=self._url(r.candidate.path, r.candidate.ord),
+        return [SearchResult(url=self._hit_url(r.candidate.path, r.candidate.ord),
                              title=r.candidate.title or Path(r.candidate.path).stem,
                              snippet=corpus_rank.snippet(r.candidate.body, query), rank=i)
                 for i, r in enumerate(ranked, start=1)]
@@ -112,11 +119,13 @@ class CorpusSearch:
         located = self._locate(result.url)
         if located is None:
             return None
-        path, ord_ = located
+        path, ord_, page = located
         docs = self._query("SELECT title, text FROM files WHERE path = ?", [path])
         if not docs or not docs[0][1]:
             return None
         title, text = docs[0]
+        if page is not None:
+            return self._read_page(path, title or result.title, text, page)
         spans = self._query("SELECT start, stop FROM passages WHERE path = ? ORDER BY ord", [path])
         start, stop = _window(text, [tuple(s) for s in spans], ord_, self.read_chars)
         # The whole document is one source whichever passage found it; a window keeps its #pN.
@@ -246,7 +255,44 @@ class CorpusSearch:
     def _url(self, path: str, ord_: int) -> str:
         return f"{(self.corpus_dir / path).as_uri()}#p{ord_}"
 
-    def _locate(self, url: str) -> tuple[str, int] | None:
+    def _hit_url(self, path: str, ord_: int) -> str:
+        """A passage's URL: "#p<ord>", or "#page=<n>" in a PDF ("#slide=<n>" in a deck)."""
+        unit = PAGED.get(Path(path).suffix.lower())
+        if unit is None:
+            return self._url(path, ord_)
+        found = self._query("SELECT p.start, f.sha256 FROM passages p JOIN files f USING (path) "
+                            "WHERE p.path = ? AND p.ord = ?", [path, ord_])
+        if not found:
+            return self._url(path, ord_)
+        start, digest = found[0]
+        starts = self._page_starts(path, digest)
+        return f"{(self.corpus_dir / path).as_uri()}#{unit}={bisect.bisect_right(starts, start)}"
+
+    def _page_starts(self, path: str, digest: str) -> list[int]:
+        """Offsets where each page of a paged document starts (page n at starts[n - 1])."""
+        key = (path, digest)
+        starts = self._pages.get(key)
+        if starts is None:
+            rows = self._query("SELECT text FROM files WHERE path = ?", [path])
+            text = rows[0][0] if rows else ""
+            starts = [0] + [i + 1 for i, ch in enumerate(text or "") if ch == PAGE_BREAK]
+            with self._lock:
+                self._pages = {k: v for k, v in self._pages.items() if k[0] != path}
+                self._pages[key] = starts
+        return starts
+
+    def _read_page(self, path: str, title: str, text: str, page: int) -> Source | None:
+        pages = text.split(PAGE_BREAK)
+        if not 1 <= page <= len(pages) or not pages[page - 1].strip():
+            return None
+        unit = PAGED.get(Path(path).suffix.lower(), "page")
+        body = textlib.trim_text(pages[page - 1], self.read_chars)
+        label = "p." if unit == "page" else "slide"
+        return Source(url=f"{(self.corpus_dir / path).as_uri()}#{unit}={page}",
+                      title=f"{title} ({label} {page})", text=body)
+
+    def _locate(self, url: str) -> tuple[str, int, int | None] | None:
+        """(path, passage, page) a URL names; page is None unless it names a page or slide."""
         parts = urlsplit(url)
         if parts.scheme != "file":
             return None
@@ -254,8 +300,12 @@ class CorpusSearch:
             rel = Path(unquote(parts.path)).relative_to(self.corpus_dir).as_posix()
         except ValueError:
             return None
+        unit = PAGED.get(Path(rel).suffix.lower())
+        paged = re.fullmatch(rf"{unit}=(\d+)", parts.fragment) if unit else None
+        if paged:
+            return rel, 0, int(paged.group(1))
         match = re.fullmatch(r"p(\d+)", parts.fragment)
-        return rel, int(match.group(1)) if match else 0
+        return rel, int(match.group(1)) if match else 0, None
 
 
 def _window(text: str, spans: list[tuple[int, int]], hit: int, budget: int) -> tuple[int, int]:

@@ -1,9 +1,11 @@
 """One corpus file in, one record for the index out: the part of indexing that runs in workers.
 
 `extract_files` reads each file, hashes its bytes, extracts (title, text) — trafilatura for HTML,
-the text itself for .md/.txt — cuts the text into passages, lists the CJK bigrams of each passage
-(core.cjk) and computes the file's content key: a hash of its words, case-folded, without markup
-or whitespace, so a page saved as HTML and as its plain-text or markdown source gets one key.
+the text itself for .md/.txt, core.search.documents for .pdf/.docx/.pptx (pages joined by a
+form feed, so passages never cross a page) — cuts the text into passages, lists the CJK bigrams
+of each passage (core.cjk) and computes the file's content key: a hash of its words, case-folded,
+without markup or whitespace, so a page saved as HTML and as its plain-text or markdown source
+gets one key.
 
 It is a pure function of the files' bytes, picklable both ways, and imports no database, so a
 process pool can run it (core.search.corpus_build decides where it runs and stores the results).
@@ -12,12 +14,17 @@ process pool can run it (core.search.corpus_build decides where it runs and stor
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from core import cjk
+from core.search import documents
 from core.search import page_text as textlib
+from core.search.fetch_types import PageRefused
+
+log = logging.getLogger(__name__)
 
 _MD_LINK_TARGET = re.compile(r"\]\([^)\s]*\)")  # a link's URL is markup, its text is content
 _WORD = re.compile(r"[^\W_]+")  # no underscore: _emphasis_ is markup
@@ -62,7 +69,15 @@ def extract_file(root: Path, job: FileJob, passage_chars: int) -> Extraction:
 
 
 def extract_text(rel: str, raw: bytes) -> tuple[str, str]:
-    """(title, text) of one corpus file; (stem, '') when an HTML page has no main text."""
+    """(title, text) of one corpus file; (stem, '') when an HTML page has no main text or a
+    document cannot be read (a scan, an encrypted PDF, a zip bomb: logged with the reason)."""
+    if documents.is_document(rel):
+        try:
+            doc = documents.document_text(rel, raw)
+        except PageRefused as exc:
+            log.warning("corpus file skipped: %s", exc)
+            return Path(rel).stem, ""
+        return doc.title or Path(rel).stem, doc.text
     if rel.lower().endswith((".html", ".htm")):
         page = textlib.extract_html(textlib.decode_body(raw), url=None)
         return (page.title or Path(rel).stem, page.text) if page else (Path(rel).stem, "")
@@ -72,8 +87,15 @@ def extract_text(rel: str, raw: bytes) -> tuple[str, str]:
 
 def passages(title: str, body: str, passage_chars: int
              ) -> tuple[tuple[tuple[int, int], ...], tuple[str, ...]]:
-    """(start, stop) of each passage of body, and each passage's CJK bigrams as one string."""
-    spans = tuple(textlib.split_passages(body, target=passage_chars, hard_max=2 * passage_chars))
+    """(start, stop) of each passage of body, and each passage's CJK bigrams as one string.
+    A page break (documents.PAGE_BREAK) always ends a passage."""
+    found: list[tuple[int, int]] = []
+    offset = 0
+    for page in body.split(documents.PAGE_BREAK):
+        found += [(offset + a, offset + b) for a, b in textlib.split_passages(
+            page, target=passage_chars, hard_max=2 * passage_chars)]
+        offset += len(page) + len(documents.PAGE_BREAK)
+    spans = tuple(found)
     title_grams = cjk.bigrams(title)
     grams = tuple(" ".join(title_grams + cjk.bigrams(body[a:b])) for a, b in spans)
     return spans, grams

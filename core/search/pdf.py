@@ -1,6 +1,8 @@
 """Text of a PDF, for the page fetcher: pypdf's text layer, or a refusal that says why not.
 
     pdf_to_text(body, url=..., max_chars=...) -> (text, title)
+    pdf_pages(body, url=..., max_chars=...)   -> (text of each page, title): for the corpus,
+                                                 whose citations name the page
 
 The text is every page's text layer, pages separated by a blank line, read until `max_chars`
 (and at most MAX_PAGES pages) and then trimmed at a paragraph or sentence boundary. The title is
@@ -38,6 +40,16 @@ def looks_like_pdf(body: bytes) -> bool:
 def pdf_to_text(body: bytes, *, url: str, max_chars: int,
                 max_pages: int = MAX_PAGES) -> tuple[str, str]:
     """(text, title) of the PDF in `body`; PageRefused when it has no readable text layer."""
+    pages, title = pdf_pages(body, url=url, max_chars=max_chars, max_pages=max_pages)
+    text = "\n\n".join(page for page in pages if page)
+    return textlib.trim_text(text, max_chars), title
+
+
+def pdf_pages(body: bytes, *, url: str, max_chars: int,
+              max_pages: int = MAX_PAGES) -> tuple[list[str], str]:
+    """(the text of each page, title): pages[n - 1] is page n's text layer, "" for a page
+    without one, read until `max_chars` in all (the page that crosses it is kept whole) and at
+    most `max_pages` pages. The same refusals as `pdf_to_text`."""
     try:
         from pypdf import PasswordType, PdfReader
     except ImportError as exc:  # pragma: no cover - pypdf is a declared dependency
@@ -59,7 +71,7 @@ def pdf_to_text(body: bytes, *, url: str, max_chars: int,
     except Exception as exc:  # noqa: BLE001 - pypdf raises many types on broken files
         raise PageRefused(url, "unreadable PDF") from exc
 
-    parts: list[str] = []
+    texts: list[str] = []
     size = 0
     failed = 0
     for index in range(min(count, max_pages)):
@@ -67,20 +79,17 @@ def pdf_to_text(body: bytes, *, url: str, max_chars: int,
             page_text = pages[index].extract_text() or ""
         except Exception:  # noqa: BLE001 - one broken page does not spoil the others
             failed += 1
-            continue
+            page_text = ""
         page_text = _clean(page_text)
-        if not page_text:
-            continue
-        parts.append(page_text)
-        size += len(page_text) + 2
+        texts.append(page_text)
+        size += len(page_text) + 2 if page_text else 0
         if size > max_chars:
             break
-    if not parts:
+    if not any(texts):
         if count and failed == min(count, max_pages):
             raise PageRefused(url, "unreadable PDF")
         raise PageRefused(url, "PDF without a text layer (scanned?)")
-    text = "\n\n".join(parts)
-    return textlib.trim_text(text, max_chars), _title(reader, text)
+    return texts, _title(reader, "\n".join(t for t in texts if t))
 
 
 def _clean(page_text: str) -> str:

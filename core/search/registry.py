@@ -7,6 +7,8 @@
                  pages through the guarded `Fetcher` (SSRF guard, deadlines, per-host limits,
                  robots.txt, PDFs) behind the page cache given as `pages`, so a page is fetched
                  once per `page_ttl_hours` across sub-questions, topics and runs
+    "searxng" -> SearxngSearch on config.searxng_url (Fatal with a hint when unset), reading
+                 pages through the same guarded, cached fetcher
 
 Nothing here is kept between calls: the runtime (core.runtime) holds one backend per
 configuration and one CorpusSearch per index file (DuckDB refuses a second connection to a file
@@ -22,6 +24,7 @@ from core.search.base import SearchBackend
 from core.search.cache import CachedFetcher
 from core.search.corpus import CorpusSearch
 from core.search.pydocs import materialize_pydocs
+from core.search.searxng import SearxngSearch, check_url
 from core.search.serpapi import KEY_HINT, SerpApiSearch
 from core.search.web import Fetcher, FetchPolicy
 from core.settings import RunConfig, Settings, api_key, run_config
@@ -44,16 +47,24 @@ def make_search(config: RunConfig | Settings, *, pages: PageStore | None = None)
         if not secret:
             raise Fatal("search=serpapi but no SerpAPI key is set", provider="serpapi",
                         hint=KEY_HINT)
-        store = pages if pages is not None else PageStore(config.db_path)
-        fetcher = CachedFetcher(Fetcher(FetchPolicy.from_settings(config)), store,
-                                ttl_hours=config.page_ttl_hours)
-        return SerpApiSearch(secret, base_url=config.base_url("serpapi"), fetcher=fetcher,
-                             timeout=config.request_timeout, engine=config.serpapi_engine,
-                             location=config.serpapi_location,
-                             language=config.serpapi_language,
-                             country=config.serpapi_country)
+        return SerpApiSearch(secret, base_url=config.base_url("serpapi"),
+                             fetcher=web_fetcher(config, pages), timeout=config.request_timeout,
+                             engine=config.serpapi_engine, location=config.serpapi_location,
+                             language=config.serpapi_language, country=config.serpapi_country)
+    if config.search == "searxng":
+        return SearxngSearch(check_url(config.searxng_url), fetcher=web_fetcher(config, pages),
+                             timeout=config.request_timeout, engines=config.searxng_engines,
+                             categories=config.searxng_categories,
+                             language=config.searxng_language)
     raise Fatal(f"unknown search backend {config.search!r}",
-                hint="use search=corpus or search=serpapi")
+                hint="use search=corpus, search=serpapi or search=searxng")
+
+
+def web_fetcher(config: RunConfig, pages: PageStore | None = None) -> CachedFetcher:
+    """The guarded page fetcher (SSRF guard, deadlines, robots.txt) behind the page cache."""
+    store = pages if pages is not None else PageStore(config.db_path)
+    return CachedFetcher(Fetcher(FetchPolicy.from_settings(config)), store,
+                         ttl_hours=config.page_ttl_hours)
 
 
 def corpus_location(config: RunConfig) -> tuple[Path, Path]:
@@ -63,7 +74,8 @@ def corpus_location(config: RunConfig) -> tuple[Path, Path]:
         corpus_dir = Path(config.corpus_dir).expanduser().resolve()
         if not corpus_dir.is_dir():
             raise Fatal(f"corpus folder {corpus_dir} does not exist",
-                        hint="set RESEARCHFLOW_CORPUS_DIR to a folder of .html/.md/.txt files")
+                        hint="set RESEARCHFLOW_CORPUS_DIR to a folder of .html, .md, .txt, "
+                             ".pdf, .docx or .pptx files")
     else:
         corpus_dir = materialize_pydocs(cache_dir / "corpus" / "pydocs").resolve()
     return corpus_dir, (cache_dir / "index" / f"{stable_id(str(corpus_dir))}.duckdb").resolve()

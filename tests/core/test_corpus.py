@@ -60,7 +60,7 @@ def corpus(tmp_path: Path) -> Path:
     (root / "sub" / "sourdough.md").write_text(MD, encoding="utf-8")
     (root / "sub" / "deeper" / "bike.txt").write_text(TXT, encoding="utf-8")
     (root / "garden.txt").write_text(_long_doc(), encoding="utf-8")
-    (root / "ignored.pdf").write_bytes(b"%PDF-1.4 tea tea tea")
+    (root / "ignored.xlsx").write_bytes(b"PK tea tea tea")  # not a corpus format
     (root / ".hidden").mkdir()
     (root / ".hidden" / "secret.md").write_text("# tea secret\ntea tea", encoding="utf-8")
     return root

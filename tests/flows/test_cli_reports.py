@@ -87,7 +87,7 @@ def test_export_unknown_report_says_how_to_list_them(db: Path, tmp_path: Path) -
     result = run("export", "r_nope", "--db", str(db))
     assert result.exit_code == 2
     assert "no report 'r_nope'" in result.output and "researchflow query" in result.output
-    bad_format = run("export", report_id(db), "--format", "pdf", "--db", str(db))
+    bad_format = run("export", report_id(db), "--format", "rtf", "--db", str(db))
     assert bad_format.exit_code == 2
     missing = run("export", "r_x", "--db", str(tmp_path / "none.duckdb"))
     assert missing.exit_code == 2 and "no store" in missing.output

@@ -1,0 +1,194 @@
+"""A stored report as a Word document (.docx), written with python-docx.
+
+    data = to_docx(report)   # bytes of a .docx file
+
+The document has the report's title in its properties, its headings as Word headings (so the
+navigation pane and a table of contents find them), paragraphs with their bold and italic, the
+quotes as Word's Quote style, lists as list paragraphs, the comparison table as a Word table
+(header row bold, repeated on every page), and the references rebuilt from the citations: a
+numbered paragraph each, bookmarked so a citation marker `[n]` in the prose is an internal link
+to it, the title linked to the source when the source is an http(s) URL, the URL in full, and
+the quote as written. Link rules are those of `core.export_blocks`.
+
+What it does not do: images, page numbers, a table of contents field.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+from docx import Document
+from docx.enum.text import WD_COLOR_INDEX
+from docx.opc.constants import RELATIONSHIP_TYPE
+from docx.oxml import OxmlElement
+from docx.oxml.ns import qn
+from docx.shared import Pt, RGBColor
+from docx.text.paragraph import Paragraph
+
+from core.export_blocks import Block, References, Run, Runs, report_blocks
+from core.models import Report
+
+_LINK_COLOUR = RGBColor(0x0B, 0x57, 0xD0)
+_MONO = "Consolas"
+# Characters XML 1.0 cannot hold (page text may carry them): dropped, or lxml refuses the run.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _safe(text: str) -> str:
+    return _NOT_XML.sub("", text)
+
+
+def to_docx(report: Report) -> bytes:
+    """The report as the bytes of a .docx file (see the module docstring)."""
+    blocks, references = report_blocks(report)
+    doc = Document()
+    doc.core_properties.title = _safe(report.title or report.topic)
+    doc.core_properties.subject = _safe(report.topic)[:255]
+    doc.core_properties.language = report.language
+    doc.core_properties.keywords = f"researchflow report {report.report_id}"
+    for block in blocks:
+        _block(doc, block)
+    if references is not None:
+        _references(doc, references)
+    footer = doc.add_paragraph()
+    _plain_run(footer, f"report {report.report_id} · engine {report.engine}", size=8)
+    out = io.BytesIO()
+    doc.save(out)
+    return out.getvalue()
+
+
+def _block(doc, block: Block) -> None:
+    if block.kind == "heading":
+        paragraph = doc.add_heading(level=0 if block.level == 1 else min(block.level - 1, 9))
+        _runs(paragraph, block.runs)
+    elif block.kind == "paragraph":
+        _runs(doc.add_paragraph(), block.runs)
+    elif block.kind == "quote":
+        _runs(doc.add_paragraph(style="Quote"), block.runs)
+    elif block.kind == "item":
+        style = "List Number" if block.ordered else "List Bullet"
+        if block.level > 1:
+            style += f" {min(block.level, 3)}"
+        _runs(doc.add_paragraph(style=style), block.runs)
+    elif block.kind == "code":
+        _runs(doc.add_paragraph(), block.runs)
+    elif block.kind == "table":
+        _table(doc, block)
+    elif block.kind == "rule":
+        doc.add_paragraph("—" * 12)
+
+
+def _table(doc, block: Block) -> None:
+    columns = max([len(block.header)] + [len(r) for r in block.rows])
+    table = doc.add_table(rows=1 + len(block.rows), cols=columns)
+    table.style = "Table Grid"
+    for c, cell in enumerate(block.header):
+        paragraph = table.rows[0].cells[c].paragraphs[0]
+        _runs(paragraph, tuple(Run(r.text, True, r.italic, r.code, r.link) for r in cell))
+    header = table.rows[0]._tr.get_or_add_trPr()
+    repeat = OxmlElement("w:tblHeader")  # the header row again on every page
+    repeat.set(qn("w:val"), "true")
+    header.append(repeat)
+    for r, row in enumerate(block.rows, start=1):
+        for c, cell in enumerate(row[:columns]):
+            _runs(table.rows[r].cells[c].paragraphs[0], cell)
+    doc.add_paragraph()
+
+
+def _references(doc, references: References) -> None:
+    from core.export import is_web_url
+
+    doc.add_heading(references.heading, level=1)
+    for c in references.citations:
+        paragraph = doc.add_paragraph()
+        _bookmark(paragraph, f"ref_{c.number}", c.number)
+        _plain_run(paragraph, f"{c.number}. ")
+        title = c.title or c.url
+        if is_web_url(c.url):
+            _hyperlink(paragraph, title, url=c.url)
+        else:
+            paragraph.add_run(_safe(title)).bold = True
+        _plain_run(paragraph, "\n" + c.url, size=8, colour=RGBColor(0x66, 0x66, 0x66))
+        if c.quote:
+            quote = doc.add_paragraph(style="Quote")
+            quote.add_run(_safe(f"“{c.quote}”"))
+
+
+def _runs(paragraph: Paragraph, runs: Runs) -> None:
+    for run in runs:
+        if run.citation is not None:
+            _hyperlink(paragraph, run.text, anchor=f"ref_{run.citation}", superscript=True)
+        elif run.link:
+            _hyperlink(paragraph, run.text, url=run.link, bold=run.bold, italic=run.italic)
+        else:
+            _text_run(paragraph, run)
+
+
+def _text_run(paragraph: Paragraph, run: Run) -> None:
+    parts = _safe(run.text).split("\n")
+    for i, part in enumerate(parts):
+        out = paragraph.add_run(part)
+        out.bold, out.italic = run.bold or None, run.italic or None
+        if run.code:
+            out.font.name = _MONO
+            out.font.highlight_color = WD_COLOR_INDEX.GRAY_25
+        if i < len(parts) - 1:
+            out.add_break()
+
+
+def _plain_run(paragraph: Paragraph, text: str, *, size: float | None = None,
+               colour: RGBColor | None = None) -> None:
+    parts = _safe(text).split("\n")
+    for i, part in enumerate(parts):
+        if i:
+            paragraph.add_run().add_break()
+        run = paragraph.add_run(part)
+        if size:
+            run.font.size = Pt(size)
+        if colour is not None:
+            run.font.color.rgb = colour
+
+
+def _hyperlink(paragraph: Paragraph, text: str, *, url: str | None = None,
+               anchor: str | None = None, bold: bool = False, italic: bool = False,
+               superscript: bool = False) -> None:
+    """A w:hyperlink: to an external URL (a relationship of the part) or to a bookmark."""
+    link = OxmlElement("w:hyperlink")
+    if url is not None:
+        rel = paragraph.part.relate_to(url, RELATIONSHIP_TYPE.HYPERLINK, is_external=True)
+        link.set(qn("r:id"), rel)
+    else:
+        link.set(qn("w:anchor"), anchor or "")
+    run = OxmlElement("w:r")
+    props = OxmlElement("w:rPr")
+    colour = OxmlElement("w:color")
+    colour.set(qn("w:val"), str(_LINK_COLOUR))
+    props.append(colour)
+    underline = OxmlElement("w:u")
+    underline.set(qn("w:val"), "single")
+    props.append(underline)
+    for on, tag in ((bold, "w:b"), (italic, "w:i")):
+        if on:
+            props.append(OxmlElement(tag))
+    if superscript:
+        align = OxmlElement("w:vertAlign")
+        align.set(qn("w:val"), "superscript")
+        props.append(align)
+    run.append(props)
+    body = OxmlElement("w:t")
+    body.text = _safe(text)
+    body.set(qn("xml:space"), "preserve")
+    run.append(body)
+    link.append(run)
+    paragraph._p.append(link)
+
+
+def _bookmark(paragraph: Paragraph, name: str, number: int) -> None:
+    start = OxmlElement("w:bookmarkStart")
+    start.set(qn("w:id"), str(number))
+    start.set(qn("w:name"), name)
+    end = OxmlElement("w:bookmarkEnd")
+    end.set(qn("w:id"), str(number))
+    paragraph._p.append(start)
+    paragraph._p.append(end)

@@ -1,0 +1,159 @@
+"""Text of the documents a corpus may hold besides web pages: PDF, Word (.docx), PowerPoint (.pptx).
+
+    document_text(name, raw) -> Document(title, pages)
+
+`pages` is the document's text in reading order, cut where a citation should be able to point:
+a PDF's pages (core.search.pdf, the web's reader with its caps and refusals), a deck's slides,
+and one page for a Word document (it has no fixed pages). Corpus indexing joins them with
+PAGE_BREAK, so the stored text keeps the boundaries, passages never cross one, and a passage's
+page is the number of breaks before it plus one.
+
+What is read: Word: the body's paragraphs and tables in document order (a table row as its
+cells joined by " | "), not headers, footers, comments or text boxes; PowerPoint: each slide's
+text frames, tables and grouped shapes, not speaker notes. Titles come from the document's own
+properties, else its first heading (a slide's title placeholder), else its first line.
+
+Refusals (`PageRefused`, with a reason): a file that is not the zip container these formats are,
+one that would unpack to more than MAX_UNPACKED bytes (a zip bomb), one the library cannot parse,
+and one without any text. XML entities are never resolved (python-docx and python-pptx parse
+with resolve_entities off).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import zipfile
+from dataclasses import dataclass
+
+from core.search import pdf as pdflib
+from core.search import page_text as textlib
+from core.search.fetch_types import PageRefused
+
+log = logging.getLogger(__name__)
+
+PAGE_BREAK = "\f"  # never inside a page's text: every reader here splits lines on it
+MAX_UNPACKED = 200_000_000  # bytes a .docx or .pptx may unpack to
+MAX_CHARS = 2_000_000  # text kept per document (a PDF stops at the page that crosses it)
+PAGED = {".pdf": "page", ".pptx": "slide"}  # the URL fragment that names a page: #page=3
+
+
+@dataclass(frozen=True)
+class Document:
+    title: str
+    pages: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return PAGE_BREAK.join(self.pages)
+
+
+def is_document(name: str) -> bool:
+    return name.lower().endswith((".pdf", ".docx", ".pptx"))
+
+
+def document_text(name: str, raw: bytes, *, max_chars: int = MAX_CHARS) -> Document:
+    """The document in `raw` (its kind from `name`'s extension); PageRefused when unreadable."""
+    lowered = name.lower()
+    if lowered.endswith(".pdf"):
+        pages, title = pdflib.pdf_pages(raw, url=name, max_chars=max_chars)
+        return Document(title, tuple(pages))
+    if lowered.endswith(".docx"):
+        return _docx(name, raw, max_chars)
+    if lowered.endswith(".pptx"):
+        return _pptx(name, raw, max_chars)
+    raise PageRefused(name, "not a PDF, Word or PowerPoint document")
+
+
+def _opened(name: str, raw: bytes, load):
+    """Check the zip container, then parse it with `load` (python-docx or python-pptx)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+            unpacked = sum(info.file_size for info in archive.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise PageRefused(name, "not a valid Office document (bad zip)") from exc
+    if unpacked > MAX_UNPACKED:
+        raise PageRefused(name, f"unpacks to {unpacked:,} bytes (more than {MAX_UNPACKED:,})")
+    try:
+        return load(io.BytesIO(raw))
+    except Exception as exc:  # noqa: BLE001 - the libraries raise many types on broken files
+        raise PageRefused(name, f"unreadable document ({type(exc).__name__})") from exc
+
+
+def _docx(name: str, raw: bytes, max_chars: int) -> Document:
+    from docx import Document as open_docx
+    from docx.table import Table
+
+    doc = _opened(name, raw, open_docx)
+    blocks: list[str] = []
+    heading = ""
+    size = 0
+    for item in doc.iter_inner_content():
+        if isinstance(item, Table):
+            text = "\n".join(_row(cell.text for cell in row.cells) for row in item.rows)
+        else:
+            text = _line(item.text)
+            style = (item.style.name if item.style is not None else "") or ""
+            if text and not heading and style.startswith(("Title", "Heading")):
+                heading = text
+        if text.strip():
+            blocks.append(text)
+            size += len(text) + 2
+            if size > max_chars:
+                break
+    body = textlib.trim_text("\n\n".join(blocks), max_chars)
+    if not body.strip():
+        raise PageRefused(name, "document without text")
+    title = _line(doc.core_properties.title or "") or heading or textlib.first_line_title(body)
+    return Document(title[:300], (body,))
+
+
+def _pptx(name: str, raw: bytes, max_chars: int) -> Document:
+    from pptx import Presentation
+
+    deck = _opened(name, raw, Presentation)
+    slides: list[str] = []
+    first_title = ""
+    size = 0
+    for slide in deck.slides:
+        texts = [t for t in (_shape_text(shape) for shape in slide.shapes) if t]
+        if not first_title and slide.shapes.title is not None:
+            first_title = _line(slide.shapes.title.text_frame.text)
+        slides.append("\n".join(texts))
+        size += len(slides[-1]) + 1
+        if size > max_chars:
+            break
+    if not any(s.strip() for s in slides):
+        raise PageRefused(name, "presentation without text")
+    title = _line(deck.core_properties.title or "") or first_title or textlib.first_line_title(
+        next(s for s in slides if s.strip()))
+    return Document(title[:300], tuple(slides))
+
+
+def _shape_text(shape) -> str:
+    from pptx.shapes.group import GroupShape
+
+    if isinstance(shape, GroupShape):
+        return "\n".join(t for t in (_shape_text(s) for s in shape.shapes) if t)
+    if getattr(shape, "has_table", False) and shape.has_table:
+        return "\n".join(_row(cell.text for cell in row.cells) for row in shape.table.rows)
+    if getattr(shape, "has_text_frame", False) and shape.has_text_frame:
+        lines = [_line(p.text) for p in shape.text_frame.paragraphs]
+        return "\n".join(line for line in lines if line)
+    return ""
+
+
+def _row(cells) -> str:
+    """A table row as its cells joined by " | ", a merged cell (repeated by the library) once."""
+    out: list[str] = []
+    for cell in cells:
+        text = _line(cell)
+        if not out or text != out[-1]:
+            out.append(text)
+    return " | ".join(out)
+
+
+def _line(text: str) -> str:
+    """One line: a soft line break or vertical tab inside a paragraph becomes a space; a page
+    break never survives (it would split a page in two)."""
+    return " ".join(text.replace(PAGE_BREAK, " ").split())

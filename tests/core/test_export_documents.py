@@ -1,0 +1,176 @@
+"""`export --format docx|pdf`: files an analyst can send on, read back with python-docx and pypdf.
+
+The report has what real ones have: a title, an offline-engine note as a quote, bold labels,
+sections, a comparison table, prose in Chinese, citation markers, and references whose URLs are
+a web page (linked), a javascript: URL and a local file (shown, never linked). Quotes must come
+back as written, CJK included.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from core.export import ExportError, render
+from core.export_pdf import find_font
+from core.models import Citation, Report
+
+MARKDOWN = """# Research report: threads or coroutines?
+
+> Extractive offline report: assembled from verbatim sentences of the sources below.
+
+**Topic:** threads or coroutines  
+**Intent:** compare
+
+## Executive summary
+
+Threads share one process's memory, so **a lock** guards shared data [1]. A coroutine yields
+at each *await* [2], and `asyncio.run` starts the loop. See [the docs](https://docs.python.org/3/)
+or [this](javascript:alert(1)).
+
+## Comparison
+
+| Dimension | threads | coroutines |
+|---|---|---|
+| memory | shared, guarded by a lock [1] | one event loop [2] |
+| cost | a thread each | 线程比协程更重 [3] |
+
+## 中文小结
+
+线程共享同一进程的内存，需要用锁保护共享数据。 [3]
+
+- first point
+- second point
+
+## References
+
+1. [Locks](https://example.org/locks?a=1&b=2) — “a lock guards shared data”
+"""
+
+REPORT = Report(
+    report_id="r_export01", topic="threads or coroutines", title="Threads or coroutines?",
+    markdown=MARKDOWN, engine="offline-extractive", language="en", citations=(
+        Citation(number=1, url="https://example.org/locks?a=1&b=2", title="Locks & threads",
+                 quote="Threads share one process's memory; a lock guards shared data."),
+        Citation(number=2, url="javascript:alert(document.cookie)", title="Evil page",
+                 quote="A coroutine yields control at each await\x0b."),
+        Citation(number=3, url="file:///srv/corpus/zh.pdf#page=2", title="线程与协程 (p. 2)",
+                 quote="线程共享同一进程的内存，需要用锁保护共享数据。")))
+
+
+def test_docx_reads_back_with_its_structure_links_and_quotes() -> None:
+    import docx
+
+    data = render(REPORT, "docx")
+    assert isinstance(data, bytes) and data[:2] == b"PK"
+    doc = docx.Document(io.BytesIO(data))
+    assert doc.core_properties.title == "Threads or coroutines?"
+    styles = [(p.style.name, p.text) for p in doc.paragraphs]
+    assert ("Title", "Research report: threads or coroutines?") in styles
+    assert ("Heading 1", "Comparison") in styles and ("Heading 1", "中文小结") in styles
+    assert any(s == "Quote" and t.startswith("Extractive offline report") for s, t in styles)
+    assert any(s == "List Bullet" and t == "second point" for s, t in styles)
+    text = "\n".join(t for _, t in styles)
+    assert "线程共享同一进程的内存，需要用锁保护共享数据。 [3]" in text
+    for c in REPORT.citations:  # the references, rebuilt from the citations, quotes as written
+        assert c.url in text and c.title in text
+        assert f"“{c.quote}”".replace("\x0b", "") in text
+    table = doc.tables[0]
+    assert [c.text for c in table.rows[0].cells] == ["Dimension", "threads", "coroutines"]
+    assert table.rows[2].cells[2].text == "线程比协程更重 [3]"
+    assert all(run.bold for run in table.rows[0].cells[0].paragraphs[0].runs)
+    external = sorted(r.target_ref for r in doc.part.rels.values() if r.is_external)
+    assert external == ["https://docs.python.org/3/", "https://example.org/locks?a=1&b=2"]
+    xml = doc.element.xml
+    assert set(re.findall(r'w:anchor="(ref_\d)"', xml)) == {"ref_1", "ref_2", "ref_3"}
+    assert set(re.findall(r'w:bookmarkStart w:id="\d" w:name="(ref_\d)"', xml)) == {
+        "ref_1", "ref_2", "ref_3"}
+    assert "javascript:" not in " ".join(external)
+
+
+@pytest.fixture(scope="module")
+def pdf_reader():
+    from pypdf import PdfReader
+
+    data = render(REPORT, "pdf")
+    assert data.startswith(b"%PDF-")
+    return PdfReader(io.BytesIO(data))
+
+
+def test_pdf_reads_back_with_the_report_text_and_references(pdf_reader) -> None:
+    text = "\n".join(page.extract_text() for page in pdf_reader.pages)
+    flat = " ".join(text.split())
+    assert pdf_reader.metadata.title == "Threads or coroutines?"
+    for expected in ("Research report: threads or coroutines?", "Executive summary",
+                     "Dimension", "shared, guarded by a lock [1]", "second point",
+                     "https://example.org/locks?a=1&b=2", "javascript:alert(document.cookie)",
+                     "“Threads share one process's memory; a lock guards shared data.”"):
+        assert expected in flat, expected
+    if "wqy" in find_font().name or "Droid" in find_font().name:  # a font with CJK glyphs
+        assert "线程共享同一进程的内存，需要用锁保护共享数据。" in text.replace("\n", "")
+        assert "线程与协程 (p. 2)" in flat
+
+
+def test_pdf_links_only_web_pages_and_its_own_references(pdf_reader) -> None:
+    uris, internal = [], []
+    for page in pdf_reader.pages:
+        for annot in page.get("/Annots") or []:
+            annot = annot.get_object()
+            action = annot.get("/A")
+            if action is not None and "/URI" in action:
+                uris.append(str(action["/URI"]))
+            elif annot.get("/Dest") is not None:
+                internal.append(str(annot["/Dest"]))
+    assert set(uris) == {"https://docs.python.org/3/", "https://example.org/locks?a=1&b=2"}
+    assert {"ref-1", "ref-2", "ref-3"} <= set(internal)  # each marker jumps to its reference
+    def titles(items) -> list[str]:
+        return [t for item in items
+                for t in (titles(item) if isinstance(item, list) else [item.title])]
+
+    outline = titles(pdf_reader.outline)
+    assert outline[0] == "Research report: threads or coroutines?"
+    assert "Comparison" in outline and "References" in outline
+
+
+def test_pdf_font_must_exist_and_be_truetype(tmp_path: Path) -> None:
+    with pytest.raises(ExportError, match="no such file"):
+        find_font(tmp_path / "nope.ttf")
+    otf = tmp_path / "NotoSansCJK.otf"
+    otf.write_bytes(b"OTTO")
+    with pytest.raises(ExportError, match="TrueType"):
+        find_font(otf)
+
+
+def test_cli_exports_docx_and_pdf_files(tmp_path: Path, monkeypatch) -> None:
+    """`researchflow export ID --format docx|pdf -o FILE` on a stored report."""
+    import docx
+    from pypdf import PdfReader
+
+    from core.store import ResultStore
+    from core.store.connection import release_all
+    from tests.core.test_store_views import cite, topic_result
+    from tests.flows.test_cli_reports import PAGE, run
+
+    store = ResultStore(tmp_path / "rf.duckdb")
+    rid = store.save_result(topic_result(
+        "DuckDB concurrency", title="Concurrency [/] in DuckDB", body="One writer [1].",
+        sources=(PAGE,), citations=(cite(1, PAGE, "an exclusive lock"),)),
+        run_id="r1", engine="offline")
+    release_all()
+    for fmt in ("docx", "pdf"):
+        target = tmp_path / f"report.{fmt}"
+        result = run("export", rid, "--format", fmt, "-o", str(target), "--db", str(store.path))
+        assert result.exit_code == 0 and "wrote" in result.output, result.output
+        if fmt == "docx":
+            text = "\n".join(p.text for p in docx.Document(str(target)).paragraphs)
+        else:
+            text = " ".join(" ".join(p.extract_text() for p in PdfReader(target).pages).split())
+        assert "Concurrency [/] in DuckDB" in text and PAGE.url in text
+        assert "“an exclusive lock”" in text
+    monkeypatch.setenv("RESEARCHFLOW_PDF_FONT", str(tmp_path / "missing.ttf"))
+    refused = run("export", rid, "--format", "pdf", "-o", str(tmp_path / "x.pdf"),
+                  "--db", str(store.path))
+    assert refused.exit_code == 2 and "RESEARCHFLOW_PDF_FONT" in refused.output

@@ -1,0 +1,177 @@
+"""`researchflow mcp` driven by the MCP SDK's own client, as an assistant drives it.
+
+Over stdio the command runs from the venv as a subprocess, its store holding one report: the
+client lists the tools, finds the report by a word in it, reads it back as a tool result and as
+a resource, lists and queries the store, gets tool errors (never a dead server) for a bad id, a
+bad run id, bad SQL, a write and a bad topic, then researches a topic offline over a small
+corpus (a flow run of the server's own local Prefect API) and reads its report. Over
+streamable HTTP the same command serves a loopback port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from core.store import ResultStore
+from core.store.connection import release_all
+from tests.core.test_store_views import cite, topic_result
+from tests.flows.test_cli_reports import PAGE, run
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(sys.executable).parent
+TOOLS = {"research_topic", "run_status", "search_reports", "get_report", "list_reports", "query"}
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> Path:
+    db = ResultStore(tmp_path / "store.duckdb")
+    db.save_result(topic_result(
+        "DuckDB concurrency", title="Concurrency in DuckDB",
+        body="One writer at a time holds the exclusive lock [1].", sources=(PAGE,),
+        citations=(cite(1, PAGE, "an exclusive lock"),)), run_id="r1", engine="offline")
+    release_all()
+    return db.path
+
+
+def env(tmp_path: Path) -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    out.update(PREFECT_HOME=str(tmp_path / "prefect"), RESEARCHFLOW_CACHE_DIR=str(
+        tmp_path / "cache"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    return out
+
+
+def data(result) -> object:
+    """A tool's structured result (a list comes wrapped as {"result": [...]})."""
+    assert not result.is_error, result.content
+    out = result.structured_content
+    if out is None:
+        return json.loads(result.content[0].text)
+    return out["result"] if set(out) == {"result"} else out
+
+
+def error(result) -> str:
+    assert result.is_error
+    return result.content[0].text
+
+
+async def read_back(client: Client) -> str:
+    """Find the stored report by a word in it and read it: its id."""
+    names = {t.name for t in (await client.list_tools()).tools}
+    assert TOOLS <= names
+    hits = data(await client.call_tool("search_reports", {"text": "exclusive"}))
+    assert len(hits) == 1 and hits[0]["title"] == "Concurrency in DuckDB"
+    report_id = hits[0]["report_id"]
+    got = await client.call_tool("get_report", {"report_id": report_id})
+    assert not got.is_error
+    markdown = got.content[0].text
+    assert "exclusive lock" in markdown and PAGE.url in markdown  # its references too
+    return report_id
+
+
+def test_stdio_tools_resources_errors_and_a_researched_topic(store: Path, corpus: Path,
+                                                             tmp_path: Path) -> None:
+    params = StdioServerParameters(
+        command=str(BIN / "researchflow"),
+        args=["mcp", "--db", str(store), "--corpus", str(corpus), "--model", "offline"],
+        env=env(tmp_path), cwd=str(tmp_path))
+
+    async def session() -> None:
+        async with Client(params, read_timeout_seconds=300) as client:
+            report_id = await read_back(client)
+            resource = await client.read_resource(f"report://{report_id}")
+            assert "exclusive lock" in resource.contents[0].text
+            listed = data(await client.call_tool("list_reports", {"limit": 5}))
+            assert [r["report_id"] for r in listed] == [report_id]
+            rows = data(await client.call_tool("query", {
+                "sql": "SELECT number, url FROM citations UNION ALL SELECT 2, 'x'",
+                "max_rows": 1}))
+            assert rows["columns"] == ["number", "url"] and rows["truncated"] is True
+            assert rows["rows"] == [[1, PAGE.url]]
+
+            assert "no report 'r_nope'" in error(
+                await client.call_tool("get_report", {"report_id": "r_nope"}))
+            assert "syntax error" in error(
+                await client.call_tool("query", {"sql": "SELEC * FROM reports"}))
+            assert "read-only" in error(
+                await client.call_tool("query", {"sql": "DELETE FROM reports"}))
+            assert "not a run id" in error(
+                await client.call_tool("run_status", {"run_id": "'; DROP TABLE x"}))
+            assert "was started by this server" in error(await client.call_tool(
+                "run_status", {"run_id": "00000000-0000-0000-0000-000000000000"}))
+            assert error(await client.call_tool("research_topic", {"topic": "x"}))
+            with pytest.raises(Exception, match="no report"):
+                await client.read_resource("report://r_nope")
+
+            started = data(await client.call_tool("research_topic", {
+                "topic": "How do threads share memory?",
+                "options": {"max_subquestions": 2, "max_rounds": 1, "max_waves": 1}}))
+            assert started["how"] == "in-process" and started["report_id"] is None
+            deadline = time.monotonic() + 240
+            status = started
+            while status["status"] not in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
+                assert time.monotonic() < deadline, status
+                await asyncio.sleep(1)
+                status = data(await client.call_tool("run_status",
+                                                      {"run_id": started["run_id"]}))
+            assert status["status"] == "COMPLETED", status
+            new = await client.call_tool("get_report", {"report_id": status["report_id"]})
+            assert not new.is_error and "## References" in new.content[0].text
+            assert "threads" in new.content[0].text.lower()
+
+    asyncio.run(session())
+    # The topic's report is in the server's store, beside the first one.
+    assert len(ResultStore(store).list_reports()) == 2
+
+
+def test_streamable_http_serves_the_same_tools(store: Path, tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = (tmp_path / "mcp.log").open("wb")
+    server = subprocess.Popen([str(BIN / "researchflow"), "mcp", "--http", f"127.0.0.1:{port}",
+                               "--db", str(store)], env=env(tmp_path), cwd=tmp_path,
+                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert server.poll() is None, (tmp_path / "mcp.log").read_text()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the MCP server did not listen"
+                time.sleep(0.3)
+
+        async def session() -> None:
+            async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+                await read_back(client)
+                assert "no report" in error(
+                    await client.call_tool("get_report", {"report_id": "r_missing"}))
+
+        asyncio.run(session())
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+def test_http_refuses_a_remote_address_without_allow_remote(store: Path) -> None:
+    refused = run("mcp", "--http", "0.0.0.0:8765", "--db", str(store))
+    assert refused.exit_code == 2 and "--allow-remote" in refused.output
+    malformed = run("mcp", "--http", "localhost", "--db", str(store))
+    assert malformed.exit_code == 2 and "HOST:PORT" in malformed.output

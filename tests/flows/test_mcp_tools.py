@@ -1,0 +1,57 @@
+"""The MCP tools in-process (the SDK's in-memory client): failures that must be tool errors.
+
+A Prefect API that does not answer and a topic the options refuse are errors the assistant can
+read (`isError`, one line saying what to do), never a crash of the tool or the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from core.settings import Settings
+from flows.mcp_runs import TopicRuns
+from flows.mcp_server import build_server
+
+
+def call(server, *calls: tuple[str, dict]) -> list:
+    async def session() -> list:
+        async with Client(server) as client:
+            return [await client.call_tool(name, args) for name, args in calls]
+
+    return asyncio.run(session())
+
+
+@pytest.mark.slow  # the Prefect client retries a refused connection for ~15 s
+def test_an_unreachable_prefect_api_is_a_tool_error(tmp_path: Path) -> None:
+    from prefect.settings import (PREFECT_API_URL, PREFECT_CLIENT_MAX_RETRIES,
+                                  temporary_settings)
+
+    settings = Settings.load(db_path=tmp_path / "store.duckdb")
+    runs = TopicRuns(settings, deployment="research-topic/adhoc-served", external_api=True)
+    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:9/api",
+                                     PREFECT_CLIENT_MAX_RETRIES: 0}):
+        started, status = call(build_server(settings, runs),
+                               ("research_topic", {"topic": "What is asyncio?"}),
+                               ("run_status", {"run_id": "00000000-0000-0000-0000-000000000001"}))
+    for result in (started, status):
+        assert result.is_error
+        assert "http://127.0.0.1:9/api did not answer" in result.content[0].text
+        assert "PREFECT_API_URL" in result.content[0].text
+
+
+def test_refused_options_and_a_missing_store_are_tool_errors(tmp_path: Path) -> None:
+    settings = Settings.load(db_path=tmp_path / "none.duckdb")
+    runs = TopicRuns(settings, deployment=None, external_api=False)
+    language, pages, listed = call(
+        build_server(settings, runs),
+        ("research_topic", {"topic": "What is asyncio?", "options": {"language": "klingon-xx"}}),
+        ("research_topic", {"topic": "What is asyncio?", "options": {"max_pages": 99}}),
+        ("list_reports", {}))
+    assert language.is_error and "unknown language" in language.content[0].text
+    assert pages.is_error and "max_pages" in pages.content[0].text
+    assert listed.is_error and "no store at" in listed.content[0].text
+    assert not (tmp_path / "none.duckdb").exists()  # reading never creates a store
