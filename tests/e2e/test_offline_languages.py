@@ -103,6 +103,8 @@ def test_a_chinese_report_says_its_own_words_in_chinese(chinese: Researched) -> 
     own = report.markdown
     for c in report.citations:
         own = own.replace(c.quote, " ").replace(c.title, " ").replace(c.url, " ")
+    # A reference's link is labelled with its source's host or file name, not the engine's words.
+    own = re.sub(r"\[[^\]]*\]\([^)]*\)", " ", own)
     own = own.replace(corpus.topic, " ")
     # Words with a lower-case letter: acronyms (LLM, SQL) are at home in Chinese prose too.
     words = {w for w in re.findall(r"[A-Za-z]{3,}", own) if not w.isupper()}

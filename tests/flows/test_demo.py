@@ -36,7 +36,7 @@ def test_demo_batch_cites_verbatim_with_a_section_per_subquestion(db_path):
         numbers = [c["number"] for c in report["citations"]]
         assert numbers == list(range(1, len(numbers) + 1))
         for n in numbers:
-            assert f"\n{n}. [" in md
+            assert f"\n{n}. " in md
         assert store.unverified_citations(summary["report_id"]) == []
         total_citations += len(numbers)
     assert total_citations >= 6, "the demo corpus should answer the demo topics"
