@@ -36,7 +36,7 @@ from core.usage import UsageTotals
 from flows.progress import ProgressArtifact, emit
 from flows.records import finish_run, record, start_run
 from flows.topic import research_topic
-from flows.slots import batch_slots, creating_subflow
+from flows.slots import batch_closed, batch_slots, creating_subflow
 from tasks.caching import core_fingerprint
 
 log = logging.getLogger("researchflow.flows")
@@ -60,19 +60,22 @@ class BatchIncomplete(RuntimeError):
     """Raised at the end of a batch in which some topics did not produce a report."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class BatchBudget:
-    """The batch's cap, and whether a topic has already run into it (shared by the workers)."""
+    """The batch's cap: plain values only. It is a parameter of every topic's task, and a
+    task's parameters travel in the run context that prefect-dask pickles with every research
+    task it submits; whether a topic already ran into the cap stays in this process, in the
+    batch's gate (flows.slots.batch_closed)."""
 
     limit: float | None
     db_path: str
     run_id: str
-    reached: threading.Event  # a topic ran into the cap (flows.slots.close_batch sets it)
 
     def exhausted(self) -> bool:
         if self.limit is None:
             return False
-        return self.reached.is_set() or current().ledger(self.db_path).spent(self.run_id) >= self.limit
+        return (batch_closed(self.run_id)
+                or current().ledger(self.db_path).spent(self.run_id) >= self.limit)
 
     def refusal(self) -> str:
         """Why a topic may not start now ("" when it may): asked when it gets its slot."""
@@ -168,7 +171,7 @@ def research_batch(csv_path: str, batch_id: str | None = None,
     overrides = {"model": model, "search": config.search, "corpus_dir": config.corpus_dir,
                  "db_path": config.db_path, "max_cost_usd": settings.max_cost_usd,
                  "refresh": refresh}
-    budget = BatchBudget(settings.max_batch_cost_usd, config.db_path, run_id, threading.Event())
+    budget = BatchBudget(settings.max_batch_cost_usd, config.db_path, run_id)
     slots = max_concurrency or settings.max_topic_concurrency
     total = len(rows) + len(errors)
     progress = ProgressArtifact(markdown_text(
@@ -179,7 +182,7 @@ def research_batch(csv_path: str, batch_id: str | None = None,
     # to notice the end, ~1 s per topic; the batch flow's own heartbeat is already running.
     with scoped(run_id=run_id, batch_id=batch, max_batch_cost_usd=settings.max_batch_cost_usd), \
             temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}), \
-            batch_slots(run_id, slots, budget.refusal, closed=budget.reached), \
+            batch_slots(run_id, slots, budget.refusal), \
             ThreadPoolTaskRunner(max_workers=2 * slots) as runner:
         futures = [runner.submit(run_topic_row, parameters={
             "row": r, "overrides": overrides, "budget": budget}) for r in rows]

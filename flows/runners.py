@@ -33,6 +33,7 @@ import atexit
 import functools
 import math
 import os
+import sys
 import threading
 import uuid
 from dataclasses import asdict, dataclass
@@ -59,12 +60,32 @@ class SettingsTaskRunner(TaskRunner):
     """Chooses the runner (`task_runner`) when a flow run starts; runs nothing itself."""
 
     def duplicate(self) -> TaskRunner:
-        return task_runner(Settings.load())
+        settings = Settings.load()
+        if in_dask_worker():
+            # Prefect rebuilds a task's flow context in the worker and enters a copy of the
+            # flow's runner there too. A LocalCluster cannot start in a worker (a daemonic
+            # process has no children) and a client per task would cost a connection to the
+            # scheduler: what a task submits inside a worker stays in that worker.
+            return ThreadPoolTaskRunner(max_workers=settings.max_subquestion_workers)
+        return task_runner(settings)
 
     def submit(self, task: Any, parameters: dict[str, Any], wait_for: Any = None,
                dependencies: Any = None) -> Any:
         raise RuntimeError("SettingsTaskRunner only chooses a runner; Prefect submits tasks "
                            "to the runner its duplicate() returns")
+
+
+def in_dask_worker() -> bool:
+    """Whether this code runs in a task on a Dask worker."""
+    if "distributed" not in sys.modules:  # never imported: not a worker, and no import paid
+        return False
+    import distributed
+
+    try:
+        distributed.get_worker()
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)

@@ -45,14 +45,14 @@ class _Gate:
 
 
 @contextmanager
-def batch_slots(run_id: str, slots: int, refusal: Callable[[], str] = lambda: "",
-                closed: threading.Event | None = None) -> Iterator[None]:
+def batch_slots(run_id: str, slots: int,
+                refusal: Callable[[], str] = lambda: "") -> Iterator[None]:
     """The slots of the batch run `run_id`, for its topics while the block runs; `refusal` is
-    asked each time a topic has a slot, and a non-empty answer skips that topic. `closed` is
-    the event `close_batch` sets (the refusal should read it)."""
+    asked each time a topic has a slot, and a non-empty answer skips that topic (it should
+    read `batch_closed`)."""
     with _guard:
         _gates[run_id] = _Gate(threading.BoundedSemaphore(max(1, slots)), refusal,
-                               threading.Lock(), closed or threading.Event())
+                               threading.Lock(), threading.Event())
     try:
         yield
     finally:
@@ -117,6 +117,13 @@ def close_batch(run_id: str) -> None:
         gate = _gates.get(run_id)
     if gate is not None:
         gate.closed.set()
+
+
+def batch_closed(run_id: str) -> bool:
+    """Whether a topic of batch `run_id` ran into the batch's budget (`close_batch`)."""
+    with _guard:
+        gate = _gates.get(run_id)
+    return gate is not None and gate.closed.is_set()
 
 
 def release_slot() -> None:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from flows.slots import (TopicSkipped, batch_slots, close_batch, creating_subflow,
+from flows.slots import (TopicSkipped, batch_closed, batch_slots, close_batch, creating_subflow,
                          release_slot, subflow_started, topic_slot)
 
 
@@ -137,7 +137,6 @@ def test_subflows_are_created_one_at_a_time_until_each_flow_starts() -> None:
 
 
 def test_a_topic_that_ran_into_the_batch_budget_closes_the_gate_before_its_slot_is_free() -> None:
-    closed = threading.Event()
     outcome: list[str] = []
     waiting_started = threading.Event()
 
@@ -149,8 +148,8 @@ def test_a_topic_that_ran_into_the_batch_budget_closes_the_gate_before_its_slot_
         except TopicSkipped as exc:
             outcome.append(str(exc))
 
-    refusal = lambda: "budget: reached" if closed.is_set() else ""  # noqa: E731
-    with batch_slots("batch-5", 1, refusal, closed=closed):
+    refusal = lambda: "budget: reached" if batch_closed("batch-5") else ""  # noqa: E731
+    with batch_slots("batch-5", 1, refusal):
         with pytest.raises(RuntimeError):
             with topic_slot("batch-5"):
                 second = threading.Thread(target=waiting)
