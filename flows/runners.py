@@ -45,6 +45,7 @@ from core.ledger import CallScope, acting_as, current_role, current_scope, scope
 from core.runtime import current
 from core.settings import Settings
 from core.usage import CallRole
+from flows.attempts import note_attempt
 
 
 def task_runner(settings: Settings | None = None) -> TaskRunner:
@@ -97,6 +98,7 @@ class InScope:
     role: CallRole
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        note_attempt(kwargs)  # a rerun after a lost worker says so in the task's log
         with scoped(**asdict(self.scope)), acting_as(self.role):
             try:
                 return self.fn(*args, **kwargs)
