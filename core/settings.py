@@ -12,7 +12,8 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr
+from pydantic import (AliasChoices, BaseModel, ConfigDict, Field, SecretStr,
+                      ValidationError, field_validator)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -136,6 +137,12 @@ class Settings(BaseSettings):
     # Unicode font Debian packages install (core.export_pdf.find_font).
     pdf_font: str | None = None
 
+    @field_validator("store", mode="before")
+    @classmethod
+    def _blank_store_is_unset(cls, value: Any) -> Any:
+        # `RESEARCHFLOW_STORE=` (exported empty to switch the lake off) means no lake.
+        return None if isinstance(value, str) and not value.strip() else value
+
     @classmethod
     def load(cls, **overrides: Any) -> "Settings":
         """Settings from the environment and .env, with explicit (non-None) overrides on top."""
@@ -194,6 +201,22 @@ class Settings(BaseSettings):
             else:
                 out[name] = str(value) if isinstance(value, Path) else value
         return out
+
+
+def settings_error(exc: ValidationError) -> str:
+    """A Settings ValidationError as one line naming each variable to fix, never its value
+    when it may be a secret."""
+    parts = []
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error.get("loc") else "?"
+        name = f"RESEARCHFLOW_{field.upper()}"
+        if field == "store":
+            parts.append(f"{name} names a DuckLake and must start with 'ducklake:' "
+                         "(ducklake:postgres:dbname=NAME host=HOST user=USER); unset it to use "
+                         "a DuckDB file (--db or RESEARCHFLOW_DB_PATH)")
+        else:
+            parts.append(f"{name}: {error['msg']}")
+    return "; ".join(parts)
 
 
 def api_key(prefix: str) -> SecretStr | None:

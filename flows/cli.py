@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from pydantic import ValidationError
 from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
 from core.models import TopicOptions
+from core.settings import settings_error
 from flows.cli_reports import export, query, search, show
 from flows.console import (DbOpt, db_path, debugging, err, fail, flow_db, out, plain,
                            prefect_env, quiet_prefect_console, set_debug, store_exists)
@@ -38,6 +40,8 @@ class _OneLineErrors(TyperGroup):
             # vendored by typer) prints those itself.
             if debugging() or type(exc).__module__.startswith(("click", "typer")):
                 raise
+            if isinstance(exc, ValidationError) and exc.title == "Settings":
+                fail(settings_error(exc), code=1)  # what to set, not pydantic's report
             err.print(Text.assemble(("error:", "bold red"), " ", plain(
                 " ".join(f"{type(exc).__name__}: {exc}".split())[:2000]),
                 " (run with --debug for the traceback)"))

@@ -22,8 +22,10 @@ from core.escaping import printable
 out = Console()
 err = Console(stderr=True, soft_wrap=True)  # one line per error, whatever the width
 
-DbOpt = typer.Option(None, "--db", help="DuckDB file (default: researchflow.duckdb, or "
-                     "RESEARCHFLOW_DB_PATH); 'ducklake:CATALOG' names a DuckLake.")
+DbOpt = typer.Option(None, "--db", help="The store: a DuckDB file, or a DuckLake written "
+                     "'ducklake:postgres:dbname=NAME host=HOST user=USER' (quote it). Default: "
+                     "RESEARCHFLOW_STORE (a DuckLake), else RESEARCHFLOW_DB_PATH, else "
+                     "researchflow.duckdb.")
 DEBUG_ENV = "RESEARCHFLOW_DEBUG"
 
 
