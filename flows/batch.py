@@ -35,6 +35,7 @@ from core.store import StoreError
 from core.usage import UsageTotals
 from flows.progress import ProgressArtifact, emit
 from flows.records import finish_run, record, start_run
+from flows.run_log import forward_store_logs
 from flows.topic import research_topic
 from flows.slots import batch_closed, batch_slots, creating_subflow
 from tasks.caching import core_fingerprint
@@ -141,6 +142,7 @@ def research_batch(csv_path: str, batch_id: str | None = None,
     A topic whose report is already stored (its latest attempt succeeded) is not run again
     unless `refresh`, which researches every topic afresh instead of reusing cached calls."""
     logger = get_run_logger()
+    forward_store_logs()  # lake commit conflicts show in the run's log
     # Every task's cache key needs it; on a checkout's first run it is a 0.4 s parse, done here
     # while the batch reads its CSV and creates its first subflows instead of in a first task.
     threading.Thread(target=core_fingerprint, name="researchflow-code-key", daemon=True).start()

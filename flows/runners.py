@@ -46,6 +46,7 @@ from core.runtime import current
 from core.settings import Settings
 from core.usage import CallRole
 from flows.attempts import note_attempt
+from flows.run_log import forward_store_logs
 
 
 def task_runner(settings: Settings | None = None) -> TaskRunner:
@@ -99,6 +100,7 @@ class InScope:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         note_attempt(kwargs)  # a rerun after a lost worker says so in the task's log
+        forward_store_logs()  # and so does a lake commit that conflicted, in this worker
         with scoped(**asdict(self.scope)), acting_as(self.role):
             try:
                 return self.fn(*args, **kwargs)

@@ -30,6 +30,7 @@ from core.settings import RunConfig, Settings, run_config
 from core.waves import MAX_FOLLOWUPS, affordable_followups, gaps
 from flows.progress import ProgressArtifact, emit
 from flows.records import finish_run, record, start_run, usage_line
+from flows.run_log import forward_store_logs
 from flows.runners import SettingsTaskRunner
 from flows.slots import TopicSkipped, close_batch, subflow_started, topic_slot
 from tasks.research import plan_topic, research, review_findings
@@ -191,6 +192,7 @@ def research_topic(topic: str, options: TopicOptions = TopicOptions(), batch_id:
     makes every call again instead of reusing cached ones (a retry of the same run still
     reuses what that run finished).
     """
+    forward_store_logs()  # lake commit conflicts show in the run's log
     settings = Settings.load(model=model, search=search, max_cost_usd=max_cost_usd,
                              corpus_dir=Path(corpus_dir) if corpus_dir else None,
                              db_path=Path(db_path) if db_path else None)

@@ -273,8 +273,9 @@ class LakeBackend:
                 self.conflicts += 1
                 # Full jitter: writers that lost together do not come back together.
                 delay = random.uniform(0.0, min(0.05 * 2 ** (attempt - 1), 1.0))
-                log.debug("DuckLake commit conflict (attempt %d), again in %.2fs: %s",
-                          attempt, delay, exc)
+                # INFO: the flows forward this logger to the run's Prefect log (flows.run_log).
+                log.info("DuckLake commit conflicted with another writer (attempt %d of %d); "
+                         "the transaction runs again in %.2f s", attempt, ATTEMPTS, delay)
                 time.sleep(delay)
             finally:
                 cursor.close()

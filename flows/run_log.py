@@ -1,0 +1,47 @@
+"""Log lines of researchflow's own that a person needs in the Prefect UI, forwarded to the log
+of the flow or task run that wrote them.
+
+`core` never imports Prefect, so a DuckLake commit that conflicted with another writer and was
+run again is logged on `researchflow.store.lake`, where nobody looks. `forward_store_logs()`
+(idempotent, called when a flow starts and before a task runs on a Dask worker) attaches a
+handler that hands each record to the current run's logger; outside a run it does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+FORWARDED = ("researchflow.store.lake",)
+
+_installed = False
+_lock = threading.Lock()
+
+
+class _ToRunLog(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        from prefect import get_run_logger
+        from prefect.exceptions import MissingContextError
+
+        try:
+            logger = get_run_logger()
+        except MissingContextError:  # not inside a run: nobody's log to write to
+            return
+        try:
+            logger.log(record.levelno, record.getMessage())
+        except Exception:  # noqa: BLE001 - a log line must never fail the write it reports
+            self.handleError(record)
+
+
+def forward_store_logs() -> None:
+    """Forward INFO and above of the store's DuckLake logger to the current run's log."""
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        for name in FORWARDED:
+            logger = logging.getLogger(name)
+            logger.addHandler(_ToRunLog(logging.INFO))
+            if logger.getEffectiveLevel() > logging.INFO:
+                logger.setLevel(logging.INFO)
+        _installed = True
