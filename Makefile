@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(PY) bench/web.py
 	$(PY) bench/rerun.py
 	$(PY) bench/overhead.py
+	$(PY) bench/scale.py
 
 ui: $(STAMP)
 	$(VENV)/bin/researchflow ui --host 127.0.0.1 --port 4200

@@ -6,7 +6,7 @@ bench/overhead_rig.py, which answer after FIXED latencies (300 ms per LLM call, 
 search, 100 ms per page). Each configuration runs in a fresh process with its own Prefect API
 (`researchflow`'s local server), Prefect home, cache and topics (their text carries a tag, so
 every cache starts cold), and writes into its own DuckLake whose catalog is a PostgreSQL started
-here (skipped without PostgreSQL's binaries: the bench then says so and exits 2):
+here (skipped without PostgreSQL's binaries: the bench says so and exits 0):
 
     threads   the flows' default: sub-question tasks in threads of the batch's process
     dask-1    RESEARCHFLOW_TASK_RUNNER=dask on a LocalCluster of 1 worker process (4 threads)
@@ -179,9 +179,9 @@ def run(args) -> int:
 
     bin_dir = pg_bin()
     if bin_dir is None:
-        print("scale: no PostgreSQL server binaries (initdb): the DuckLake needs one; "
-              "apt-get install postgresql")
-        return 2
+        print("scale: skipped, no PostgreSQL server binaries (initdb) for the DuckLake's "
+              "catalog; apt-get install postgresql")
+        return 0
     latency = Latency(args.llm_ms / 1000, args.search_ms / 1000, args.page_ms / 1000)
     work = Path(tempfile.mkdtemp(prefix="rf-bench-scale-"))
     postgres = Postgres(bin_dir)
