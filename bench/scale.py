@@ -56,7 +56,7 @@ def child(spec: dict) -> None:
     workspace(f"rf-bench-scale-{spec['mode']}-")  # before Prefect is imported
     from flows.local_api import ensure_api
 
-    ensure_api()  # a server the Dask workers reach too (they inherit PREFECT_API_URL)
+    ensure_api(timeout=600)  # a server the Dask workers reach too (they inherit its URL)
     cluster = None
     if spec["processes"]:
         import distributed

@@ -36,6 +36,16 @@ TOPICS = ["Threading vs asyncio for waiting on sockets",
           "Threading vs asyncio for blocking calls"]
 
 
+@pytest.fixture(autouse=True)
+def patient_api():
+    """The test server keeps its database in SQLite, which answers 503 while another write
+    holds it; on a busy machine the client's 5 retries can run out mid-batch."""
+    from prefect.settings import PREFECT_CLIENT_MAX_RETRIES, temporary_settings
+
+    with temporary_settings({PREFECT_CLIENT_MAX_RETRIES: 20}):
+        yield
+
+
 def _csv(path: Path, topics: list[str], subquestions: int = 3) -> Path:
     rows = [f'"{t}",{subquestions},1,1' for t in topics]
     path.write_text("topic,max_subquestions,max_rounds,max_waves\n" + "\n".join(rows) + "\n",
