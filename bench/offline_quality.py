@@ -132,7 +132,7 @@ answers:    on subject, and names a term of one of the question's parts (listed 
             entries kept"); a topic with no listed parts has one, its own content words outside
             its subject terms, matched on their first 5 letters ("concurrent" -> "concu")
 parts:      the question's parts with at least one answering quote, of all its parts
-echo:       headings that repeat 6+ consecutive words of the topic (10+ characters of a
+echo:       section headings that repeat 6+ consecutive words of the topic (10+ characters of a
             Chinese, Japanese or Korean topic): a template around the topic
 columns:    the comparison's options (listed per topic) named in the table's header row
 empty:      sections reading "[insufficient evidence]" """
@@ -312,7 +312,7 @@ def measure(case: Case, plan: ResearchPlan, report: Report) -> Measured:
                                for c in report.citations) for p in parts)
     sections = report_sections(report.markdown)
     m.sections = len(sections)
-    m.echo = sum(echoes_topic(h, case.topic) for h, _ in [(report.title, ""), *sections])
+    m.echo = sum(echoes_topic(h, case.topic) for h, _ in sections)  # the title names it
     m.empty = sum("[insufficient evidence]" in body for _, body in sections)
     options = case.options or OPTIONS.get(case.topic, ())
     columns = " | ".join(table_columns(report.markdown)).lower()

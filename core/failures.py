@@ -59,6 +59,16 @@ def _clip(text: str) -> str:
     return text if len(text) <= _DETAIL_CHARS else text[:_DETAIL_CHARS - 1] + "…"
 
 
+class NoEvidence(RuntimeError):
+    """A report that cites nothing: an empty corpus, or one with no page on the topic. Not a
+    success with zero references."""
+
+    def __init__(self, topic: str, search: str) -> None:
+        where = "the corpus" if search == "corpus" else f"the {search} search"
+        super().__init__(f"{where} has no page about {topic[:120]!r}: nothing to cite, "
+                         f"no report (check the corpus folder, or ask about what it holds)")
+
+
 class TopicFailed(RuntimeError):
     """A topic stopped at a step. `str()` is the one line for users; `cause` the first error."""
 

@@ -45,7 +45,9 @@ def test_topic_flow_stores_a_cited_report_and_hits_cache_on_rerun(corpus, db_pat
     assert report is not None
     md = report["markdown"]
     assert "Extractive offline report" in md
-    assert md.count("\n## How do threading, multiprocessing and asyncio differ") == 3
+    assert "| Dimension | threading | multiprocessing | asyncio |" in md  # a column each
+    assert "How do threading, multiprocessing and asyncio" not in md.split("**Topic:**")[1] \
+        .split("\n", 1)[1]  # no heading wraps the topic
     assert "## References" in md and "\n1. " in md
     assert report["citations"], "the offline engine found nothing to cite in a matching corpus"
     assert store.unverified_citations(report_id) == []
@@ -59,3 +61,15 @@ def test_topic_flow_stores_a_cited_report_and_hits_cache_on_rerun(corpus, db_pat
     after = store.counts()
     assert after.pop("runs") == counts.pop("runs") + 1  # each ad-hoc run is recorded
     assert after == counts  # idempotent per (batch, topic)
+
+
+def test_a_topic_the_corpus_has_nothing_on_fails_with_its_reason(tmp_path, db_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    state = research_topic(topic=TOPIC, batch_id="flowtest",
+                           options=TopicOptions(max_subquestions=2, max_rounds=1),
+                           model="offline", search="corpus", corpus_dir=str(empty),
+                           db_path=str(db_path), return_state=True)
+    assert state.is_failed()  # not a succeeded report with zero references
+    with pytest.raises(Exception, match="the corpus has no page about"):
+        state.result()
