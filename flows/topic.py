@@ -20,7 +20,7 @@ from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
 from core.escaping import markdown_text
-from core.failures import StepFailure, TopicFailed
+from core.failures import NoEvidence, StepFailure, TopicFailed
 from core.ledger import current_scope, scoped
 from core.models import (FollowUp, Finding, ResearchPlan, ResearchResult, Topic, TopicOptions,
                          Transcript)
@@ -93,6 +93,8 @@ def _research(topic: Topic, config: RunConfig, progress: ProgressArtifact) -> Re
 
     report = _step("report", write_report, plan, findings, config,
                    report_id_for(topic.batch_id, topic.topic_id))
+    if not report.citations:  # an empty or unrelated corpus: a failure with its reason
+        raise TopicFailed([StepFailure("report", NoEvidence(topic.text, config.search))])
     sources = {s.url: s for t in transcripts for s in t.sources}
     return ResearchResult(topic=topic, plan=plan, sources=tuple(sources.values()),
                           findings=tuple(findings), report=report)

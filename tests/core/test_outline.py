@@ -11,7 +11,6 @@ each part of a two-part question has a section; at most one section without evid
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
