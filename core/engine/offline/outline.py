@@ -42,6 +42,7 @@ HITS = 10  # passages searched per part or option
 GROUP_COSINE = 0.6  # a passage joins a group this close in meaning to the group's first
 _TOKEN = re.compile(r"[A-Za-z][\w.+#-]*[\w+#]|[A-Za-z]|[\u4e00-\u9fff]+|\d+")
 _HAN = re.compile(r"[\u4e00-\u9fff]")
+_CODE = re.compile(r"[_.#+]|[a-z][A-Z]|\d")
 _CJK_CUT = re.compile(r"[的是在了和与或及而并也就都被把对为以于从到上中有这那一个些之其等能会可]")
 # Words a heading gains nothing from: the question's own wording, and what every page says.
 _PLAIN = STOPWORDS | frozenset("""
@@ -114,7 +115,7 @@ def _phrases(text: str) -> list[str]:
     segment between function characters), never opening or closing on a plain word."""
     out: list[str] = []
     for chunk in re.split(r"[.,;:!?()\[\]{}\"'`，。；：！？（）「」《》、]+", text):
-        tokens = _TOKEN.findall(chunk)
+        tokens = _TOKEN.findall(re.sub(r"\S*_\S*", " ", chunk))
         for i, tok in enumerate(tokens):
             if _HAN.match(tok):
                 out += [seg for seg in _CJK_CUT.split(tok) if 2 <= len(seg) <= 8]
@@ -124,8 +125,9 @@ def _phrases(text: str) -> list[str]:
                 if len(gram) < size or any(_HAN.match(g) for g in gram):
                     break
                 if gram[0].lower() in _PLAIN or gram[-1].lower() in _PLAIN or \
-                        any(len(g) < 2 or g.isdigit() for g in gram) or len(gram[-1]) < 3:
-                    continue
+                        any(len(g) < 2 or g.isdigit() or _CODE.search(g) for g in gram) or \
+                        len(gram[-1]) < 3:
+                    continue  # code ("__init__", "os.path") names no section
                 out.append(" ".join(gram))
     return out
 
