@@ -244,9 +244,11 @@ def _sections(q: Question, found: _Found, n: int, language: str, focus: Sequence
         if len(drafts) >= n:
             break
         name = _name(group, q.text, avoid | common, language, taken, embedder)
-        if name:
-            drafts.append(Draft(_heading(name),
-                                (" ".join(dict.fromkeys(f"{subject} {name}".split())),)))
+        if name:  # searched with the question's own words: a section answers it
+            own = " ".join(w for w in query_words(q.text) if w not in subject.lower().split())
+            drafts.append(Draft(_heading(name), (
+                " ".join(list(dict.fromkeys(f"{subject} {name} {own}".split()))[:8]),
+                " ".join(dict.fromkeys(f"{subject} {name}".split())))))
     return drafts
 
 
@@ -291,7 +293,9 @@ def _rows(q: Question, options: Sequence[str], found: _Found, n: int,
                             tuple(f"{o} {context}" for o in options)))
     beside: list[Counter[str]] = []
     spelled: dict[str, str] = {}
-    together = found(" ".join(options))  # passages that discuss them side by side
+    # With a context ("for concurrent I/O"), facets are what is said of it, not of the
+    # options in general: every search carries its words.
+    together = found(" ".join([*options, context]))  # passages discussing them side by side
     side_by_side: set[str] = set()  # facets of passages naming two options or more
     for r in together:
         text = set(terms(re.sub(r"[-_./]", " ", f"{r.title} {r.snippet}")))
@@ -300,8 +304,8 @@ def _rows(q: Question, options: Sequence[str], found: _Found, n: int,
     for option in options:
         counts: Counter[str] = Counter()
         mine = set(terms(option))
-        for r in dict.fromkeys([*found(f"{option} {context}".strip()), *found(option),
-                                *together]):
+        alone = found(option) if not context else []
+        for r in dict.fromkeys([*found(f"{option} {context}".strip()), *alone, *together]):
             if not mine <= set(terms(re.sub(r"[-_./]", " ", f"{r.title} {r.snippet}"))):
                 continue
             for p in dict.fromkeys(_phrases(r.snippet)):
@@ -339,7 +343,8 @@ def _rows(q: Question, options: Sequence[str], found: _Found, n: int,
             continue
         taken |= set(key.split())
         drafts.append(Draft(_heading(spelled[key]),
-                            tuple(f"{o} {spelled[key]}" for o in options)))
+                            tuple(" ".join(f"{o} {spelled[key]} {context}".split()[:6])
+                                  for o in options)))
     if not drafts:  # the sources share no facet: what each of them is
         drafts.append(Draft(" / ".join(options), tuple(options)))
     return drafts
