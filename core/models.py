@@ -16,6 +16,7 @@ from core.language import resolve_language
 Intent = Literal["describe", "compare", "recommend"]
 Confidence = Literal["high", "medium", "conflict"]
 Role = Literal["system", "user", "assistant", "tool"]
+ReviewOnTimeout = Literal["proceed", "cancel"]
 
 
 class _Frozen(BaseModel):
@@ -49,6 +50,15 @@ class TopicOptions(_Frozen):
         "the topic's own."))
     report_words: int = Field(default=1_200, ge=200, le=20_000, description=(
         "Target length of the report in words (a long report is written section by section)."))
+    review_plan: bool = Field(default=False, description=(
+        "Pause after planning until someone approves the sub-questions (the Prefect UI's "
+        "form, or the terminal for `run` without a Prefect server); they may edit, drop or "
+        "add sub-questions first."))
+    review_timeout: int = Field(default=3_600, ge=10, le=7 * 86_400, description=(
+        "Seconds to wait for the plan's review; then review_on_timeout decides."))
+    review_on_timeout: ReviewOnTimeout = Field(default="cancel", description=(
+        "When nobody reviewed the plan in time: 'proceed' researches it as planned, 'cancel' "
+        "cancels the topic (nothing is spent but the plan)."))
 
     @field_validator("language", mode="before")
     @classmethod

@@ -14,7 +14,8 @@ from typing import Callable, Literal
 
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
-Kind = Literal["topic_started", "topic_planned", "subquestion_done", "topic_done", "topic_failed"]
+Kind = Literal["topic_started", "topic_planned", "plan_review", "subquestion_done", "topic_done",
+               "topic_failed"]
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class Event:
     topic: str
     total: int = 0  # sub-questions planned, on topic_planned
     detail: str = ""
+    data: object = None  # plan_review: (the plan as a PlanEdit, what a timeout does)
 
 
 _listeners: list[Callable[[Event], None]] = []
@@ -41,8 +43,8 @@ def subscribe(listener: Callable[[Event], None]) -> Callable[[], None]:
     return unsubscribe
 
 
-def emit(kind: Kind, topic: str, total: int = 0, detail: str = "") -> None:
-    event = Event(kind, topic, total, detail)
+def emit(kind: Kind, topic: str, total: int = 0, detail: str = "", data: object = None) -> None:
+    event = Event(kind, topic, total, detail, data)
     with _lock:
         listeners = list(_listeners)
     for listener in listeners:

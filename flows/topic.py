@@ -28,10 +28,13 @@ from core.report import report_id_for
 from core.runtime import current
 from core.settings import RunConfig, Settings, run_config
 from core.waves import MAX_FOLLOWUPS, affordable_followups, gaps
+from core.plan_review import PlanRejected
+from flows.plan_review import review_plan
 from flows.progress import ProgressArtifact, emit
 from flows.records import finish_run, record, start_run, usage_line
 from flows.runners import SettingsTaskRunner
-from flows.slots import TopicSkipped, close_batch, subflow_started, topic_slot
+from flows.slots import (TopicSkipped, close_batch, slot_released, subflow_started,
+                         topic_slot)
 from tasks.research import plan_topic, research, review_findings
 from tasks.store import store_result
 from tasks.write import compress, write_report
@@ -76,7 +79,10 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
 
 def _research(topic: Topic, config: RunConfig, progress: ProgressArtifact) -> ResearchResult:
     """Plan, research in waves, write the report: every provider call of the topic."""
-    plan = _step("plan", plan_topic, topic, config)
+    plan = _step("plan", plan_topic, _to_plan(topic), config)
+    if topic.review_plan:
+        with slot_released():  # a person is not a provider: the next topic may research
+            plan = review_plan(plan, topic)
     emit("topic_planned", topic.text, total=len(plan.subquestions))
     wave = Wave(topic, config, progress)
     findings, transcripts = wave.research(plan.subquestions)
@@ -96,6 +102,14 @@ def _research(topic: Topic, config: RunConfig, progress: ProgressArtifact) -> Re
     sources = {s.url: s for t in transcripts for s in t.sources}
     return ResearchResult(topic=topic, plan=plan, sources=tuple(sources.values()),
                           findings=tuple(findings), report=report)
+
+
+def _to_plan(topic: Topic) -> Topic:
+    """The topic as the planner sees it: how its plan is reviewed is no part of the plan (nor
+    of its cache key), so reviewing or not reuses the same cached plan."""
+    return topic.model_copy(update={k: TopicOptions.model_fields[k].default
+                                    for k in ("review_plan", "review_timeout",
+                                              "review_on_timeout")})
 
 
 class Wave:
@@ -210,10 +224,13 @@ def research_topic(topic: str, options: TopicOptions = TopicOptions(), batch_id:
     try:
         with scoped(**scope):
             report_id = run_topic(item, config, run_id)
-    except TopicSkipped as skipped:  # nothing was spent: the run ends cancelled, not failed
-        record(store.record_skipped, batch_id, item, str(skipped), run_id)
-        emit("topic_failed", item.text, detail=str(skipped))
-        return Cancelled(message=str(skipped))
+    except (TopicSkipped, PlanRejected) as skipped:  # the run ends cancelled, not failed
+        reason = str(skipped) if isinstance(skipped, TopicSkipped) else f"review: {skipped}"
+        record(store.record_skipped, batch_id, item, reason, run_id)
+        emit("topic_failed", item.text, detail=reason)
+        if alone:
+            finish_run(store, run_id, failed=True)
+        return Cancelled(message=reason)
     except TopicFailed as failure:
         record(store.record_failure, batch_id, item, str(failure), run_id)
         usage = usage_line(config, run_id, item.topic_id)
