@@ -2,9 +2,9 @@
 
 `PlanEdit` is what a reviewer sees and sends back: the sub-questions (each with the searches it
 starts from) and whether to go on. `reviewed(plan, edit)` turns the answer into the plan that is
-researched: a sub-question kept as it was stays the planned one (its focus, language and searches;
-only its number follows its new place); an edited or added one is asked with the searches given, or with its own
-text when none are. Dropping every sub-question, or not approving, cancels the topic.
+researched: a sub-question kept as it was stays the planned one (its focus, language and
+searches; only its number follows its new place); an edited or added one is asked with the
+searches given, or with its own text when none are. Dropping every sub-question, or not approving, cancels the topic.
 
 The reviewer's text is untrusted like a topic: bounded here, escaped wherever it is shown.
 """

@@ -109,18 +109,22 @@ def run(topic: str = typer.Argument(..., help="What to research."),
     _check_corpus(corpus)
     _check_store(db)
     prefect_env()
-    ensure_api()
+    own_api = ensure_api()  # None: a Prefect server the user runs (its UI reviews plans)
     from flows.live import LiveProgress
+    from flows.review_terminal import plan_reviews
     from flows.topic import research_topic
 
     quiet_prefect_console()
-    with LiveProgress(out) as live:
+    with LiveProgress(out) as live, plan_reviews(out, live, terminal=own_api is not None):
         live.add_topics(1)
         state = research_topic(topic=topic, options=options, model=model, search=search,
                                corpus_dir=str(corpus) if corpus else None,
                                db_path=flow_db(db), max_cost_usd=max_cost_usd,
                                refresh=refresh, return_state=True)
     usage = _run_usage(db_path(db), state)
+    if state.is_cancelled():  # its plan was not approved
+        out.print(plain(usage))
+        fail(f"the topic was cancelled: {state.message or 'cancelled'}", code=1)
     if not state.is_completed():
         out.print(plain(usage))
         fail(f"the topic failed: {_state_error(state)}", code=1)
@@ -155,8 +159,8 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
     """Research every topic of a CSV; bad rows are reported and the rest still run.
 
     The CSV may set any of the options below per row (columns max_subquestions, max_rounds,
-    max_pages, max_waves, language, report_words); the options here are the defaults for rows
-    that do not."""
+    max_pages, max_waves, language, report_words, review_plan, review_timeout,
+    review_on_timeout); the options here are the defaults for rows that do not."""
     from core.topics_csv import BatchFileError, read_topics_csv
 
     _check_corpus(corpus)
@@ -169,12 +173,13 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
     for row in bad:
         err.print(plain(f"row {row.row}: {row.message} (recorded as invalid; the other rows run)"))
     prefect_env()
-    ensure_api()
+    own_api = ensure_api()
     from flows.batch import research_batch
     from flows.live import LiveProgress
+    from flows.review_terminal import plan_reviews
 
     quiet_prefect_console()
-    with LiveProgress(out) as live:
+    with LiveProgress(out) as live, plan_reviews(out, live, terminal=own_api is not None):
         live.add_topics(len(rows))
         state = research_batch(csv_path=str(csv_path), batch_id=batch_id, defaults=options,
                                model=model, search=search,

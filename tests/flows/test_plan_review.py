@@ -8,6 +8,9 @@ stored. A batch's topic is a subflow: it pauses the same way. A timeout goes on 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -158,3 +161,38 @@ def test_a_review_timeout_goes_on_or_cancels(corpus: Path, db_path: Path, on_tim
     else:
         assert state.is_cancelled(), state
         assert "nobody reviewed the plan in 10 s" in state.message
+
+
+def _cli(tmp_path: Path, corpus: Path, topic: str, typed: str) -> subprocess.CompletedProcess:
+    """`researchflow run --review-plan` as a user runs it without a Prefect server, with
+    `typed` at its prompt."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect"), RESEARCHFLOW_MODEL="offline")
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "researchflow"), "run", topic, "--review-plan",
+         "--corpus", str(corpus), "--db", str(tmp_path / "cli.duckdb"), "--max-subquestions",
+         "2", "--max-rounds", "1", "--max-waves", "1"],
+        input=typed, capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_the_cli_without_a_server_asks_on_the_terminal(tmp_path: Path, corpus: Path) -> None:
+    topic = "How do threads share memory?"
+    done = _cli(tmp_path, corpus, topic, f"d 2\na\n{ADDED}\nlock shared data;threads lock\ny\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "The plan for: How do threads share memory?" in done.stdout
+    assert "  2. " in done.stdout  # the plan was shown before sub-question 2 was dropped
+    questions = _stored_questions(tmp_path / "cli.duckdb")
+    assert len(questions) == 2 and questions[1] == ADDED, questions
+    _, queries = query_readonly(tmp_path / "cli.duckdb",
+                                "SELECT queries FROM subquestions WHERE idx = 1")
+    assert list(queries[0][0]) == ["lock shared data", "threads lock"]
+
+
+def test_the_cli_with_no_answer_does_what_the_timeout_says(tmp_path: Path,
+                                                           corpus: Path) -> None:
+    done = _cli(tmp_path, corpus, "How do processes pass data?", "")  # stdin closed at once
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "no answer: the topic is cancelled" in done.stdout
+    assert "the topic was cancelled: review: the plan was not approved" in done.stderr
+    _, rows = query_readonly(tmp_path / "cli.duckdb", "SELECT status FROM topics")
+    assert rows == [("skipped",)]
