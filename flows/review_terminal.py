@@ -12,6 +12,7 @@ done: the plan as it is (review_on_timeout=proceed) or the topic cancelled.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -44,13 +45,24 @@ class TerminalReview:
     def __call__(self, event: Event) -> None:
         if event.kind != "plan_review":
             return
-        # The flow pauses right after it emits: the prompt runs beside it, not in its thread.
-        thread = threading.Thread(target=self._review, args=(event,), daemon=True,
+        # The flow pauses right after it emits: the prompt runs beside it, not in its thread,
+        # with the flow thread's context (Prefect's settings, the command's own API among
+        # them, live in context variables).
+        context = contextvars.copy_context()
+        thread = threading.Thread(target=context.run, args=(self._review, event), daemon=True,
                                   name="researchflow-plan-review")
         self.threads.append(thread)
         thread.start()
 
     def _review(self, event: Event) -> None:
+        try:
+            self._ask_and_resume(event)
+        except Exception as exc:  # noqa: BLE001 - said; the run then waits for its timeout
+            self.console.print(plain(f"the plan's review could not be asked here "
+                                     f"({type(exc).__name__}: {exc}); the run waits for its "
+                                     "timeout"))
+
+    def _ask_and_resume(self, event: Event) -> None:
         edit, on_timeout = event.data
         run_id = event.detail
         if not _wait_paused(run_id, timeout=60):
