@@ -114,9 +114,15 @@ class TerminalReview:
     def _asked(self, current: PlannedQuestion | None) -> PlannedQuestion:
         hint = f" [{current.question}]" if current else ""
         question = self.ask(f"question{hint}: ").strip() or (current.question if current else "")
-        searches = self.ask("searches, separated by ';' (empty: the question itself): ")
-        return PlannedQuestion(question=question,
-                               searches=[s for s in searches.split(";") if s.strip()])
+        if current is not None and current.searches:
+            typed = self.ask(f"searches, separated by ';' [{'; '.join(current.searches)}] "
+                             "(empty: keep them, '-': the question itself): ").strip()
+            if not typed:
+                return PlannedQuestion(question=question, searches=current.searches)
+        else:
+            typed = self.ask("searches, separated by ';' (empty: the question itself): ")
+        searches = [] if typed.strip() == "-" else [s for s in typed.split(";") if s.strip()]
+        return PlannedQuestion(question=question, searches=searches)
 
     def _show(self, questions: list[PlannedQuestion]) -> None:
         for n, q in enumerate(questions, start=1):
