@@ -42,10 +42,10 @@ class PlanEdit(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    approve: bool = Field(default=True, description=(
+    approve: bool = Field(default=True, title="Approve", description=(
         "Research these sub-questions. Untick to cancel the topic."))
     subquestions: list[PlannedQuestion] = Field(default_factory=list, max_length=MAX_REVIEWED,
-                                                description=(
+                                                title="Sub-questions", description=(
         "Edit, remove or add sub-questions; each is researched on its own."))
 
 

@@ -201,7 +201,8 @@ def research_topic(topic: str, options: TopicOptions = TopicOptions(), batch_id:
     """Research one topic and store its report in DuckDB; returns the report id.
 
     `options` (core.models.TopicOptions) say how deep to research and how to write: waves,
-    rounds and pages, the language (None: the topic's own) and the report's length. `refresh`
+    rounds and pages, the language (None: the topic's own), the report's length and whether
+    the plan waits for a person's review (flows.plan_review: the run pauses). `refresh`
     makes every call again instead of reusing cached ones (a retry of the same run still
     reuses what that run finished).
     """
