@@ -68,3 +68,23 @@ def test_blank_searches_are_dropped() -> None:
                                                       "searches": ["  ", "a\n b"]}]})
     assert edit.subquestions[0].searches == ["a b"]
     assert reviewed(PLAN, edit).subquestions[0].queries == ("a b",)
+
+
+def test_review_options_are_csv_columns(tmp_path) -> None:
+    from core.topics_csv import read_topics_csv
+
+    csv = tmp_path / "t.csv"
+    csv.write_text("topic,review_plan,review_timeout,review_on_timeout\n"
+                   "Threads or asyncio?,true,120,proceed\n"
+                   "What is a GIL?,,,\n"
+                   "What is a lock?,maybe,,\n"
+                   "What is a queue?,yes,5,\n"
+                   "What is a pipe?,1,,later\n", encoding="utf-8")
+    good, bad = read_topics_csv(csv, batch_id="b")
+    reviewed_row, plain_row = (r.topic for r in good)
+    assert (reviewed_row.review_plan, reviewed_row.review_timeout,
+            reviewed_row.review_on_timeout) == (True, 120, "proceed")
+    assert (plain_row.review_plan, plain_row.review_timeout,
+            plain_row.review_on_timeout) == (False, 3600, "cancel")
+    assert [(e.row, e.message.split(":")[0]) for e in bad] == [
+        (4, "review_plan"), (5, "review_timeout"), (6, "review_on_timeout")]
