@@ -14,8 +14,9 @@ cache. A topic of a batch gives its slot back while it waits.
 
 When nobody answers in `review_timeout` seconds the flow goes on with the plan as it is or is
 cancelled (`review_on_timeout`). Prefect would fail a run whose pause expired, so the run is
-set back to Running first. A retry of a reviewed run reuses its answer (the pause has fired
-once for that run); a retry of one nobody reviewed does what the timeout said.
+set back to Running first. A retry of a reviewed run (`prefect flow-run retry`, the UI's
+Retry) researches the answer its earlier attempt was given without pausing again; a retry of
+one nobody answered asks again.
 """
 
 from __future__ import annotations
@@ -32,9 +33,19 @@ from core.models import ResearchPlan, Topic
 from core.plan_review import PlanEdit, PlanRejected, edit_of, reviewed
 from flows.progress import emit
 
-PAUSE_KEY = "plan-review"  # one review per flow run: a retry of the run finds its answer
-RESPONSE_KEY = f"paused-{PAUSE_KEY}-response"  # where Prefect keeps the answer (run input)
 POLL_SECONDS = 2  # how soon a resumed run notices (Prefect's default is 10 s)
+
+
+def pause_key(count: int) -> str:
+    """The pause of the run when its run count is `count`. Prefect forgets fired pauses when a
+    run is retried but keeps each answer under its pause's key, so each pause needs its own;
+    the count grows with every attempt and every resume, so no two pauses share one."""
+    return f"plan-review-{count}"
+
+
+def response_key(count: int) -> str:
+    """Where Prefect keeps the answer given to that pause (a run input)."""
+    return f"paused-{pause_key(count)}-response"
 
 
 class PlanReview(PlanEdit, RunInput):
@@ -54,20 +65,44 @@ def review_plan(plan: ResearchPlan, topic: Topic) -> ResearchPlan:
     logger.info("waiting up to %d s for the plan's review (%d sub-questions): Resume in the "
                 "Prefect UI shows it to edit and approve", topic.review_timeout,
                 len(plan.subquestions))
+    count = _run_count(run_id)
+    earlier = _earlier_answer(count)
+    if earlier is not None:  # a retry: the plan (cached) was reviewed by an earlier attempt
+        logger.info("the plan was reviewed by an earlier attempt of this run: researching that "
+                    "answer")
+        return reviewed(plan, earlier)
     emit("plan_review", topic.text, total=topic.review_timeout, detail=run_id,
          data=(first, topic.review_on_timeout))
     try:
         answer = pause_flow_run(wait_for_input=form, timeout=topic.review_timeout,
-                                poll_interval=POLL_SECONDS, key=PAUSE_KEY)
+                                poll_interval=POLL_SECONDS, key=pause_key(count))
     except FlowPauseTimeout:
         _running_again(run_id)
         return _unreviewed(plan, topic, f"nobody reviewed the plan in {topic.review_timeout} s")
-    if read_flow_run_input(RESPONSE_KEY) is None:  # the pause fired in an earlier attempt
-        return _unreviewed(plan, topic, "an earlier attempt of this run was not reviewed")
+    if read_flow_run_input(response_key(count)) is None:  # fired before, never answered
+        return _unreviewed(plan, topic, "this run's plan review was not answered")
     edit = PlanEdit.model_validate(answer.model_dump(include=set(PlanEdit.model_fields)))
     result = reviewed(plan, edit)
     logger.info("plan reviewed: %d sub-questions to research", len(result.subquestions))
     return result
+
+
+def _run_count(run_id: str) -> int:
+    """The run's run count as the API keeps it (the engine's copy of the run keeps the count it
+    was read with)."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return max(1, client.read_flow_run(run_id).run_count)
+
+
+def _earlier_answer(count: int) -> PlanEdit | None:
+    """The newest answer an earlier pause of this run was given (a retry's), if any."""
+    for earlier in range(count - 1, 0, -1):
+        value = read_flow_run_input(response_key(earlier))
+        if value is not None:
+            return PlanEdit.model_validate(value)
+    return None
 
 
 def _unreviewed(plan: ResearchPlan, topic: Topic, why: str) -> ResearchPlan:

@@ -25,7 +25,6 @@ from core.plan_review import MAX_REVIEWED, PlanEdit, PlannedQuestion
 from flows.console import plain
 from flows.progress import Event
 
-SCHEMA_KEY = "paused-plan-review-schema"
 HELP = ("y: research it · n: cancel the topic · e N: edit sub-question N · d N: drop N · "
         "a: add one")
 
@@ -161,9 +160,10 @@ def _wait_paused(run_id: str, timeout: float) -> bool:
     with get_client(sync_client=True) as client:
         while time.monotonic() < deadline:
             run = client.read_flow_run(run_id)
-            if run.state is not None and run.state.is_paused():
+            keys = run.state.state_details.run_input_keyset if run.state is not None else None
+            if run.state is not None and run.state.is_paused() and keys:
                 try:
-                    if client.read_flow_run_input(run.id, SCHEMA_KEY):
+                    if client.read_flow_run_input(run.id, keys["schema"]):
                         return True
                 except Exception:  # noqa: BLE001 - not saved yet (404): ask again
                     pass

@@ -54,10 +54,10 @@ def _paused(topic: str, timeout: float = 120):
         runs = _ask(lambda c: c.read_flow_runs(flow_run_filter=FlowRunFilter(
             state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED])))))
         for run in runs:
-            if run.parameters.get("topic") == topic:
+            keys = run.state.state_details.run_input_keyset
+            if run.parameters.get("topic") == topic and keys:
                 try:
-                    form = _ask(lambda c: c.read_flow_run_input(run.id,
-                                                                 "paused-plan-review-schema"))
+                    form = _ask(lambda c: c.read_flow_run_input(run.id, keys["schema"]))
                 except Exception:  # noqa: BLE001 - paused, its form not saved yet (404)
                     form = None
                 if form:
@@ -196,3 +196,28 @@ def test_the_cli_with_no_answer_does_what_the_timeout_says(tmp_path: Path,
     assert "the topic was cancelled: review: the plan was not approved" in done.stderr
     _, rows = query_readonly(tmp_path / "cli.duckdb", "SELECT status FROM topics")
     assert rows == [("skipped",)]
+
+
+def test_a_retry_of_a_reviewed_run_researches_its_answer_without_pausing(
+        corpus: Path, db_path: Path) -> None:
+    from prefect.flow_engine import run_flow
+    from prefect.states import Scheduled
+
+    topic = "How do queues pass data between processes?"
+    thread, out = _start(topic, corpus, db_path, review_plan=True, review_timeout=300)
+    run, _ = _paused(topic)
+    _resume(run.id, {"approve": True, "subquestions": [{"question": ADDED}]})
+    thread.join(240)
+    assert out["state"].is_completed(), out["state"].message
+    # What the UI's Retry does: the same run scheduled again and run by the engine (attempt
+    # 2). Were it to pause, it would wait 300 s and be cancelled (review_on_timeout=cancel).
+    _ask(lambda c: c.set_flow_run_state(run.id, Scheduled(), force=True))
+    again = _ask(lambda c: c.read_flow_run(run.id))
+    started = time.monotonic()
+    state = run_flow(research_topic, flow_run=again, parameters=again.parameters,
+                     return_type="state")
+    assert state.is_completed(), state.message
+    assert time.monotonic() - started < 200
+    states = _ask(lambda c: c.read_flow_run_states(run.id))
+    assert [st.type.value for st in states].count("PAUSED") == 1  # the first attempt's only
+    assert _stored_questions(db_path) == [ADDED]
