@@ -15,6 +15,8 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from core import secrets
+
 
 def default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -121,6 +123,14 @@ class Settings(BaseSettings):
     serpapi_location: str | None = None
     serpapi_language: str | None = None
     serpapi_country: str | None = None
+
+    def model_post_init(self, context: Any, /) -> None:
+        # Every key loaded is masked by value from now on, wherever text leaves the process.
+        for value in self.__dict__.values():
+            if isinstance(value, SecretStr):
+                secrets.remember(value.get_secret_value())
+        for name in secrets.ENVIRONMENT_SECRETS:
+            secrets.remember(os.environ.get(name))
 
     @classmethod
     def load(cls, **overrides: Any) -> "Settings":

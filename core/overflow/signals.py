@@ -54,16 +54,18 @@ __all__ = ["Signal", "ContextOverflow", "RateLimited", "Transient", "Fatal", "Bu
 
 
 class Signal(PicklableError):
-    """Base of the typed signals. `hint` says what the user can do about it."""
+    """Base of the typed signals. `hint` says what the user can do about it. Message and hint
+    are masked (core.secrets) when the signal is made: a key a provider echoed never travels."""
 
     def __init__(self, message: str, *, provider: str | None = None, model: str | None = None,
                  status: int | None = None, hint: str | None = None) -> None:
+        message = mask_secrets(message)
         super().__init__(message)
         self.message = message
         self.provider = provider
         self.model = model
         self.status = status
-        self.hint = hint
+        self.hint = mask_secrets(hint) if hint else hint
 
     def __str__(self) -> str:
         text = self.message
@@ -240,7 +242,7 @@ def _decide(f: BodyFacts, status: int | None, headers: Mapping[str, str], *,
     low = text.lower()
     base: dict[str, Any] = {"provider": provider, "model": model, "status": status}
     where = f"{provider or 'provider'}" + (f" HTTP {status}" if status else " stream error")
-    message = f"{where}: {mask_secrets(clip(f.message or text or '(empty body)'))}"
+    message = f"{where}: {clip(mask_secrets(f.message or text or '(empty body)'))}"
     codes = f.codes
     nums = overflow_numbers(text, f.numbers)
     if nums is not None and nums.kind == "tpm_per_request" and not nums.over:

@@ -25,6 +25,7 @@ from typing import Any, Literal, TypeVar
 import duckdb
 
 from core.models import ResearchResult, Topic
+from core.secrets import mask
 from core.store import ledger, limits, runs
 from core.store.backend import open_backend
 from core.store.connection import StoreError, dicts, lock_wait, one_dict
@@ -181,7 +182,7 @@ class ResultStore:
             "ON CONFLICT (topic_id) DO UPDATE SET status = excluded.status, "
             "error = excluded.error, run_id = excluded.run_id, "
             "updated_at = excluded.updated_at",
-            [topic.topic_id, batch_id, topic.text, status, error, run_id, now]))
+            [topic.topic_id, batch_id, topic.text, status, mask(error), run_id, now]))
 
     # -- usage ledger ---------------------------------------------------------------------
 
