@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from core import secrets
+from core.envfile import DotEnvRules
 
 
 def default_cache_dir() -> Path:
@@ -123,6 +124,17 @@ class Settings(BaseSettings):
     serpapi_location: str | None = None
     serpapi_language: str | None = None
     serpapi_country: str | None = None
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings],
+                                   init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # A .env may not send a key from the environment elsewhere (core.envfile).
+        dotenv = DotEnvRules(settings_cls, dotenv_settings, init_settings, env_settings)
+        return init_settings, env_settings, dotenv, file_secret_settings
 
     def model_post_init(self, context: Any, /) -> None:
         # Every key loaded is masked by value from now on, wherever text leaves the process.
