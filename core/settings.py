@@ -43,6 +43,12 @@ class Settings(BaseSettings):
     dask_address: str | None = None
     cache_dir: Path = Field(default_factory=default_cache_dir)
     corpus_dir: Path | None = None  # None: the bundled CPython documentation corpus
+    # The corpus folder is untrusted (core.search.corpus_files): file symlinks out of it are
+    # skipped unless followed here, and larger files are skipped before they are read (HTML
+    # has its own, smaller cap: parsing it costs many times its size in memory and time).
+    corpus_follow_symlinks: bool = False
+    corpus_max_file_bytes: int = Field(default=20_000_000, ge=1)
+    corpus_max_html_bytes: int = Field(default=2_000_000, ge=1)
 
     # "auto" picks the first provider whose key is set, else the offline extractive engine.
     model: str = "auto"

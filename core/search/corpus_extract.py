@@ -1,6 +1,8 @@
 """One corpus file in, one record for the index out: the part of indexing that runs in workers.
 
-`extract_files` reads each file, hashes its bytes, extracts (title, text) — trafilatura for HTML,
+`extract_files` reads each file (core.search.corpus_files: inside the folder, under its size
+cap, decodable text; otherwise the record says why it was skipped), hashes its bytes, extracts
+(title, text) — trafilatura for HTML,
 the text itself for .md/.txt — cuts the text into passages, lists the CJK bigrams of each passage
 (core.cjk) and computes the file's content key: a hash of its words, case-folded, without markup
 or whitespace, so a page saved as HTML and as its plain-text or markdown source gets one key.
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from core import cjk
 from core.search import text as textlib
+from core.search.corpus_files import ReadLimits, Skipped, decode, read_file
 
 _MD_LINK_TARGET = re.compile(r"\]\([^)\s]*\)")  # a link's URL is markup, its text is content
 _WORD = re.compile(r"[^\W_]+")  # no underscore: _emphasis_ is markup
@@ -43,31 +46,44 @@ class Extraction:
     content_key: str | None = None  # None for a file without text: empty files are not twins
     spans: tuple[tuple[int, int], ...] = ()
     grams: tuple[str, ...] = ()  # per passage: its title's and body's CJK bigrams, space-joined
+    skipped: str | None = None  # why it is not indexed (corpus_files.REASONS); no text then
 
 
-def extract_files(root: str, jobs: list[FileJob], passage_chars: int) -> list[Extraction]:
+def extract_files(root: str, jobs: list[FileJob], passage_chars: int,
+                  limits: ReadLimits = ReadLimits()) -> list[Extraction]:
     """Extract several files (one task of a process pool: fewer, larger messages)."""
-    return [extract_file(Path(root), job, passage_chars) for job in jobs]
+    return [extract_file(Path(root), job, passage_chars, limits) for job in jobs]
 
 
-def extract_file(root: Path, job: FileJob, passage_chars: int) -> Extraction:
-    raw = (root / job.rel).read_bytes()
+def extract_file(root: Path, job: FileJob, passage_chars: int,
+                 limits: ReadLimits = ReadLimits()) -> Extraction:
+    """One file's record; a file that cannot be indexed is a record saying why, never an error."""
+    try:
+        raw = read_file(root, job.rel, limits)
+    except Skipped as skip:
+        return Extraction(job.rel, job.size, job.mtime_ns, "", unchanged=False,
+                          skipped=skip.reason)
     digest = hashlib.sha256(raw).hexdigest()
     if digest == job.known_sha256:  # touched, not changed
         return Extraction(job.rel, job.size, job.mtime_ns, digest, unchanged=True)
-    title, body = extract_text(job.rel, raw)
+    try:
+        title, body = extract_text(job.rel, raw)
+    except Skipped as skip:
+        return Extraction(job.rel, job.size, job.mtime_ns, digest, unchanged=False,
+                          skipped=skip.reason)
     spans, grams = passages(title, body, passage_chars)
     return Extraction(job.rel, job.size, job.mtime_ns, digest, unchanged=False, title=title,
                       text=body, content_key=content_key(body), spans=spans, grams=grams)
 
 
 def extract_text(rel: str, raw: bytes) -> tuple[str, str]:
-    """(title, text) of one corpus file; (stem, '') when an HTML page has no main text."""
+    """(title, text) of one corpus file; (stem, '') when an HTML page has no main text.
+    Raises Skipped for bytes that are not text (corpus_files.decode)."""
+    decoded = decode(raw)
     if rel.lower().endswith((".html", ".htm")):
-        page = textlib.extract_html(textlib.decode_body(raw), url=None)
+        page = textlib.extract_html(decoded, url=None)
         return (page.title or Path(rel).stem, page.text) if page else (Path(rel).stem, "")
-    body = textlib.decode_body(raw)
-    return textlib.first_line_title(body) or Path(rel).stem, body
+    return textlib.first_line_title(decoded) or Path(rel).stem, decoded
 
 
 def passages(title: str, body: str, passage_chars: int

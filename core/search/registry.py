@@ -71,6 +71,9 @@ def corpus_search(settings: Settings) -> CorpusSearch:
         backend = _corpora.get(index_path)
         if backend is None:
             backend = CorpusSearch(corpus_dir, index_path,
-                                   read_chars=min(settings.max_source_chars, 20_000))
+                                   read_chars=min(settings.max_source_chars, 20_000),
+                                   max_file_bytes=settings.corpus_max_file_bytes,
+                                   max_html_bytes=settings.corpus_max_html_bytes,
+                                   follow_symlinks=settings.corpus_follow_symlinks)
             _corpora[index_path] = backend
         return backend

@@ -109,9 +109,9 @@ def test_log_records_are_masked_however_they_are_made(provider):
 def _logs(flow_run_id) -> list[str]:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
-    from prefect.logging.handlers import APILogHandler
+    from prefect.logging.handlers import APILogWorker
 
-    APILogHandler.flush()
+    APILogWorker.drain_all(timeout=10)  # logs are shipped in batches
 
     async def read():
         async with get_client() as client:
@@ -138,8 +138,7 @@ def _run_states(flow_run_id) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_a_flow_run_stores_and_ships_no_echoed_key(provider, tmp_path, session_dir):
-    import duckdb
-
+    from core.store import query_readonly
     from flows.research import research_topic
     from tests.flows.prefect_api import artifacts
 
@@ -155,12 +154,8 @@ def test_a_flow_run_stores_and_ships_no_echoed_key(provider, tmp_path, session_d
     run_id = state.state_details.flow_run_id
     runtime.flush_ledgers()
 
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        errors = [e for (e,) in con.execute("SELECT error FROM topics").fetchall()]
-        calls = [e for (e,) in con.execute("SELECT error FROM llm_calls").fetchall()]
-    finally:
-        con.close()
+    errors = [e for (e,) in query_readonly(db, "SELECT error FROM topics")[1]]
+    calls = [e for (e,) in query_readonly(db, "SELECT error FROM llm_calls")[1]]
     assert errors and "Incorrect API key provided" in errors[0]
     assert calls and all(KEY not in (e or "") for e in errors + calls), (errors, calls)
     assert KEY.encode() not in db.read_bytes()
