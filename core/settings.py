@@ -3,7 +3,13 @@
 Precedence: explicit argument > environment (RESEARCHFLOW_* and the providers' usual key
 variables) > `.env` in the working directory > default. Nothing is read at import time: call
 `Settings.load()` when you need them. API keys are `SecretStr` so they never print, and
-`public_dict()` is the only form that reaches logs, Prefect parameters or DuckDB.
+`public_dict()` is the only form that reaches logs, Prefect parameters or DuckDB; every key
+loaded is also remembered by core.secrets, which masks it by value wherever text leaves.
+
+A `.env` may set keys, but it cannot send a key from the environment elsewhere: a provider's
+base URL from `.env` counts only while that provider's key is not in the environment (nor an
+explicit argument), and `store`, `dask_address` and `fetch_allow_hosts` come from the
+environment only. Lines breaking that are ignored with a warning (core.envfile).
 """
 
 from __future__ import annotations
