@@ -109,6 +109,7 @@ def test_tampered_results_are_computed_again_never_executed(tmp_path, monkeypatc
                                max_rounds=1, model="offline", search="corpus",
                                corpus_dir=str(corpus), db_path=str(tmp_path / "s.duckdb"),
                                return_state=True)
+        assert not marker.exists(), "a cached result ran its payload"
         assert state.is_completed(), state.message
         return state.state_details.flow_run_id
 
@@ -120,7 +121,6 @@ def test_tampered_results_are_computed_again_never_executed(tmp_path, monkeypatc
             for path in _files(results):
                 attack(path, marker)
             again = run()
-            assert not marker.exists(), f"{attack.__name__}: a cached result ran its payload"
             assert _cached_task_runs(again) == 0  # every tampered result was computed again
         reused = run()
         assert _cached_task_runs(reused) > 0  # the recomputed results are good cache again
