@@ -94,9 +94,13 @@ def server_env(base: dict[str, str] | None = None) -> dict[str, str]:
 
 def records_dir() -> Path:
     """Where the servers started here are recorded: `<cache>/local-api`."""
-    from core.settings import Settings
+    from core.settings import Settings, default_cache_dir
 
-    return Path(Settings.load().cache_dir).expanduser() / "local-api"
+    try:
+        cache = Settings.load().cache_dir
+    except ValueError:  # settings the command itself will report; the records still have a home
+        cache = default_cache_dir()
+    return Path(cache).expanduser() / "local-api"
 
 
 def spawn_owned(args: list[str], env: dict[str, str], *, records: Path | None = None,
