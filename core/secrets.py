@@ -3,7 +3,8 @@
 One registry per process. `core.settings.Settings` feeds it every key it loads (the providers'
 and SerpAPI's, whichever variable or `.env` line they came from) and the few credentials other
 libraries read from the environment (`PGPASSWORD`, `PREFECT_API_KEY`); anything else may call
-`remember`. `mask(text)` then replaces each known value, and its URL-encoded form, with `***`,
+`remember`. `mask(text)` then replaces each known value, and its URL-encoded form, with `***`
+(after the value's well-known prefix, if it has one: `sk-proj-***`),
 and after that anything that merely looks like a key (a known prefix such as `sk-`, a bearer
 token, a `?key=` parameter): a provider or proxy that echoes a key back, in whatever quoting,
 is masked by what the key *is*, not by what it looks like.
@@ -36,10 +37,13 @@ ENVIRONMENT_SECRETS = ("PGPASSWORD", "PREFECT_API_KEY")
 
 _lock = threading.Lock()
 _values: tuple[str, ...] = ()  # longest first, so a value inside another is masked whole
+_shown: dict[str, str] = {}  # value -> what replaces it: its well-known prefix, if any, and ***
 _installed = False
 
+_PREFIXES = r"sk-(?:ant-(?:api\d+-)?|proj-|or-v1-|svcacct-)?|AIza|gsk_|xai-|hf_|pplx-|r8_|nvapi-"
+_PREFIX = re.compile(_PREFIXES)
 _PATTERN = re.compile(
-    r"(?P<pre>sk-(?:ant-(?:api\d+-)?|proj-|or-v1-|svcacct-)?|AIza|gsk_|xai-|hf_|pplx-|r8_|nvapi-)"
+    r"(?P<pre>" + _PREFIXES + r")"
     r"[A-Za-z0-9_\-*]{4,}"
     r"|(?P<pre2>(?i:bearer|api key provided:|x-api-key:|x-goog-api-key:)\s*)[^\s,;\"']{6,}"
     r"|(?P<pre3>(?i:[?&](?:key|api_key|apikey)=))[^&\s\"']+")
@@ -54,6 +58,9 @@ def remember(value: str | None) -> None:
     with _lock:
         if forms <= set(_values):
             return
+        for form in forms:
+            prefix = _PREFIX.match(form)
+            _shown[form] = (prefix.group(0) if prefix else "") + MASK
         _values = tuple(sorted(set(_values) | forms, key=len, reverse=True))
     _install_log_masking()
 
@@ -69,11 +76,14 @@ def mask(text: str) -> str:
         return text
     for value in _values:
         if value in text:
-            text = text.replace(value, MASK)
+            text = text.replace(value, _shown.get(value, MASK))
     return _PATTERN.sub(_pattern_mask, text)
 
 
 def _pattern_mask(m: re.Match[str]) -> str:
+    found = m.group(0)
+    if found.endswith(MASK) and _PREFIX.fullmatch(found[:-len(MASK)]):
+        return found  # masked already, by value: "sk-proj-***" stays as it is
     return (m.group("pre") or m.group("pre2") or m.group("pre3") or "") + MASK
 
 
