@@ -25,6 +25,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/overflow.py
 	$(PY) bench/corpus.py --no-before
+	$(PY) bench/corpus_limits.py
 	$(PY) bench/offline_quality.py
 	$(PY) bench/faults.py
 	$(PY) bench/depth.py

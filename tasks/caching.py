@@ -23,6 +23,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE, CacheKeyFnPolicy
 
 import core
 from core.settings import Settings
+from tasks.results import DATA, METADATA
 
 
 _computing = threading.Lock()
@@ -104,7 +105,10 @@ def _code_only(source: str) -> str:
 
 
 CORE_CODE = CacheKeyFnPolicy(cache_key_fn=lambda _ctx, _params: core_fingerprint())
-CACHE_POLICY = INPUTS + TASK_SOURCE + CORE_CODE
+# Results persist as data that cannot run code when loaded: written by DataSerializer, their
+# metadata kept where only what DataSerializer wrote is handed back (tasks.results).
+CACHE_POLICY = (INPUTS + TASK_SOURCE + CORE_CODE).configure(key_storage=METADATA)
 CACHE_EXPIRATION = timedelta(hours=24)
 
-CACHED = dict(cache_policy=CACHE_POLICY, cache_expiration=CACHE_EXPIRATION, persist_result=True)
+CACHED = dict(cache_policy=CACHE_POLICY, cache_expiration=CACHE_EXPIRATION, persist_result=True,
+              result_serializer=DATA)

@@ -25,6 +25,7 @@ from typing import Any, Literal, TypeVar
 import duckdb
 
 from core.models import ResearchResult, Topic
+from core.secrets import mask
 from core.store import llm_calls, model_limits, runs
 from core.store.backend import open_backend
 from core.store.connection import StoreError, dicts, lock_wait, one_dict
@@ -195,7 +196,7 @@ class ResultStore:
             "ON CONFLICT (topic_id) DO UPDATE SET status = excluded.status, "
             "error = excluded.error, run_id = excluded.run_id, "
             "updated_at = excluded.updated_at",
-            [topic_id, batch_id, text, status, error, run_id, now]))
+            [topic_id, batch_id, text, status, mask(error), run_id, now]))
 
     # -- usage ledger ---------------------------------------------------------------------
 
