@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from core.models import TopicOptions
 from core.search import corpus_extract, page_text as textlib
 from core.search.corpus import CorpusSearch
 
@@ -201,9 +202,9 @@ def test_a_topic_over_a_hostile_corpus_completes_without_the_outside_text(corpus
     db = tmp_path / "store.duckdb"
     try:
         state = research_topic(topic="How do threads share memory? (hostile corpus)",
-                               batch_id="hostile", max_subquestions=2, max_rounds=1,
-                               model="offline", search="corpus", corpus_dir=str(corpus),
-                               db_path=str(db), return_state=True)
+                               batch_id="hostile", model="offline", search="corpus", corpus_dir=str(corpus),
+                               db_path=str(db), return_state=True,
+                               options=TopicOptions(max_subquestions=2, max_rounds=1))
     finally:
         runtime.reset()
     assert state.is_completed(), state.message

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from core.models import TopicOptions
 from core import runtime
 
 TOPIC = "How do threads share memory? (tampered results)"
@@ -105,10 +106,10 @@ def test_tampered_results_are_computed_again_never_executed(tmp_path, monkeypatc
 
     def run():
         runtime.reset()
-        state = research_topic(topic=TOPIC, batch_id="tamper", max_subquestions=2,
-                               max_rounds=1, model="offline", search="corpus",
+        state = research_topic(topic=TOPIC, batch_id="tamper", model="offline", search="corpus",
                                corpus_dir=str(corpus), db_path=str(tmp_path / "s.duckdb"),
-                               return_state=True)
+                               return_state=True,
+                               options=TopicOptions(max_subquestions=2, max_rounds=1))
         assert not marker.exists(), "a cached result ran its payload"
         assert state.is_completed(), state.message
         return state.state_details.flow_run_id

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from core.models import TopicOptions
 from core import runtime
 from core.failures import describe
 from core.llm.registry import make_model
@@ -147,12 +148,13 @@ def test_a_flow_run_stores_and_ships_no_echoed_key(provider, tmp_path, session_d
     (corpus / "a.md").write_text("# Threads\n\nThreads share memory inside a process.\n")
     db = tmp_path / "store.duckdb"
     state = research_topic(topic="How do threads share memory? (echoed key)", batch_id="keys",
-                           max_subquestions=1, max_rounds=1, model="openai:gpt-4o-mini",
+                           model="openai:gpt-4o-mini",
                            search="corpus", corpus_dir=str(corpus), db_path=str(db),
-                           return_state=True)
+                           return_state=True,
+                           options=TopicOptions(max_subquestions=1, max_rounds=1))
     assert state.is_failed()
     run_id = state.state_details.flow_run_id
-    runtime.flush_ledgers()
+    runtime.current().flush()
 
     errors = [e for (e,) in query_readonly(db, "SELECT error FROM topics")[1]]
     calls = [e for (e,) in query_readonly(db, "SELECT error FROM llm_calls")[1]]
