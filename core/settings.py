@@ -98,6 +98,11 @@ class Settings(BaseSettings):
     max_cost_usd: float | None = Field(default=None, gt=0)  # per topic
     max_batch_cost_usd: float | None = Field(default=None, gt=0)
     max_calls_per_minute: int | None = Field(default=None, ge=1)  # per provider
+    # Seconds before a provider call's first retry; each further retry waits twice as long
+    # (2, 4, 8, 16, 32 s, each +-50% jitter), and at least what the provider's retry-after
+    # names. 0: retry at once (the test suite). Read once per process, when tasks/retry.py
+    # builds the tasks' retry options (Prefect fixes a task's delays when it is defined).
+    retry_backoff: float = Field(default=2.0, ge=0)
     prices: str | None = None
 
     max_page_bytes: int = 3_000_000  # larger pages are refused, not parsed

@@ -28,8 +28,9 @@ def test_a_cli_rerun_of_a_batch_repeats_no_call_that_had_succeeded(tmp_path: Pat
     _assert_reused(RerunScenario(tmp_path).run("cli"))
 
 
-def test_a_retry_of_the_failed_flow_run_on_a_real_server_repeats_no_call(tmp_path: Path):
-    _assert_reused(RerunScenario(tmp_path).run("retry"))
+def test_a_retry_of_the_failed_flow_run_on_a_real_server_repeats_no_call(tmp_path: Path,
+                                                                         prefect_server):
+    _assert_reused(RerunScenario(tmp_path).run("retry", api_url=prefect_server))
 
 
 def test_stored_topics_are_skipped_unless_refresh(tmp_path: Path, prefect_harness):
