@@ -1,13 +1,16 @@
 """Test-wide isolation: Prefect, caches and keys never leak in from the developer's machine.
 
 Each pytest process (each xdist worker, under `make test`) has its own throwaway Prefect home,
-results folder and cache, and at most one real Prefect server, started the first time a test
-asks for it. Retries wait no backoff and flows beat no heartbeat, except in the tests of them.
+results folder and cache. The processes of one run share one real Prefect server, started the
+first time a test asks for it and ended when the run ends. Retries wait no backoff and flows
+beat no heartbeat, except in the tests of them.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +24,11 @@ os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(_SESSION_DIR / "prefect-r
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ["PREFECT_LOGGING_TO_API_BATCH_INTERVAL"] = "0.3"
 os.environ["RESEARCHFLOW_CACHE_DIR"] = str(_SESSION_DIR / "cache")
+# The run's own folder, shared by its xdist workers: they inherit it from the process that
+# starts them (which imported this file first).
+if "RESEARCHFLOW_TESTS_RUN_DIR" not in os.environ:
+    os.environ["RESEARCHFLOW_TESTS_RUN_DIR"] = tempfile.mkdtemp(prefix="researchflow-test-run-")
+_RUN_DIR = Path(os.environ["RESEARCHFLOW_TESTS_RUN_DIR"])
 # A retried call is retried at once (the retry rules stay the real ones). Before tasks/ is
 # imported: that is when the tasks' delays are fixed. Subprocesses inherit it. The tests of
 # the backoff itself use `real_backoff`.
@@ -29,6 +37,12 @@ for _key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_AP
              "SERPAPI_API_KEY", "SERPAPI_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL",
              "PREFECT_API_URL"):
     os.environ.pop(_key, None)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Slow tests first (stable otherwise): on parallel workers the long ones start early and
+    the many short ones fill in the end, instead of one worker finishing a long test alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -42,18 +56,35 @@ def _no_heartbeats() -> Iterator[None]:
         yield
 
 
-@pytest.fixture(scope="session")
-def prefect_server() -> Iterator[str]:
-    """The session's real `prefect server start` (one per xdist worker): its API URL.
+@functools.cache
+def _shared_server():
+    from tests.fakes.prefect_server import SharedServer
 
-    Started once, on first use (~10 s), and shared by the flow tests (`prefect_harness`), the
+    return SharedServer(_RUN_DIR / "prefect-server")
+
+
+def pytest_unconfigure(config) -> None:
+    """The process that owns the run (not an xdist worker) ends the shared server."""
+    if not hasattr(config, "workerinput"):
+        _shared_server().stop()
+        shutil.rmtree(_RUN_DIR, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def shared_prefect():
+    """The run's SharedServer (tests/fakes/prefect_server.py)."""
+    return _shared_server()
+
+
+@pytest.fixture(scope="session")
+def prefect_server(shared_prefect) -> str:
+    """The run's real `prefect server start` (one for all xdist workers): its API URL.
+
+    Started on first use (~30 s of CPU) and shared by the flow tests (`prefect_harness`), the
     deployments a worker or `researchflow serve` runs, and a retry by `prefect flow-run retry`.
     Tests that need a server of their own settings (`researchflow ui`) start their own.
     """
-    from tests.fakes.prefect_server import PrefectServer
-
-    with PrefectServer(_SESSION_DIR / "prefect-server") as url:
-        yield url
+    return shared_prefect.url()
 
 
 @pytest.fixture(scope="session")
