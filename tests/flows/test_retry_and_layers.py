@@ -41,7 +41,9 @@ def test_a_wait_longer_than_a_run_should_sleep_is_not_retried():
 
 def test_retry_after_is_honoured_on_top_of_the_backoff(monkeypatch):
     slept: list[float] = []
-    monkeypatch.setattr(retry.time, "sleep", slept.append)
+    # Only tasks.retry's clock: patching time.sleep itself would also count the sleeps of any
+    # thread an earlier test on this worker left running.
+    monkeypatch.setattr(retry, "time", SimpleNamespace(sleep=slept.append))
     assert _check(RateLimited("wait", retry_after=9.0), delays=(2.0, 4.0), run_count=1)
     assert slept == [7.0]  # Prefect waits the 2 s backoff; we add what the provider asked for
     slept.clear()
