@@ -113,6 +113,11 @@ class Settings(BaseSettings):
     max_cost_usd: float | None = Field(default=None, gt=0)  # per topic
     max_batch_cost_usd: float | None = Field(default=None, gt=0)
     max_calls_per_minute: int | None = Field(default=None, ge=1)  # per provider
+    # Seconds before a provider call's first retry; each further retry waits twice as long
+    # (2, 4, 8, 16, 32 s, each +-50% jitter), and at least what the provider's retry-after
+    # names. 0: retry at once (the test suite). Read once per process, when tasks/retry.py
+    # builds the tasks' retry options (Prefect fixes a task's delays when it is defined).
+    retry_backoff: float = Field(default=2.0, ge=0)
     prices: str | None = None
 
     # The store file: how long a write waits for another process to let go of it, and how
@@ -322,6 +327,7 @@ FLOW_SETTINGS = frozenset({
     "model_report", "store", "openai_base_url", "anthropic_base_url", "gemini_base_url",
     "serpapi_base_url",
     "pdf_font",  # read by `export`, which no task runs
+    "retry_backoff",  # fixed when tasks/retry.py defines the tasks, not a task input
 })
 
 # Settings copied into a RunConfig under the same name.

@@ -92,7 +92,9 @@ class RerunScenario:
                     search="corpus", corpus_dir=str(self.corpus), db_path=str(self.db),
                     max_concurrency=2)
 
-    def run(self, way: str) -> RerunResult:
+    def run(self, way: str, api_url: str | None = None) -> RerunResult:
+        """`way`: "cli" or "retry"; a retry runs against the Prefect server at `api_url`, else
+        against one this scenario starts."""
         from core import runtime
 
         runtime.reset()
@@ -101,7 +103,7 @@ class RerunScenario:
             env = {key_var: "sk-rerun-not-a-real-key", url_var: server.url + suffix}
             os.environ.update(env)
             try:
-                return (self._cli if way == "cli" else self._retry)(env)
+                return self._cli(env) if way == "cli" else self._retry(env, api_url)
             finally:
                 for name in env:
                     os.environ.pop(name, None)
@@ -112,13 +114,15 @@ class RerunScenario:
         first = research_batch(**self.parameters(), return_state=True)
         return self._rerun(first, lambda: research_batch(**self.parameters(), return_state=True))
 
-    def _retry(self, env: dict) -> RerunResult:
+    def _retry(self, env: dict, api_url: str | None) -> RerunResult:
+        if api_url is None:
+            with PrefectServer(self.work / "prefect-server") as started:
+                return self._retry(env, started)
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
         from flows.batch import research_batch
 
-        with PrefectServer(self.work / "prefect-server") as api_url, \
-                temporary_settings(updates={PREFECT_API_URL: api_url}):
+        with temporary_settings(updates={PREFECT_API_URL: api_url}):
             first = research_batch(**self.parameters(), return_state=True)
             flow_run_id = str(first.state_details.flow_run_id)
 

@@ -1,12 +1,12 @@
 """The deployments as a user starts them, against a real `prefect server start` on loopback.
 
-One server per module (it takes 10-15 s to start). The work-pool pair is deployed by
-`prefect deploy` from deployments/prefect.yaml and run by `prefect worker start` started
-elsewhere than the repo root, with no RESEARCHFLOW_HOME. The served pair is started by
+The server is the session's (tests/conftest.py `prefect_server`). The work-pool pair is
+deployed by `prefect deploy` from deployments/prefect.yaml and run by `prefect worker start`
+started elsewhere than the repo root, with no RESEARCHFLOW_HOME. The served pair is started by
 `researchflow serve`; its batch fails on a refused report call, and is then retried exactly
 as the UI's Retry button does (a forced AwaitingRetry state on the same flow run): the retry
-must not repeat a provider call that had succeeded. Every process started here (server,
-worker, serve) is ended, with its process group, whatever the test's outcome.
+must not repeat a provider call that had succeeded. Every process started here (worker,
+serve) is ended, with its process group, whatever the test's outcome.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import pytest
 from core.store import query_readonly
 from tasks.caching import core_fingerprint
 from tests.fakes.http import ScriptedServer
-from tests.fakes.prefect_server import PrefectServer
 from tests.fakes.rerun_scenario import RerunScenario
 from tests.fakes.research_provider import SDK_ENV
 
@@ -36,9 +35,8 @@ FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 
 
 @pytest.fixture(scope="module")
-def api(tmp_path_factory) -> str:
-    with PrefectServer(tmp_path_factory.mktemp("prefect-server")) as url:
-        yield url
+def api(prefect_server: str) -> str:
+    return prefect_server  # the session's real `prefect server start`
 
 
 class Background:
