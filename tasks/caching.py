@@ -23,7 +23,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE, CacheKeyFnPolicy
 
 import core
 from core.settings import Settings
-from tasks.results import DATA, METADATA
+from tasks.result_serializer import DATA, METADATA
 
 
 _computing = threading.Lock()
@@ -106,7 +106,7 @@ def _code_only(source: str) -> str:
 
 CORE_CODE = CacheKeyFnPolicy(cache_key_fn=lambda _ctx, _params: core_fingerprint())
 # Results persist as data that cannot run code when loaded: written by DataSerializer, their
-# metadata kept where only what DataSerializer wrote is handed back (tasks.results).
+# metadata kept where only what DataSerializer wrote is handed back (tasks.result_serializer).
 CACHE_POLICY = (INPUTS + TASK_SOURCE + CORE_CODE).configure(key_storage=METADATA)
 CACHE_EXPIRATION = timedelta(hours=24)
 

@@ -9,7 +9,7 @@ import pytest
 from core.models import (Claim, Evidence, Finding, Message, PageNotes, SearchResult, Source,
                          SubQuestion, Transcript)
 from core.secrets import remember
-from tasks.results import DATA, StoredError, refusal
+from tasks.result_serializer import DATA, StoredError, refusal
 
 
 def test_every_kind_of_task_result_comes_back_equal():
