@@ -39,11 +39,16 @@ def main(argv: list[str] | None = None) -> int:
 
     ensure_api()  # one local API for the three days (Prefect's ephemeral one times out when busy)
 
-    scenario = EditionsScenario(work / "run")
+    with EditionsScenario(work / "run") as scenario:
+        rows = _days(scenario, SUBJECTS)
+    return _print(rows)
+
+
+def _days(scenario, subjects) -> list:
     days = [("day 1: first edition", "2026-12-01", None),
             ("day 2: nothing changed", "2026-12-02", None),
             ("day 3: one page changed", "2026-12-03",
-             lambda: scenario.edit_number(SUBJECTS[0], 7, 9))]
+             lambda: scenario.edit_number(subjects[0], 7, 9))]
     rows = []
     for label, edition, change in days:
         if change is not None:
@@ -51,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         day = scenario.day(edition)
         print(f"  {label}: {day}", file=sys.stderr, flush=True)
         rows.append((label, day))
+    return rows
+
+
+def _print(rows: list) -> int:
     first = rows[0][1]
     head = ("day", "state", "ok calls", "LLM tokens (in + out)", "cost USD", "share of day 1",
             "reports stored", "new reports")

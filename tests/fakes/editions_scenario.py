@@ -52,6 +52,15 @@ class EditionsScenario:
         self.db = work / "store.duckdb"
         self.provider = ResearchProvider("openai")
         self.batch_id = "nightly"
+        # One provider address for every day: base URLs are part of every cache key.
+        self.server = ScriptedServer(default=self.provider)
+
+    def __enter__(self) -> "EditionsScenario":
+        self.server.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.__exit__(*exc)
 
     # -- the corpus between days ------------------------------------------------------------
 
@@ -94,14 +103,13 @@ class EditionsScenario:
         key_var, url_var, suffix = SDK_ENV["openai"]
         before = (self.provider.successes, self.provider.input_tokens,
                   self.provider.output_tokens, self._cost())
-        with ScriptedServer(default=self.provider) as server:
-            env = {key_var: "sk-editions-not-a-real-key", url_var: server.url + suffix}
-            os.environ.update(env)
-            try:
-                state = research_batch(**self.parameters(edition), return_state=True)
-            finally:
-                for name in env:
-                    os.environ.pop(name, None)
+        env = {key_var: "sk-editions-not-a-real-key", url_var: self.server.url + suffix}
+        os.environ.update(env)
+        try:
+            state = research_batch(**self.parameters(edition), return_state=True)
+        finally:
+            for name in env:
+                os.environ.pop(name, None)
         runtime.reset()
         table = state.result(raise_on_failure=False)
         ids = tuple(row["report_id"] for row in table) if isinstance(table, list) else ()
