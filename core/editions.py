@@ -166,7 +166,20 @@ def compare(previous: Snapshot, current: Snapshot) -> EditionDiff:
         url, quote = claim.evidence[0] if claim.evidence else ("", "")
         changes.append(Change("claim_dropped", url, previous.sources.get(url, ""), claim.text,
                               quote))
-    return EditionDiff(previous, current, tuple(changes))
+    return EditionDiff(previous, current, _unique(changes))
+
+
+def _unique(changes: list[Change]) -> tuple[Change, ...]:
+    """Each change once: two sub-questions quoting the same edited sentence are one change."""
+    seen: set[tuple[str, ...]] = set()
+    out: list[Change] = []
+    for c in changes:
+        key = ((c.kind, c.url, c.quote, c.before) if c.kind == "number_changed"
+               else (c.kind, c.url, c.text, c.quote, c.before))
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return tuple(out)
 
 
 def _changed(before: ClaimView, now: ClaimView, previous: Snapshot) -> list[Change]:

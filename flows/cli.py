@@ -18,7 +18,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from core.models import TopicOptions
-from flows.cli_reports import export, query, search, show
+from flows.cli_reports import diff, export, query, search, show
 from flows.console import (DbOpt, db_path, debugging, err, fail, flow_db, out, plain,
                            prefect_env, quiet_prefect_console, set_debug, store_exists)
 from flows.local_api import ensure_api
@@ -272,6 +272,7 @@ def _run_usage(db: Path, state) -> str:
 app.command()(show)
 app.command()(search)
 app.command()(export)
+app.command()(diff)
 app.command()(serve)
 app.command()(ui)
 app.command()(query)

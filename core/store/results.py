@@ -24,10 +24,11 @@ from typing import Any, Literal, TypeVar
 
 import duckdb
 
-from core.editions import EditionDiff, Snapshot, citations_of, ClaimView
+from core.editions import EditionDiff, Snapshot
 from core.models import ResearchResult, Topic
 from core.store import llm_calls, model_limits, runs
 from core.store.backend import open_backend
+from core.store.editions import snapshot_from
 from core.store.connection import StoreError, dicts, lock_wait, one_dict
 from core.store.redaction import public_settings
 from core.store.schema import TABLES, read_version
@@ -272,7 +273,7 @@ class ResultStore:
                 "lower(trim(topic)) = lower(trim(?)) AND coalesce(edition, '') <> ? "
                 "ORDER BY created_at DESC, report_id LIMIT 1",
                 [topic.batch_id, topic.text, topic.edition]).fetchone()
-            return None if row is None else self._snapshot(con, row[0])
+            return None if row is None else snapshot_from(con, row[0])
 
     def change_count(self, report_id: str) -> int | None:
         """How many changes a report lists since the previous edition; None: it is a topic's
@@ -286,30 +287,7 @@ class ResultStore:
     def snapshot(self, report_id: str) -> Snapshot | None:
         """What a stored report rests on (core.editions), or None for an unknown id."""
         with self._connection() as con:
-            return self._snapshot(con, report_id)
-
-    @staticmethod
-    def _snapshot(con: duckdb.DuckDBPyConnection, report_id: str) -> Snapshot | None:
-        found = con.execute("SELECT topic_id, coalesce(edition, '') FROM reports "
-                            "WHERE report_id = ?", [report_id]).fetchone()
-        if found is None:
-            return None
-        topic_id, edition = found
-        sources = dict(con.execute(
-            "SELECT s.url, coalesce(s.title, '') FROM topic_sources ts JOIN sources s "
-            "ON s.source_id = ts.source_id WHERE ts.topic_id = ? ORDER BY s.url",
-            [topic_id]).fetchall())
-        claims = tuple(
-            ClaimView(sq or "", claim, tuple((e.get("url", ""), e.get("quote", ""))
-                                             for e in json.loads(evidence or "[]")))
-            for sq, claim, evidence in con.execute(
-                "SELECT subquestion, claim, evidence FROM findings WHERE topic_id = ? "
-                "AND claim IS NOT NULL ORDER BY subquestion_index, claim_index",
-                [topic_id]).fetchall())
-        cited = citations_of(con.execute("SELECT number, url, quote FROM citations "
-                                         "WHERE report_id = ? ORDER BY number",
-                                         [report_id]).fetchall())
-        return Snapshot(report_id, edition, sources, claims, cited)
+            return snapshot_from(con, report_id)
 
     def list_reports(self, batch_id: str | None = None) -> list[dict[str, Any]]:
         """Report summaries (no markdown), newest first, optionally for one batch."""
