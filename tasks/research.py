@@ -23,6 +23,7 @@ from core.models import (Finding, FollowUp, PageNotes, ResearchPlan, SearchResul
 from core.overflow.roles import plan_with_shrink, queries_with_shrink, review_with_shrink
 from core.researcher import (DirectSteps, choose_pages, condense_page, fetch_page,
                              research_subquestion, rewrite_queries, unavailable)
+from core.search.cache import checking_pages
 from core.search.fetch_types import PageFault
 from core.runtime import current
 from core.settings import RunConfig
@@ -96,7 +97,8 @@ def read_hit(subquestion: SubQuestion, hit: SearchResult, config: RunConfig,
              edition: str = "") -> PageNotes:
     """Fetch the page (again in each edition) and condense it: the condensing is a step of its
     own, so an unchanged page for an unchanged sub-question is served from the cache."""
-    fetched = fetch_page(current().search(config), hit)
+    with checking_pages(edition):  # a page stored before is checked again once per edition
+        fetched = fetch_page(current().search(config), hit)
     if fetched.source is None:
         return fetched
     with transaction(commit_mode=CommitMode.EAGER):

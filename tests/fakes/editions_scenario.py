@@ -35,6 +35,8 @@ class Day:
     cost_usd: float
     reports: int  # reports stored for the batch after this day, every edition counted
     report_ids: tuple[str, ...]  # this day's reports, one per topic
+    changed: tuple[str, ...] = ()  # the batch table's "changed" column, per topic
+    repeated: int = 0  # successful provider calls repeated byte for byte (target 0)
 
     def share_of(self, first: "Day") -> float:
         """This day's LLM tokens as a share of `first`'s."""
@@ -102,7 +104,7 @@ class EditionsScenario:
         runtime.reset()
         key_var, url_var, suffix = SDK_ENV["openai"]
         before = (self.provider.successes, self.provider.input_tokens,
-                  self.provider.output_tokens, self._cost())
+                  self.provider.output_tokens, self._cost(), self.provider.repeated_successes)
         env = {key_var: "sk-editions-not-a-real-key", url_var: self.server.url + suffix}
         os.environ.update(env)
         try:
@@ -112,13 +114,15 @@ class EditionsScenario:
                 os.environ.pop(name, None)
         runtime.reset()
         table = state.result(raise_on_failure=False)
-        ids = tuple(row["report_id"] for row in table) if isinstance(table, list) else ()
+        rows = table if isinstance(table, list) else []
         return Day(edition=edition, state=state.type.value,
                    calls=self.provider.successes - before[0],
                    input_tokens=self.provider.input_tokens - before[1],
                    output_tokens=self.provider.output_tokens - before[2],
                    cost_usd=round(self._cost() - before[3], 6), reports=self._reports(),
-                   report_ids=ids)
+                   report_ids=tuple(r["report_id"] for r in rows),
+                   changed=tuple(r.get("changed", "") for r in rows),
+                   repeated=self.provider.repeated_successes - before[4])
 
     def _cost(self) -> float:
         if not self.db.exists():
