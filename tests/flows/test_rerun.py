@@ -32,6 +32,11 @@ def test_a_retry_of_the_failed_flow_run_on_a_real_server_repeats_no_call(tmp_pat
     _assert_reused(RerunScenario(tmp_path).run("retry"))
 
 
+def test_researchflow_retry_of_a_cli_run_on_a_real_server_repeats_no_call(tmp_path: Path):
+    # A CLI run has no deployment: `researchflow retry` names its flow's entrypoint.
+    _assert_reused(RerunScenario(tmp_path).run("researchflow-retry"))
+
+
 def test_stored_topics_are_skipped_unless_refresh(tmp_path: Path, prefect_harness):
     from flows.batch import research_batch
     from tests.fakes.http import ScriptedServer
