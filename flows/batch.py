@@ -223,7 +223,8 @@ def research_batch(csv_path: str, batch_id: str | None = None,
     total = len(rows) + len(errors)
     progress = ProgressArtifact(markdown_text(
         f"Batch {batch}, edition {edition}: {len(rows)} topics" +
-        (f", {len(errors)} invalid rows" if errors else "")))
+        (f", {len(errors)} invalid rows" if errors else "")),
+        key=f"batch-progress-{_slug(batch)}")
     outcomes = [_invalid(e) for e in errors]
     # Twice as many topic threads as slots: a topic's bookkeeping overlaps others' research.
     # Topic subflows beat no heartbeat: its thread sleeps in 1 s steps and a flow waits for it

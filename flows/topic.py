@@ -53,7 +53,8 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
     Raises TopicSkipped when the batch's budget was reached before a slot was free."""
     # Prefect's UI renders artifacts and their descriptions as markdown: a topic goes in as
     # escaped text (core.escaping), so "[x](javascript:...)" stays those characters.
-    progress = ProgressArtifact(markdown_text(f"Researching: {topic.text[:80]}"))
+    progress = ProgressArtifact(markdown_text(f"Researching: {topic.text[:80]}"),
+                                key=f"progress-{topic.topic_id}")
     subflow_started()  # its first writes are done: the next topic's subflow may be created
     with topic_slot(run_id):
         emit("topic_started", topic.text)
@@ -208,7 +209,7 @@ def _wave_artifact(topic: Topic, number: int, asked) -> None:
     lines += [f"| {sq.index + 1} | {markdown_text(sq.question)} | "
               f"{'#' + str(sq.parent + 1) if sq.parent is not None else 'new section'} | "
               f"{markdown_text(sq.why)} |" for sq in asked]
-    create_markdown_artifact("\n".join(lines),
+    create_markdown_artifact("\n".join(lines), key=f"wave-{number}-{topic.topic_id}",
                              description=markdown_text(f"Wave {number} of: {topic.text[:150]}"))
 
 
