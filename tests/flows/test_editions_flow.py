@@ -84,3 +84,31 @@ def test_editions_research_again_pay_for_what_changed_and_say_what_changed(tmp_p
     latest = runner.invoke(app, ["query", "--db", db, "--format", "json",
                                  "SELECT DISTINCT edition FROM latest_reports"])
     assert json.loads(latest.output) == [{"edition": "2026-12-03"}]
+
+
+def test_a_changed_topic_emits_an_event_an_automation_can_match(prefect_harness, monkeypatch):
+    from prefect.events.clients import AssertingEventsClient
+    from prefect.events.worker import EventsWorker
+
+    from core.editions import ClaimView, Snapshot, compare
+    from core.models import Topic
+    from flows.topic import _changed_event
+
+    worker = EventsWorker.instance(AssertingEventsClient)
+    monkeypatch.setattr(EventsWorker, "instance", lambda *_: worker)
+    url = "file:///c/a.md"
+    before = Snapshot("r_1", "2026-12-01", {url: "A"}, (ClaimView("q", "x", ((url, "7 ms"),)),))
+    after = Snapshot("r_2", "2026-12-02", {url: "A", "file:///c/b.md": "B"},
+                     (ClaimView("q", "x", ((url, "9 ms"),)),))
+    topic = Topic(text="Threading or asyncio for sockets", batch_id="nightly",
+                  edition="2026-12-02")
+    _changed_event(topic, compare(before, after))
+    worker.drain()
+    events = [e for e in worker._client.events if e.event == "researchflow.topic.changed"]
+    assert len(events) == 1
+    event = events[0]
+    assert event.resource.id == f"researchflow.topic.{topic.topic_id}"
+    assert event.payload["report_id"] == "r_2" and event.payload["previous_report_id"] == "r_1"
+    assert event.payload["changes"] == 2 and event.payload["edition"] == "2026-12-02"
+    assert event.payload["counts"]["source_added"] == 1
+    assert event.payload["counts"]["number_changed"] == 1
