@@ -1,8 +1,8 @@
 """Plan a topic, research one sub-question, review a wave: thin Prefect wrappers around core.
 
 The research task runs the core loop with `TaskSteps` whenever a step costs money (an LLM
-provider or SerpAPI): every search, every choice of pages to read, every page read (fetch +
-condense), every choice of follow-up queries and every rewrite of searches that found nothing
+provider or SerpAPI): every search, every choice of pages to read, every page fetch and every
+condensing of a page, every choice of follow-up queries and every rewrite of searches that found nothing
 readable is its own task run, retried on its own and cached on its inputs plus the code. A
 fault in one provider call therefore repeats only that call, and a retry of the research task
 (or of the whole run, from the CLI or the UI) is served every step that had finished from the
@@ -91,18 +91,15 @@ def choose_hits(transcript: Transcript, candidates: list[SearchResult], limit: i
     return choose_pages(current().engine(config), transcript, candidates, limit)
 
 
-@task(name="read-page", task_run_name="read #{subquestion.index}: {hit.url:.80}", **RETRYING,
+@task(name="fetch-page", task_run_name="fetch #{subquestion.index}: {hit.url:.80}", **RETRYING,
       **CACHED)
 def read_hit(subquestion: SubQuestion, hit: SearchResult, config: RunConfig,
              edition: str = "") -> PageNotes:
-    """Fetch the page (again in each edition) and condense it: the condensing is a step of its
-    own, so an unchanged page for an unchanged sub-question is served from the cache."""
-    with checking_pages(edition):  # a page stored before is checked again once per edition
-        fetched = fetch_page(current().search(config), hit)
-    if fetched.source is None:
-        return fetched
-    with transaction(commit_mode=CommitMode.EAGER):
-        return condense_hit(subquestion, hit.url, fetched.source, config)
+    """Fetch the page, again in each edition (a page stored before is checked with a
+    conditional request): notes without a summary, or why it cannot be read. Condensing is a
+    step of its own (`condense_hit`), so an unchanged page is not condensed again."""
+    with checking_pages(edition):
+        return fetch_page(current().search(config), hit)
 
 
 @task(name="condense-page", task_run_name="condense #{subquestion.index}: {url:.80}",
@@ -154,9 +151,13 @@ class TaskSteps:
     def read(self, subquestion: SubQuestion, hit: SearchResult) -> PageNotes:
         try:
             with transaction(commit_mode=CommitMode.EAGER):
-                return read_hit(subquestion, hit, self.config, self.edition)
+                fetched = read_hit(subquestion, hit, self.config, self.edition)
         except PageFault as fault:  # retried by Prefect and still down: skipped in this run
             return unavailable(fault)
+        if fetched.source is None:
+            return fetched
+        with transaction(commit_mode=CommitMode.EAGER):
+            return condense_hit(subquestion, hit.url, fetched.source, self.config)
 
     def next_queries(self, transcript: Transcript, round_index: int) -> list[str]:
         with transaction(commit_mode=CommitMode.EAGER):
