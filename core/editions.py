@@ -157,7 +157,7 @@ def compare(previous: Snapshot, current: Snapshot) -> EditionDiff:
             continue
         old.remove(best)
         new.remove(claim)
-        changes.extend(_changed(best, claim, previous))
+        changes.extend(_changed(best, claim, previous, current))
     for claim in new:
         url, quote = claim.evidence[0] if claim.evidence else ("", "")
         changes.append(Change("claim_added", url, current.sources.get(url, ""), claim.text,
@@ -182,7 +182,8 @@ def _unique(changes: list[Change]) -> tuple[Change, ...]:
     return tuple(out)
 
 
-def _changed(before: ClaimView, now: ClaimView, previous: Snapshot) -> list[Change]:
+def _changed(before: ClaimView, now: ClaimView, previous: Snapshot,
+             current: Snapshot) -> list[Change]:
     out: list[Change] = []
     old_by_mask = {(url, mask_numbers(q)): q for url, q in before.evidence}
     for url, quote in now.evidence:
@@ -194,7 +195,8 @@ def _changed(before: ClaimView, now: ClaimView, previous: Snapshot) -> list[Chan
                               quote, before=was, numbers=pairs))
     if before.masked() != now.masked() or (not out and _norm(before.text) != _norm(now.text)):
         url, quote = now.evidence[0] if now.evidence else ("", "")
-        out.append(Change("claim_changed", url, "", now.text, quote, before=before.text))
+        out.append(Change("claim_changed", url, current.sources.get(url, ""), now.text, quote,
+                          before=before.text))
     return out
 
 
