@@ -9,8 +9,9 @@ research provider (tests/fakes/editions_scenario.py), over a corpus of three pag
 
 Per day it prints the provider calls that succeeded, the LLM tokens they used, their cost from
 the ledger, the share of day 1's tokens (target for an unchanged edition: at most 5%), how many
-reports the store holds and whether the day's reports are new ones (an edition per run) or
-yesterday's reused.
+reports the store holds, whether the day's reports are new ones (an edition per run) or
+yesterday's reused, and how many calls were byte-identical to a request answered before (what a
+call-level memo of provider requests would serve on top of the task caches).
 
     python bench/editions.py
 """
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     from flows.local_api import ensure_api
     from tests.fakes.editions_scenario import SUBJECTS, EditionsScenario
 
-    ensure_api()  # one local API for the three days (Prefect's ephemeral one times out when busy)
+    ensure_api(timeout=600)  # one local API for the three days (slow to start on a busy box)
 
     with EditionsScenario(work / "run") as scenario:
         rows = _days(scenario, SUBJECTS)
@@ -62,7 +63,7 @@ def _days(scenario, subjects) -> list:
 def _print(rows: list) -> int:
     first = rows[0][1]
     head = ("day", "state", "ok calls", "LLM tokens (in + out)", "cost USD", "share of day 1",
-            "reports stored", "new reports")
+            "reports stored", "new reports", "calls byte-identical to earlier ones")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     seen: set[str] = set()
@@ -71,7 +72,8 @@ def _print(rows: list) -> int:
         seen |= set(d.report_ids)
         print(f"| {label} | {d.state} | {d.calls} | {d.input_tokens + d.output_tokens:,} "
               f"({d.input_tokens:,} + {d.output_tokens:,}) | {d.cost_usd:.6f} | "
-              f"**{d.share_of(first):.1%}** | {d.reports} | {new} of {len(d.report_ids)} |")
+              f"**{d.share_of(first):.1%}** | {d.reports} | {new} of {len(d.report_ids)} | "
+              f"{d.repeated} |")
     unchanged = rows[1][1]
     researched = len(set(unchanged.report_ids) - set(first.report_ids)) == len(first.report_ids)
     met = researched and unchanged.share_of(first) <= TARGET
