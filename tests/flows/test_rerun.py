@@ -42,6 +42,12 @@ def test_a_retry_of_the_failed_flow_run_on_a_real_server_repeats_no_call(tmp_pat
     _assert_reused(RerunScenario(tmp_path).run("retry", api_url=prefect_server))
 
 
+def test_researchflow_retry_of_a_cli_run_on_a_real_server_repeats_no_call(tmp_path: Path,
+                                                                          prefect_server):
+    # A CLI run has no deployment: `researchflow retry` names its flow's entrypoint.
+    _assert_reused(RerunScenario(tmp_path).run("researchflow-retry", api_url=prefect_server))
+
+
 @pytest.mark.xdist_group("rerun-cli")
 def test_stored_topics_are_skipped_unless_refresh(cli_rerun):
     from flows.batch import research_batch
