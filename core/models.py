@@ -78,10 +78,19 @@ class Topic(TopicOptions):
 
     text: str = Field(min_length=3, max_length=MAX_TOPIC_CHARS)
     batch_id: str = "adhoc"
+    # A scheduled batch's run (core.editions): each edition stores its own report. "": none
+    # (a lone topic), the topic has one report that a rerun replaces.
+    edition: str = Field(default="", max_length=100)
 
     @classmethod
-    def of(cls, text: str, options: TopicOptions, batch_id: str = "adhoc") -> "Topic":
-        return cls(text=text, batch_id=batch_id, **options.model_dump())
+    def of(cls, text: str, options: TopicOptions, batch_id: str = "adhoc",
+           edition: str = "") -> "Topic":
+        return cls(text=text, batch_id=batch_id, edition=edition, **options.model_dump())
+
+    def timeless(self) -> "Topic":
+        """The topic without its edition: what planning depends on, so a new edition of an
+        unchanged topic reuses its plan."""
+        return self.model_copy(update={"edition": ""})
 
     @property
     def options(self) -> TopicOptions:
@@ -89,6 +98,8 @@ class Topic(TopicOptions):
 
     @property
     def topic_id(self) -> str:
+        if self.edition:
+            return stable_id(self.batch_id, self.text.strip().lower(), self.edition)
         return stable_id(self.batch_id, self.text.strip().lower())
 
 

@@ -62,9 +62,11 @@ class ProgressArtifact:
     final update (100 %) is always sent.
     """
 
-    def __init__(self, description: str, *, every_seconds: float = 2.0) -> None:
+    def __init__(self, description: str, *, key: str | None = None,
+                 every_seconds: float = 2.0) -> None:
         self.every = every_seconds
-        self._id = create_progress_artifact(0.0, description=description)
+        # A key lists the artifact on the UI's Artifacts page (unkeyed ones show only in a run).
+        self._id = create_progress_artifact(0.0, key=key, description=description)
         self._sent = time.monotonic()
 
     def update(self, percent: float, description: str) -> None:
