@@ -7,7 +7,8 @@
 The same line goes to the CLI, `topics.error` in DuckDB, the batch table and the Prefect
 flow-run message, so nobody has to dig the cause out of a log. `TopicFailed` carries it; its
 `cause` is the original exception (a `core.signals.Signal` when a provider or our budget said
-no). It never contains a key: signal messages are masked where they are made.
+no). It never contains a key: signal messages are masked where they are made, and the line again
+(by value and by pattern, core.secrets).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ class TopicFailed(RuntimeError):
         if more:
             others = ", ".join(f.step for f in self.failures[1:4])
             line += f" [{more} more step(s) failed: {others}]"
-        super().__init__(line)
+        super().__init__(mask_secrets(line))
 
     @property
     def budget_scope(self) -> str | None:

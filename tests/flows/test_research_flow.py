@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from core.models import TopicOptions
 from core.store import ResultStore
 from flows.topic import research_topic
+from tests.flows.prefect_api import task_runs
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 
@@ -16,20 +15,11 @@ TOPIC = "Compare threading, multiprocessing and asyncio for concurrent I/O"
 
 
 def _task_states(flow_run_id) -> dict[str, list[str]]:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
-    async def read():
-        async with get_client() as client:
-            runs = await client.read_task_runs(
-                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
-        out: dict[str, list[str]] = {}
-        for r in runs:
-            out.setdefault(r.task_key.rsplit("-", 1)[0] if r.task_key else r.name, []).append(
-                r.state.name if r.state else "?")
-        return out
-
-    return asyncio.run(read())
+    out: dict[str, list[str]] = {}
+    for r in task_runs(flow_run_id):
+        out.setdefault(r.task_key.rsplit("-", 1)[0] if r.task_key else r.name, []).append(
+            r.state.name if r.state else "?")
+    return out
 
 
 def test_topic_flow_stores_a_cited_report_and_hits_cache_on_rerun(corpus, db_path):
