@@ -107,7 +107,17 @@ def _code_only(source: str) -> str:
 CORE_CODE = CacheKeyFnPolicy(cache_key_fn=lambda _ctx, _params: core_fingerprint())
 # Results persist as data that cannot run code when loaded: written by DataSerializer, their
 # metadata kept where only what DataSerializer wrote is handed back (tasks.result_serializer).
-CACHE_POLICY = (INPUTS + TASK_SOURCE + CORE_CODE).configure(key_storage=METADATA)
+def cache_policy(*, ignore: tuple[str, ...] = ()):
+    """INPUTS (less the `ignore`d parameters) + TASK_SOURCE + CORE_CODE, its metadata in the
+    key storage that hands back only what DataSerializer wrote. Every cached task takes its
+    policy from here: a policy built elsewhere would load whatever a tampered file names."""
+    inputs = INPUTS
+    for name in ignore:
+        inputs = inputs - name
+    return (inputs + TASK_SOURCE + CORE_CODE).configure(key_storage=METADATA)
+
+
+CACHE_POLICY = cache_policy()
 CACHE_EXPIRATION = timedelta(hours=24)
 # Steps whose inputs carry everything their answer depends on (a page's text, a transcript,
 # findings) may be reused by the next editions of a schedule: a nightly or weekly batch finds

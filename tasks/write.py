@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Sequence
 
 from prefect import get_run_logger, task
-from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from core.engine.offline.words import notice_of
 from core.ledger import acting_as, scoped
@@ -20,7 +19,7 @@ from core.report import assemble
 from core.runtime import current
 from core.settings import RunConfig
 from core.waves import for_report
-from tasks.caching import CORE_CODE, LASTING
+from tasks.caching import LASTING, cache_policy
 from tasks.retry import RETRYING
 
 
@@ -33,7 +32,7 @@ def compress(transcript: Transcript, config: RunConfig) -> Finding:
 
 
 @task(name="write-report", task_run_name="report: {plan.topic:.60}", **RETRYING,
-      **{**LASTING, "cache_policy": (INPUTS - "report_id") + TASK_SOURCE + CORE_CODE})
+      **{**LASTING, "cache_policy": cache_policy(ignore=("report_id",))})
 def write_report(plan: ResearchPlan, findings: Sequence[Finding], config: RunConfig,
                  report_id: str) -> Report:
     """The report on the findings. Its cache ignores `report_id`: the flow stamps its own id on

@@ -62,3 +62,20 @@ def test_metadata_must_name_exactly_our_serializer(tmp_path, monkeypatch):
         assert "outside" in refusal(json.dumps(outside).encode())
         (tmp_path / "k").write_text('{"__class__": "os.system", "data": "x"}')
         assert "does not load" in refusal(json.dumps(good).encode())
+
+
+def test_every_cached_task_keeps_its_metadata_where_only_data_loads():
+    """A task given a policy of its own (not tasks.caching.cache_policy) would hand Prefect
+    whatever serializer a tampered metadata file names: the report task once did."""
+    from prefect import Task
+
+    import tasks.research
+    import tasks.write
+    from tasks.result_serializer import METADATA
+
+    cached = [t for module in (tasks.research, tasks.write) for t in vars(module).values()
+              if isinstance(t, Task) and t.persist_result]
+    assert len(cached) >= 10
+    for t in cached:
+        assert getattr(t.cache_policy, "key_storage", None) is METADATA, t.name
+        assert t.result_serializer is DATA, t.name
