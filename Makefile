@@ -19,12 +19,16 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/researchflow batch examples/topics.csv
 
+# The suite on parallel pytest-xdist workers (one per core; TEST_WORKERS=0: one process). Tests
+# that must share a worker carry an xdist_group mark (see tests/conftest.py).
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 bench: $(STAMP)
 	$(PY) bench/overflow.py
 	$(PY) bench/corpus.py --no-before
+	$(PY) bench/corpus_limits.py
 	$(PY) bench/offline_quality.py
 	$(PY) bench/faults.py
 	$(PY) bench/depth.py

@@ -9,7 +9,9 @@ removed and the batch rerun, the way a user would:
 - `cli`: `researchflow batch` again (a new flow run of the batch);
 - `retry`: the same flow run retried, as `prefect flow-run retry` or the UI's Retry do: the
   batch is served as a deployment by a real Prefect server, the failed run is set back to
-  Scheduled and the runner executes it again under the same flow-run id.
+  Scheduled and the runner executes it again under the same flow-run id;
+- `researchflow-retry`: the CLI's run retried as the same flow run by `researchflow retry ID`
+  (a run with no deployment: the command names its flow's entrypoint).
 
 It prints, per way of rerunning: successful provider calls in the first run, calls made by the
 rerun, successful calls repeated (a request byte-identical to one already answered; target 0),
@@ -31,7 +33,7 @@ if str(ROOT) not in sys.path:  # run as a script: make core/ and tests.fakes imp
 
 from bench.workspace import workspace  # noqa: E402  (before Prefect is imported)
 
-WAYS = ("cli", "retry")
+WAYS = ("cli", "retry", "researchflow-retry")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,10 +28,18 @@ class Embedder:
         self._model = model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """One vector per text, in order. Texts go to the model in batches of similar length
+        whose padded size stays under `BATCH_BYTES` (see `batches`)."""
         if not texts:
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
-        vectors = np.asarray(self._model.embed(list(texts), norm=True), dtype=np.float32)
-        return vectors.reshape(len(texts), -1)
+        texts = list(texts)
+        out = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
+        for group in batches([len(t.encode("utf-8", "replace")) for t in texts]):
+            chunk = [texts[i] for i in group]
+            vectors = np.asarray(self._model.embed(chunk, norm=True, batch_size=len(chunk)),
+                                 dtype=np.float32)
+            out[group] = vectors.reshape(len(chunk), -1)
+        return out
 
     def similarities(self, query: str, texts: Sequence[str]) -> np.ndarray:
         """Cosine similarity of each text to the query, in [-1, 1]."""
@@ -40,6 +48,34 @@ class Embedder:
         vectors = self.embed([query, *texts])
         return vectors[1:] @ vectors[0]
 
+
+def batches(lengths: Sequence[int], budget: int | None = None) -> list[list[int]]:
+    """Positions of texts grouped for the model, shortest first: a group's size times its
+    longest text (`lengths` in UTF-8 bytes) stays within `budget` (one text alone may exceed
+    it).
+
+    wordllama pads a batch to its longest text and does not truncate, then holds a float32
+    (batch, tokens, 256) array and its masked copy: 64 pages of 19k characters took 600 MB
+    per call, and the demo's parallel researchers 3.3 GB. Grouped by length, a batch of
+    sentences stays large (fast) and a batch of pages small (about 25 MB at most)."""
+    budget = BATCH_BYTES if budget is None else budget
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    groups: list[list[int]] = []
+    for i in order:
+        group = groups[-1] if groups else None
+        # Sorted ascending: this text is the group's longest once added.
+        if group is None or len(group) >= MAX_BATCH or \
+                (len(group) + 1) * max(lengths[i], 1) > budget:
+            groups.append([i])
+        else:
+            group.append(i)
+    return groups
+
+
+# About 3-4 UTF-8 bytes a token (English or CJK): 96 kB of text is a (batch, tokens, 256)
+# float32 array of about 25-30 MB.
+BATCH_BYTES = 96_000
+MAX_BATCH = 256
 
 _lock = threading.Lock()
 _shared: Embedder | None = None

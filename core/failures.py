@@ -7,7 +7,8 @@
 The same line goes to the CLI, `topics.error` in DuckDB, the batch table and the Prefect
 flow-run message, so nobody has to dig the cause out of a log. `TopicFailed` carries it; its
 `cause` is the original exception (a `core.signals.Signal` when a provider or our budget said
-no). It never contains a key: signal messages are masked where they are made.
+no). It never contains a key: signal messages are masked where they are made, and the line again
+(by value and by pattern, core.secrets).
 """
 
 from __future__ import annotations
@@ -59,6 +60,16 @@ def _clip(text: str) -> str:
     return text if len(text) <= _DETAIL_CHARS else text[:_DETAIL_CHARS - 1] + "…"
 
 
+class NoEvidence(RuntimeError):
+    """A report that cites nothing: an empty corpus, or one with no page on the topic. Not a
+    success with zero references."""
+
+    def __init__(self, topic: str, search: str) -> None:
+        where = "the corpus" if search == "corpus" else f"the {search} search"
+        super().__init__(f"{where} has no page about {topic[:120]!r}: nothing to cite, "
+                         f"no report (check the corpus folder, or ask about what it holds)")
+
+
 class TopicFailed(RuntimeError):
     """A topic stopped at a step. `str()` is the one line for users; `cause` the first error."""
 
@@ -74,7 +85,7 @@ class TopicFailed(RuntimeError):
         if more:
             others = ", ".join(f.step for f in self.failures[1:4])
             line += f" [{more} more step(s) failed: {others}]"
-        super().__init__(line)
+        super().__init__(mask_secrets(line))
 
     @property
     def budget_scope(self) -> str | None:

@@ -16,6 +16,7 @@ from core.language import resolve_language
 Intent = Literal["describe", "compare", "recommend"]
 Confidence = Literal["high", "medium", "conflict"]
 Role = Literal["system", "user", "assistant", "tool"]
+ReviewOnTimeout = Literal["proceed", "cancel"]
 
 
 class _Frozen(BaseModel):
@@ -49,6 +50,15 @@ class TopicOptions(_Frozen):
         "the topic's own."))
     report_words: int = Field(default=1_200, ge=200, le=20_000, description=(
         "Target length of the report in words (a long report is written section by section)."))
+    review_plan: bool = Field(default=False, description=(
+        "Pause after planning until someone approves the sub-questions (the Prefect UI's "
+        "form, or the terminal for `run` without a Prefect server); they may edit, drop or "
+        "add sub-questions first."))
+    review_timeout: int = Field(default=3_600, ge=10, le=7 * 86_400, description=(
+        "Seconds to wait for the plan's review; then review_on_timeout decides."))
+    review_on_timeout: ReviewOnTimeout = Field(default="cancel", description=(
+        "When nobody reviewed the plan in time: 'proceed' researches it as planned, 'cancel' "
+        "cancels the topic (nothing is spent but the plan)."))
 
     @field_validator("language", mode="before")
     @classmethod
@@ -68,10 +78,19 @@ class Topic(TopicOptions):
 
     text: str = Field(min_length=3, max_length=MAX_TOPIC_CHARS)
     batch_id: str = "adhoc"
+    # A scheduled batch's run (core.editions): each edition stores its own report. "": none
+    # (a lone topic), the topic has one report that a rerun replaces.
+    edition: str = Field(default="", max_length=100)
 
     @classmethod
-    def of(cls, text: str, options: TopicOptions, batch_id: str = "adhoc") -> "Topic":
-        return cls(text=text, batch_id=batch_id, **options.model_dump())
+    def of(cls, text: str, options: TopicOptions, batch_id: str = "adhoc",
+           edition: str = "") -> "Topic":
+        return cls(text=text, batch_id=batch_id, edition=edition, **options.model_dump())
+
+    def timeless(self) -> "Topic":
+        """The topic without its edition: what planning depends on, so a new edition of an
+        unchanged topic reuses its plan."""
+        return self.model_copy(update={"edition": ""})
 
     @property
     def options(self) -> TopicOptions:
@@ -79,6 +98,8 @@ class Topic(TopicOptions):
 
     @property
     def topic_id(self) -> str:
+        if self.edition:
+            return stable_id(self.batch_id, self.text.strip().lower(), self.edition)
         return stable_id(self.batch_id, self.text.strip().lower())
 
 

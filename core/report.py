@@ -35,16 +35,22 @@ HEADINGS: dict[str, dict[str, str]] = {
            "recommendation": "Recommendation", "conclusion": "Conclusion",
            "disputed": "Disputed findings", "references": "References", "topic": "Topic",
            "intent": "Intent", "describe": "describe", "compare": "compare",
-           "recommend": "recommend"},
+           "recommend": "recommend", "evidence": "Evidence",
+           "thin": "thin: {quotes} quote(s) from {pages} page(s); {empty} of {sections} "
+                   "sections without evidence"},
     "zh": {"summary": "执行摘要", "comparison": "对比", "recommendation": "建议", "conclusion": "结论",
            "disputed": "存在争议的发现", "references": "参考文献", "topic": "主题", "intent": "意图",
-           "describe": "描述", "compare": "比较", "recommend": "推荐"},
+           "describe": "描述", "compare": "比较", "recommend": "推荐", "evidence": "证据",
+           "thin": "薄弱：{quotes} 条引文，来自 {pages} 个页面；{sections} 个部分中有 {empty} 个没有证据"},
     "ja": {"summary": "要旨", "comparison": "比較", "recommendation": "推奨", "conclusion": "結論",
            "disputed": "見解が分かれる点", "references": "参考文献", "topic": "トピック",
-           "intent": "意図", "describe": "説明", "compare": "比較", "recommend": "推奨"},
+           "intent": "意図", "describe": "説明", "compare": "比較", "recommend": "推奨",
+           "evidence": "根拠",
+           "thin": "乏しい：{pages} ページから {quotes} 件の引用。{sections} 節のうち {empty} 節は根拠なし"},
     "ko": {"summary": "요약", "comparison": "비교", "recommendation": "권장 사항", "conclusion": "결론",
            "disputed": "논쟁이 있는 발견", "references": "참고 문헌", "topic": "주제", "intent": "의도",
-           "describe": "설명", "compare": "비교", "recommend": "추천"},
+           "describe": "설명", "compare": "비교", "recommend": "추천", "evidence": "근거",
+           "thin": "부족: {pages}개 페이지에서 인용 {quotes}개, {sections}개 절 중 {empty}개는 근거 없음"},
 }
 
 
@@ -144,6 +150,12 @@ def escape_markdown(text: str) -> str:
     return markdown_text(text)
 
 
+def thin_evidence(quotes: int, pages: int, empty: int, sections: int) -> bool:
+    """Too little to rest a report on: under three quotes, one page, or more than one section
+    without evidence (and at least a third of them)."""
+    return quotes < 3 or pages < 2 or (empty > 1 and 3 * empty >= sections)
+
+
 def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft, *,
              report_id: str, engine: str, notice: str | None = None) -> Report:
     """The report in the intent's shape: executive summary, comparison table (compare), one
@@ -174,6 +186,8 @@ def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft
         parts += [f"> {notice}", ""]
     parts += [f"**{fixed_heading('topic', lang)}:** {markdown_text(plan.topic)}  ",
               f"**{fixed_heading('intent', lang)}:** {fixed_heading(plan.intent, lang)}", ""]
+    header_end = len(parts) - 1  # a report on thin evidence says so here, once it is counted
+    empty = 0
     parts += part("summary", draft.summary)
     if plan.intent == "compare":
         parts += part("comparison", draft.comparison_table)
@@ -184,6 +198,7 @@ def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft
         body = _cite(defang_markdown(section.body), numberer, flags, heading) if section else ""
         if not re.search(r"\[\d+\]", body) and INSUFFICIENT not in body:
             body = (body.strip() + " " if body.strip() else "") + INSUFFICIENT
+            empty += 1
         parts += [f"## {markdown_text(heading)}", "", body.strip(), ""]
     if plan.intent == "recommend":
         parts += part("recommendation", draft.recommendation)
@@ -210,6 +225,12 @@ def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft
                      f"“{markdown_text(c.quote)}”")
     if not numberer.citations:
         parts.append(INSUFFICIENT)
+    pages = len({c.url.split("#", 1)[0] for c in numberer.citations})
+    if thin_evidence(len(numberer.citations), pages, empty, len(plan.sections)):
+        note = fixed_heading("thin", lang).format(quotes=len(numberer.citations), pages=pages,
+                                                  empty=empty, sections=len(plan.sections))
+        parts[header_end - 1] += "  "
+        parts.insert(header_end, f"**{fixed_heading('evidence', lang)}:** {note}")
     return Report(report_id=report_id, topic=plan.topic, title=draft.title,
                   markdown="\n".join(parts).rstrip() + "\n", citations=tuple(numberer.citations),
                   engine=engine, flags=tuple(flags), language=plan.language)

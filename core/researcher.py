@@ -33,7 +33,8 @@ from core.engine.base import ResearchEngine
 from core.ledger import acting_as
 from core.overflow.roles import (choose_with_shrink, condense_with_shrink, queries_with_shrink,
                                  rewrite_with_shrink)
-from core.models import Message, PageNotes, SearchResult, SubQuestion, ToolCall, Transcript
+from core.models import (Message, PageNotes, SearchResult, Source, SubQuestion, ToolCall,
+                         Transcript)
 from core.search.base import SearchBackend
 from core.search.fetch_types import PageFault
 from core.search.urls import normalize_url
@@ -64,6 +65,15 @@ def read_page(engine: ResearchEngine, search: SearchBackend, subquestion: SubQue
     """Fetch one hit and condense it for the sub-question. A page that cannot be read is a
     `PageNotes` with a reason; provider and search signals propagate, and so does a
     `PageFault` (a page that may come back), so that the read can be tried again."""
+    fetched = fetch_page(search, hit)
+    if fetched.source is None:
+        return fetched
+    return condense_page(engine, subquestion, hit.url, fetched.source)
+
+
+def fetch_page(search: SearchBackend, hit: SearchResult) -> PageNotes:
+    """The first half of `read_page`: the page's text as a source, without notes (or why it
+    cannot be read)."""
     try:
         source = search.read(hit)
     except Signal:
@@ -73,10 +83,16 @@ def read_page(engine: ResearchEngine, search: SearchBackend, subquestion: SubQue
         return PageNotes(url=hit.url, reason=str(exc) or type(exc).__name__)
     if source is None:
         return PageNotes(url=hit.url, reason="no readable text")
+    return PageNotes(url=hit.url, source=source)
+
+
+def condense_page(engine: ResearchEngine, subquestion: SubQuestion, url: str,
+                  source: Source) -> PageNotes:
+    """The second half of `read_page`: a fetched page condensed for the sub-question."""
     with acting_as("condense"):
         notes = condense_with_shrink(engine.for_role("condense"), subquestion, source,
                                      log=log.info)
-    return PageNotes(url=hit.url, source=source, notes=notes)
+    return PageNotes(url=url, source=source, notes=notes)
 
 
 def unavailable(fault: PageFault) -> PageNotes:

@@ -156,7 +156,13 @@ class Runtime:
         if config.model == "offline":
             from core.engine.offline.extractive import ExtractiveEngine
 
-            return ExtractiveEngine()
+            if config.search != "corpus":  # a web search costs: the plan reads the topic alone
+                return ExtractiveEngine()
+
+            def search(query: str, k: int) -> list:  # the outline is drawn from the corpus
+                return self.search(config).search(query, k)
+
+            return ExtractiveEngine(search=search)
         from core.engine.model_driven.llm_engine import LLMEngine
         from core.llm.registry import make_model
         from core.metering import MeteredModel

@@ -3,7 +3,13 @@
 Precedence: explicit argument > environment (RESEARCHFLOW_* and the providers' usual key
 variables) > `.env` in the working directory > default. Nothing is read at import time: call
 `Settings.load()` when you need them. API keys are `SecretStr` so they never print, and
-`public_dict()` is the only form that reaches logs, Prefect parameters or DuckDB.
+`public_dict()` is the only form that reaches logs, Prefect parameters or DuckDB; every key
+loaded is also remembered by core.secrets, which masks it by value wherever text leaves.
+
+A `.env` may set keys, but it cannot send a key from the environment elsewhere: a provider's
+base URL from `.env` counts only while that provider's key is not in the environment (nor an
+explicit argument), and `store`, `dask_address` and `fetch_allow_hosts` come from the
+environment only. Lines breaking that are ignored with a warning (core.envfile).
 """
 
 from __future__ import annotations
@@ -14,7 +20,10 @@ from typing import Any, Literal
 
 from pydantic import (AliasChoices, BaseModel, ConfigDict, Field, SecretStr,
                       ValidationError, field_validator)
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from core import secrets
+from core.envfile import DotEnvRules
 
 
 def default_cache_dir() -> Path:
@@ -41,6 +50,12 @@ class Settings(BaseSettings):
     dask_address: str | None = None
     cache_dir: Path = Field(default_factory=default_cache_dir)
     corpus_dir: Path | None = None  # None: the bundled CPython documentation corpus
+    # The corpus folder is untrusted (core.search.corpus_files): file symlinks out of it are
+    # skipped unless followed here, and larger files are skipped before they are read (HTML
+    # has its own, smaller cap: parsing it costs many times its size in memory and time).
+    corpus_follow_symlinks: bool = False
+    corpus_max_file_bytes: int = Field(default=20_000_000, ge=1)
+    corpus_max_html_bytes: int = Field(default=2_000_000, ge=1)
 
     # "auto" picks the first provider whose key is set, else the offline extractive engine.
     model: str = "auto"
@@ -99,6 +114,11 @@ class Settings(BaseSettings):
     max_cost_usd: float | None = Field(default=None, gt=0)  # per topic
     max_batch_cost_usd: float | None = Field(default=None, gt=0)
     max_calls_per_minute: int | None = Field(default=None, ge=1)  # per provider
+    # Seconds before a provider call's first retry; each further retry waits twice as long
+    # (2, 4, 8, 16, 32 s, each +-50% jitter), and at least what the provider's retry-after
+    # names. 0: retry at once (the test suite). Read once per process, when tasks/retry.py
+    # builds the tasks' retry options (Prefect fixes a task's delays when it is defined).
+    retry_backoff: float = Field(default=2.0, ge=0)
     prices: str | None = None
 
     # The store file: how long a write waits for another process to let go of it, and how
@@ -142,6 +162,25 @@ class Settings(BaseSettings):
     def _blank_store_is_unset(cls, value: Any) -> Any:
         # `RESEARCHFLOW_STORE=` (exported empty to switch the lake off) means no lake.
         return None if isinstance(value, str) and not value.strip() else value
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings],
+                                   init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # A .env may not send a key from the environment elsewhere (core.envfile).
+        dotenv = DotEnvRules(settings_cls, dotenv_settings, init_settings, env_settings)
+        return init_settings, env_settings, dotenv, file_secret_settings
+
+    def model_post_init(self, context: Any, /) -> None:
+        # Every key loaded is masked by value from now on, wherever text leaves the process.
+        for value in self.__dict__.values():
+            if isinstance(value, SecretStr):
+                secrets.remember(value.get_secret_value())
+        for name in secrets.ENVIRONMENT_SECRETS:
+            secrets.remember(os.environ.get(name))
 
     @classmethod
     def load(cls, **overrides: Any) -> "Settings":
@@ -247,6 +286,9 @@ class RunConfig(BaseModel):
     role_models: tuple[tuple[str, str], ...] = ()  # (role, spec) where a role differs
     search: str = "corpus"
     corpus_dir: str | None = None
+    corpus_follow_symlinks: bool = False
+    corpus_max_file_bytes: int = 20_000_000
+    corpus_max_html_bytes: int = 2_000_000
     cache_dir: str
     db_path: str  # the store target: a file's resolved path, or "ducklake:..." (store_target)
     results_per_query: int = 4
@@ -308,6 +350,7 @@ FLOW_SETTINGS = frozenset({
     "model_report", "store", "openai_base_url", "anthropic_base_url", "gemini_base_url",
     "serpapi_base_url",
     "pdf_font",  # read by `export`, which no task runs
+    "retry_backoff",  # fixed when tasks/retry.py defines the tasks, not a task input
 })
 
 # Settings copied into a RunConfig under the same name.
@@ -318,7 +361,8 @@ _SAME = ("results_per_query", "max_output_tokens", "default_context_window", "re
          "serpapi_location", "serpapi_language", "serpapi_country", "max_calls_per_minute",
          "max_fetches_per_host", "prices", "store_lock_timeout", "store_hold_seconds",
          "lake_data_path", "searxng_url", "searxng_engines", "searxng_categories",
-         "searxng_language")
+         "searxng_language", "corpus_follow_symlinks", "corpus_max_file_bytes",
+         "corpus_max_html_bytes")
 _BASE_URLS = ("openai", "anthropic", "gemini", "serpapi")
 
 

@@ -52,10 +52,11 @@ class TopicRow:
 
 
 def read_topics_csv(path: Path, *, batch_id: str, defaults: TopicOptions | None = None,
-                    warn: Callable[[str], None] | None = None,
+                    warn: Callable[[str], None] | None = None, edition: str = "",
                     ) -> tuple[list[TopicRow], list[RowError]]:
-    """The CSV's topics; `defaults` (the CLI's --max-waves and friends) apply to every row that
-    does not set its own. `warn` hears about columns that are not read."""
+    """The CSV's topics, of `edition` when given; `defaults` (the CLI's --max-waves and
+    friends) apply to every row that does not set its own. `warn` hears about columns that are
+    not read."""
     path = Path(path)
     defaults = (defaults or TopicOptions()).model_dump()
     if not path.is_file():
@@ -96,7 +97,8 @@ def read_topics_csv(path: Path, *, batch_id: str, defaults: TopicOptions | None 
         row = dict(zip(fields, (c.strip() for c in cells)))
         text = row.get("topic") or ""
         shown = _readable(text)[:2000]
-        key = stable_id(batch_id, text.strip().lower()) if text and not error else ""
+        key = (stable_id(batch_id, text.strip().lower(), *([edition] if edition else []))
+               if text and not error else "")
         if error is None and not text:
             error = "empty topic"
         if error is not None:
@@ -104,7 +106,7 @@ def read_topics_csv(path: Path, *, batch_id: str, defaults: TopicOptions | None 
             continue
         overrides = {**defaults, **{k: row[k] for k in OVERRIDES if row.get(k)}}
         try:
-            topic = Topic(text=text, batch_id=batch_id, **overrides)
+            topic = Topic(text=text, batch_id=batch_id, edition=edition, **overrides)
         except ValidationError as exc:
             problems = "; ".join(f"{_column(e['loc'])}: {e['msg']}" for e in exc.errors())
             errors.append(RowError(line, problems, shown, key if len(text) <= 2000 else ""))

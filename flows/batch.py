@@ -7,6 +7,10 @@ so the Prefect UI shows it and a retry of the batch reruns only what is missing:
 served from the task cache. `max_batch_cost_usd` caps the whole batch: once it is reached, the
 topics not yet started are recorded as skipped (reason: budget) and the batch still ends with its
 table.
+
+Every run belongs to an edition (core.editions): by default the date the run was scheduled
+for, in `timezone`. Within one edition a rerun skips stored topics; a new edition researches
+every topic again, reusing every call whose input did not change, and stores a new report.
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ class TopicOutcome:
     cost_usd: float = 0.0
     error: str = ""
     reused: bool = False  # its report was already stored: nothing ran
+    edition: str = ""
+    changed: str = ""  # since the previous edition: "3 changes", "no change"; "": first
 
 
 class BatchIncomplete(RuntimeError):
@@ -93,19 +99,23 @@ def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicO
         stored = _stored_report(store, topic.topic_id)
         if stored:
             emit("topic_done", topic.text, detail=stored)
-            return TopicOutcome(row.row, topic.text, "succeeded", report_id=stored, reused=True)
+            return TopicOutcome(row.row, topic.text, "succeeded", report_id=stored, reused=True,
+                                edition=topic.edition, changed=_changed(store, stored))
     # The topic flow runs inside this task's transaction; committed eagerly, what its tasks
     # finished stays cached even when the topic fails, so a rerun or a retry of the batch pays
     # only for what had not finished (rolled back, every finished call would be paid again).
     # The flow waits for its slot (flows.slots) once it exists in the API.
     with transaction(commit_mode=CommitMode.EAGER), creating_subflow(budget.run_id):
         state = research_topic(topic=topic.text, options=topic.options,
-                               batch_id=topic.batch_id, return_state=True, **overrides)
+                               batch_id=topic.batch_id, edition=topic.edition,
+                               return_state=True, **overrides)
     usage = current().usage(budget.db_path, budget.run_id, topic.topic_id)
     spent = dict(calls=usage.calls, input_tokens=usage.input_tokens,
                  output_tokens=usage.output_tokens, cost_usd=round(usage.cost_usd, 6))
     if state.is_completed():
-        return TopicOutcome(row.row, topic.text, "succeeded", report_id=state.result(), **spent)
+        report_id = state.result()
+        return TopicOutcome(row.row, topic.text, "succeeded", report_id=report_id,
+                            edition=topic.edition, changed=_changed(store, report_id), **spent)
     if state.is_cancelled():  # the batch's gate refused it: the flow recorded it as skipped
         return TopicOutcome(row.row, topic.text, "skipped", error=state.message or "skipped")
     failure = state.result(raise_on_failure=False)  # at the batch's budget, it closed the gate
@@ -115,6 +125,39 @@ def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicO
         record(store.record_failure, topic.batch_id, topic, error[:2000], budget.run_id)
         emit("topic_failed", topic.text, detail=error)
     return TopicOutcome(row.row, topic.text, "failed", error=error[:2000], **spent)
+
+
+def _changed(store, report_id: str) -> str:
+    """What the batch's table says about a report against the previous edition."""
+    try:
+        count = store.change_count(report_id)
+    except StoreError as exc:
+        log.error("could not read what changed in %s: %s", report_id, exc)
+        return ""
+    if count is None:
+        return ""
+    return "no change" if count == 0 else f"{count} change{'s' if count != 1 else ''}"
+
+
+def edition_of_run(timezone: str = "UTC") -> str:
+    """The default edition: the date this run was scheduled for (a deployment's slot, else when
+    it was created), in `timezone`."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    when = flow_run.scheduled_start_time or datetime.now(ZoneInfo("UTC"))
+    return when.astimezone(ZoneInfo(timezone)).date().isoformat()
+
+
+def _zone(name: str, logger) -> str:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        logger.warning("unknown time zone %r: the edition is the date in UTC", name)
+        return "UTC"
+    return name
 
 
 def _stored_report(store, topic_id: str) -> str:
@@ -135,12 +178,15 @@ def research_batch(csv_path: str, batch_id: str | None = None,
                    search: str | None = None, corpus_dir: str | None = None,
                    db_path: str | None = None, max_concurrency: int | None = None,
                    max_cost_usd: float | None = None,
-                   max_batch_cost_usd: float | None = None, refresh: bool = False) -> list[dict]:
+                   max_batch_cost_usd: float | None = None, refresh: bool = False,
+                   edition: str | None = None, timezone: str = "UTC") -> list[dict]:
     """Research every topic in a CSV (column `topic`; optional columns: the fields of
     TopicOptions). `defaults` are the options of rows that leave a column empty.
 
-    A topic whose report is already stored (its latest attempt succeeded) is not run again
-    unless `refresh`, which researches every topic afresh instead of reusing cached calls."""
+    The run is `edition` (default: the date it was scheduled for, in `timezone`). A topic
+    whose report is already stored in this edition (its latest attempt succeeded) is not run
+    again unless `refresh`, which researches every topic afresh instead of reusing cached
+    calls. A new edition researches every topic again and keeps the earlier reports."""
     logger = get_run_logger()
     forward_store_logs()  # lake commit conflicts show in the run's log
     # Every task's cache key needs it; on a checkout's first run it is a 0.4 s parse, done here
@@ -151,8 +197,12 @@ def research_batch(csv_path: str, batch_id: str | None = None,
                              max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd)
     config = run_config(settings)
     batch = batch_id or Path(csv_path).stem
+    edition = (edition or "").strip() or edition_of_run(_zone(timezone, logger))
+    if len(edition) > 100:
+        raise ValueError(f"edition: at most 100 characters, not {len(edition)}")
+    logger.info("edition %s of batch %s", edition, batch)
     rows, errors = read_topics_csv(Path(csv_path), batch_id=batch, defaults=defaults,
-                                   warn=logger.warning)
+                                   warn=logger.warning, edition=edition)
     run_id = str(flow_run.id or "local")
     for err in errors:
         logger.error("row %d is invalid: %s", err.row, err.message)
@@ -177,7 +227,9 @@ def research_batch(csv_path: str, batch_id: str | None = None,
     slots = max_concurrency or settings.max_topic_concurrency
     total = len(rows) + len(errors)
     progress = ProgressArtifact(markdown_text(
-        f"Batch {batch}: {len(rows)} topics" + (f", {len(errors)} invalid rows" if errors else "")))
+        f"Batch {batch}, edition {edition}: {len(rows)} topics" +
+        (f", {len(errors)} invalid rows" if errors else "")),
+        key=f"batch-progress-{_slug(batch)}")
     outcomes = [_invalid(e) for e in errors]
     # Twice as many topic threads as slots: a topic's bookkeeping overlaps others' research.
     # Topic subflows beat no heartbeat: its thread sleeps in 1 s steps and a flow waits for it

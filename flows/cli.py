@@ -20,7 +20,8 @@ from typer.core import TyperGroup
 
 from core.models import TopicOptions
 from core.settings import settings_error
-from flows.cli_reports import export, query, search, show
+from flows.cli_reports import diff, export, query, search, show
+from flows.cli_retry import retry
 from flows.console import (DbOpt, db_path, debugging, err, fail, flow_db, out, plain,
                            prefect_env, quiet_prefect_console, set_debug, store_exists)
 from flows.local_api import ensure_api
@@ -113,18 +114,22 @@ def run(topic: str = typer.Argument(..., help="What to research."),
     _check_corpus(corpus)
     _check_store(db)
     prefect_env()
-    ensure_api()
+    own_api = ensure_api()  # None: a Prefect server the user runs (its UI reviews plans)
     from flows.live import LiveProgress
+    from flows.review_terminal import plan_reviews
     from flows.topic import research_topic
 
     quiet_prefect_console()
-    with LiveProgress(out) as live:
+    with LiveProgress(out) as live, plan_reviews(out, live, terminal=own_api is not None):
         live.add_topics(1)
         state = research_topic(topic=topic, options=options, model=model, search=search,
                                corpus_dir=str(corpus) if corpus else None,
                                db_path=flow_db(db), max_cost_usd=max_cost_usd,
                                refresh=refresh, return_state=True)
     usage = _run_usage(db_path(db), state)
+    if state.is_cancelled():  # its plan was not approved
+        out.print(plain(usage))
+        fail(f"the topic was cancelled: {state.message or 'cancelled'}", code=1)
     if not state.is_completed():
         out.print(plain(usage))
         fail(f"the topic failed: {_state_error(state)}", code=1)
@@ -154,13 +159,23 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
               None, "--max-batch-cost-usd", min=0.0, help="Cap for the whole batch: topics not "
               "started when it is reached are skipped (RESEARCHFLOW_MAX_BATCH_COST_USD)."),
           refresh: bool = typer.Option(False, "--refresh", help=RefreshHelp + " Without it, "
-                                       "topics whose report is already stored are not run."),
+                                       "topics whose report is already stored in this edition "
+                                       "are not run."),
+          edition: Optional[str] = typer.Option(
+              None, "--edition", help="The edition this run belongs to (default: today's "
+              "date). A new edition researches every topic again, reusing what did not change, "
+              "and its reports say what changed since the previous edition."),
           options: TopicOptions = TopicOptions()) -> None:
     """Research every topic of a CSV; bad rows are reported and the rest still run.
 
     The CSV may set any of the options below per row (columns max_subquestions, max_rounds,
-    max_pages, max_waves, language, report_words); the options here are the defaults for rows
-    that do not."""
+    max_pages, max_waves, language, report_words, review_plan, review_timeout,
+    review_on_timeout); the options here are the defaults for rows that do not."""
+    import datetime
+
+    edition = (edition or "").strip() or datetime.date.today().isoformat()
+    if len(edition) > 100 or not edition.isprintable():
+        fail("--edition: at most 100 printable characters, e.g. 2026-12-03 or week-49")
     from core.topics_csv import BatchFileError, read_topics_csv
 
     _check_corpus(corpus)
@@ -173,30 +188,31 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
     for row in bad:
         err.print(plain(f"row {row.row}: {row.message} (recorded as invalid; the other rows run)"))
     prefect_env()
-    ensure_api()
+    own_api = ensure_api()
     from flows.batch import research_batch
     from flows.live import LiveProgress
+    from flows.review_terminal import plan_reviews
 
     quiet_prefect_console()
-    with LiveProgress(out) as live:
+    with LiveProgress(out) as live, plan_reviews(out, live, terminal=own_api is not None):
         live.add_topics(len(rows))
         state = research_batch(csv_path=str(csv_path), batch_id=batch_id, defaults=options,
                                model=model, search=search,
                                corpus_dir=str(corpus) if corpus else None,
                                db_path=flow_db(db), max_concurrency=concurrency,
                                max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd,
-                               refresh=refresh, return_state=True)
-    _print_batch(batch_id or csv_path.stem, db)
+                               refresh=refresh, edition=edition, return_state=True)
+    _print_batch(batch_id or csv_path.stem, db, edition)
     out.print(plain(_run_usage(db_path(db), state)))
     if not state.is_completed():
         fail(_state_error(state), code=1)
 
 
-def _print_batch(batch_id: str, db: Optional[str]) -> None:
+def _print_batch(batch_id: str, db: Optional[str], edition: str) -> None:
     from core.store import StoreError
 
     try:
-        _, rows = _batch_rows(batch_id, db_path(db))
+        _, rows = _batch_rows(batch_id, db_path(db), edition)
     except StoreError as exc:
         out.print(plain(f"the batch's table is in the Prefect UI; the store cannot be read: "
                         f"{exc}"), soft_wrap=True)
@@ -204,26 +220,32 @@ def _print_batch(batch_id: str, db: Optional[str]) -> None:
     _table(batch_id, db, rows)
 
 
-def _batch_rows(batch_id: str, db: Path):
+def _batch_rows(batch_id: str, db: Path, edition: str):
+    """The batch's topics in this edition (an invalid row without a topic has none)."""
     from core.store import query_readonly
 
     return query_readonly(db, (
-        "SELECT t.status, t.report_id, t.topic, u.calls, u.cost_usd, t.error FROM topics t "
+        "SELECT t.status, t.report_id, t.topic, u.calls, u.cost_usd, t.error, "
+        "rc.changes FROM topics t "
         "LEFT JOIN usage_by_topic u USING (batch_id, topic_id) "
-        "WHERE t.batch_id = ? ORDER BY t.topic"), [batch_id])
+        "LEFT JOIN report_changes rc ON rc.report_id = t.report_id "
+        "WHERE t.batch_id = ? AND coalesce(t.edition, ?) = ? ORDER BY t.topic"),
+        [batch_id, edition, edition])
 
 
 def _table(batch_id: str, db: Optional[str], rows) -> None:
     import shlex
 
     table = Table(title=plain(f"batch {batch_id}"))
-    for name in ("status", "report", "topic", "calls", "cost", "error"):
+    for name in ("status", "report", "topic", "calls", "cost", "changed", "error"):
         whole = name in ("status", "report", "calls", "cost")  # ids stay whole, to copy
         table.add_column(name, no_wrap=whole, min_width=14 if name == "report" else None)
-    for status, report_id, topic, calls, cost, error in rows:
+    for status, report_id, topic, calls, cost, error, changes in rows:
         style = {"succeeded": "green", "skipped": "yellow"}.get(status, "red")
+        changed = "" if changes is None else ("no" if changes == 0 else str(changes))
         table.add_row(plain(status, style), plain(report_id or ""), plain(topic[:200]),
-                      str(calls or 0), f"${cost or 0:.4f}", plain((error or "")[:160]))
+                      str(calls or 0), f"${cost or 0:.4f}", changed,
+                      plain((error or "")[:160]))
     out.print(table)
     sql = "SELECT report_id, title FROM reports WHERE batch_id = ?"
     out.print(plain(f"reports are in {db_path(db)}; try:\n  researchflow query \"{sql}\" -p "
@@ -260,6 +282,8 @@ def _run_usage(db: Path, state) -> str:
 app.command()(show)
 app.command()(search)
 app.command()(export)
+app.command()(diff)
+app.command()(retry)
 app.command()(serve)
 app.command()(ui)
 app.command()(query)

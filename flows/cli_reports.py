@@ -276,3 +276,39 @@ def _stream(cursor: Any, fmt: QueryFormat, limit: int) -> None:
     if fmt is QueryFormat.json:
         sys.stdout.write("\n]\n" if written else "]\n")
     sys.stdout.flush()
+
+
+class DiffFormat(str, Enum):
+    md = "md"
+    json = "json"
+
+
+def diff(report_a: str = typer.Argument(..., help="The earlier report's id."),
+         report_b: str = typer.Argument(..., help="The later report's id."),
+         format: DiffFormat = typer.Option(DiffFormat.md, "--format",
+                                           help="md (the report's section) or json."),
+         db: Optional[str] = DbOpt) -> None:
+    """What changed from one report of a topic to another: sources new and gone, claims
+    added, dropped or changed (matched by their evidence), numbers that changed."""
+    from core.editions import compare, section
+    from core.store import StoreError
+    from core.store.query import read_report, read_snapshot
+
+    path = _existing_store(db)
+    try:
+        before, after = read_snapshot(path, report_a), read_snapshot(path, report_b)
+        later = read_report(path, report_b) if after is not None else None
+    except StoreError as exc:
+        fail(str(exc))
+    for report_id, found in ((report_a, before), (report_b, after)):
+        if found is None:
+            fail(f"no report {report_id!r} in {path}; {_LIST_REPORTS}")
+    changes = compare(before, after)
+    if format is DiffFormat.json:
+        sys.stdout.write(json.dumps(changes.as_json(), ensure_ascii=False, indent=2) + "\n")
+        return
+    text = printable(section(changes, later.language if later is not None else "en"))
+    if sys.stdout.isatty():
+        out.print(Markdown(text, hyperlinks=False))
+    else:
+        sys.stdout.write(text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import NoReturn, Optional
 
@@ -87,6 +88,15 @@ def prefect_env() -> None:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # The progress bar is the terminal view; INFO logs still reach the Prefect API and UI.
     os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
+    mask_terminal()
+
+
+def mask_terminal() -> None:
+    """Whatever a run prints (our lines, Prefect's console logs, a traceback) shows no key this
+    process loaded: stdout and stderr mask by value (core.secrets)."""
+    from core.secrets import mask_stream
+
+    sys.stdout, sys.stderr = mask_stream(sys.stdout), mask_stream(sys.stderr)
 
 
 class _NoRunTracebacks(logging.Filter):

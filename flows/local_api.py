@@ -3,8 +3,18 @@
 Without `PREFECT_API_URL`, Prefect starts an ephemeral API server (a uvicorn child) and stops it
 at exit; a command killed with SIGKILL never reaches that exit, and the server is orphaned
 (~200 MB each time). So the CLI starts the same server itself, asking the kernel to end it when
-the command dies (`PR_SET_PDEATHSIG`, Linux), and before that ends any ephemeral server that an
-earlier killed run left behind: one whose parent is gone (re-parented to an init process).
+the command dies (`PR_SET_PDEATHSIG`, Linux).
+
+Should one outlive its command anyway, the next command ends it, and only it: every server
+started here gets a random token in its environment, and a record under the cache folder
+(`<cache>/local-api/<pid>.json`: the server's pid and token, the command's pid and start time).
+A server is ended when its record's command is gone and the process at that pid still carries
+that token (a reused pid does not). Nothing is judged from command lines: a Prefect server that
+another program started is never touched.
+
+The server runs as Prefect's own ephemeral one does, through public settings: no UI, and only
+the background services an ephemeral server runs (the scheduler, late-runs, foreman,
+cancellation-cleanup, pause-expiry, repossessor and cleanup-reconciler services off).
 
 With `PREFECT_API_URL` set (a running `prefect server start`, the way to keep history and use
 the UI), nothing is started here.
@@ -14,7 +24,9 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -23,7 +35,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-MARK = "prefect.server.api.server:create_app"  # in the command line of every ephemeral server
+MARK = "prefect.server.api.server:create_app"  # Prefect's app factory, which uvicorn serves
 # How every Prefect server we start runs (this command's own, `researchflow ui`, the tests'):
 # the task-run recorder and the event persister write in batches instead of a transaction per
 # event or per 20. A batch of 10 topics sends ~2,000 task-run events; written one by one they
@@ -37,6 +49,16 @@ SERVER_SETTINGS = {
     "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL": "2",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
 }
+# What Prefect's private PREFECT__SERVER_EPHEMERAL switch does, said with public settings: the
+# UI off, and every background service off that an ephemeral server does not run (measured on
+# Prefect 3.9.1: the same perpetual services end up enabled).
+LOCAL_SERVER_SETTINGS = {
+    "PREFECT_UI_ENABLED": "0",
+    **{f"PREFECT_SERVER_SERVICES_{name}_ENABLED": "false"
+       for name in ("SCHEDULER", "LATE_RUNS", "FOREMAN", "CANCELLATION_CLEANUP",
+                    "PAUSE_EXPIRATIONS", "REPOSSESSOR", "CLEANUP_RECONCILER")},
+}
+TOKEN_VARIABLE = "RESEARCHFLOW_LOCAL_API_TOKEN"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -48,12 +70,10 @@ def ensure_api(timeout: float = 120.0) -> str | None:
         return None
     reap_orphans()
     port = _free_port()
-    process = subprocess.Popen(
+    process = spawn_owned(
         [sys.executable, "-m", "uvicorn", "--app-dir", str(_prefect_root()), "--factory", MARK,
          "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"],
-        env={**server_env(), "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
-             "PREFECT__SERVER_FINAL": "1"},
-        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        {**server_env(), **LOCAL_SERVER_SETTINGS})
     # Registered before Prefect's own log and event workers start, so those drain first.
     atexit.register(_stop, process)
     url = f"http://127.0.0.1:{port}/api"
@@ -72,51 +92,84 @@ def server_env(base: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def reap_orphans() -> list[int]:
-    """End ephemeral Prefect servers of this user whose parent process has gone (Linux)."""
+def records_dir() -> Path:
+    """Where the servers started here are recorded: `<cache>/local-api`."""
+    from core.settings import Settings, default_cache_dir
+
+    try:
+        cache = Settings.load().cache_dir
+    except ValueError:  # settings the command itself will report; the records still have a home
+        cache = default_cache_dir()
+    return Path(cache).expanduser() / "local-api"
+
+
+def spawn_owned(args: list[str], env: dict[str, str], *, records: Path | None = None,
+                die_with_parent: bool = True) -> subprocess.Popen:
+    """Start a process that this command owns: a fresh token in its environment, a record of
+    it under `records` (default: records_dir()), and (Linux) the kernel ends it with us."""
+    token = secrets.token_hex(16)
+    preexec = _die_with_parent if die_with_parent and sys.platform.startswith("linux") else None
+    process = subprocess.Popen(args, env={**env, TOKEN_VARIABLE: token}, preexec_fn=preexec)
+    record = records_dir() if records is None else records
+    try:
+        record.mkdir(parents=True, exist_ok=True)
+        spare = record / f".{process.pid}.tmp"
+        spare.write_text(json.dumps({"pid": process.pid, "token": token, "owner": os.getpid(),
+                                     "owner_started": _started(os.getpid())}))
+        spare.chmod(0o600)
+        spare.replace(record / f"{process.pid}.json")
+    except OSError:
+        pass  # unrecorded, it is still ended with us; only a later reap cannot find it
+    process.record = record / f"{process.pid}.json"  # type: ignore[attr-defined]
+    return process
+
+
+def reap_orphans(records: Path | None = None) -> list[int]:
+    """End the servers started here whose command has gone; returns their pids (Linux).
+
+    A record whose command still runs is left alone; one whose process is gone, or is now a
+    process without our token (a reused pid), is only deleted.
+    """
+    folder = records_dir() if records is None else records
     reaped = []
-    for pid in _ephemeral_servers():
-        if _orphaned(pid):
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+        try:
+            record = json.loads(path.read_text())
+            pid, token = int(record["pid"]), str(record["token"])
+            owner, owner_started = int(record["owner"]), record.get("owner_started")
+        except (OSError, ValueError, KeyError, TypeError):
+            path.unlink(missing_ok=True)
+            continue
+        if owner_started is not None and _started(owner) == owner_started:
+            continue  # its command is still running (this one, maybe)
+        if _carries(pid, token):
             try:
                 os.kill(pid, signal.SIGTERM)
+                reaped.append(pid)
             except OSError:
-                continue
-            reaped.append(pid)
+                pass
+        path.unlink(missing_ok=True)
     return reaped
 
 
-def _ephemeral_servers() -> list[int]:
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return []
-    found = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if entry.stat().st_uid != os.getuid():
-                continue
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if MARK.encode() in argv and b"PREFECT__SERVER_EPHEMERAL=1" in environ:
-            found.append(int(entry.name))
-    return found
-
-
-def _orphaned(pid: int) -> bool:
-    """A server is started by a Python process; re-parented, its parent is an init process."""
+def _carries(pid: int, token: str) -> bool:
+    """Whether process `pid` is of this user and was started with our token."""
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
-        ppid = int(next(line.split()[1] for line in status.splitlines()
-                        if line.startswith("PPid:")))
-        if ppid <= 1:
-            return True
-        parent = Path(f"/proc/{ppid}/cmdline").read_bytes().split(b"\0")[0]
-    except (OSError, StopIteration, ValueError):
+        if os.stat(f"/proc/{pid}").st_uid != os.getuid():
+            return False
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
         return False
-    return b"python" not in Path(parent.decode(errors="replace")).name.encode()
+    return f"{TOKEN_VARIABLE}={token}".encode() in environ
+
+
+def _started(pid: int) -> int | None:
+    """A process's start time (clock ticks since boot), which a reused pid does not share."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[19])  # field 22; the name may hold spaces
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _die_with_parent() -> None:
@@ -147,6 +200,9 @@ def _stop(process: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+    record = getattr(process, "record", None)
+    if record is not None:
+        record.unlink(missing_ok=True)
 
 
 def _use(url: str) -> None:

@@ -179,6 +179,8 @@ class TopicRuns:
                 and status not in FINAL:  # the engine itself failed before it set a state
             status, message = "CRASHED", f"{type(future.exception()).__name__}: " \
                                          f"{future.exception()}"[:500]
+        if status == "PAUSED":  # review_plan: the form is the UI's, on the run's page
+            message = "the plan waits for review: Resume on the run's page in the Prefect UI"
         if status == "COMPLETED" and topic:
             batch = str(params.get("batch_id") or BATCH_ID)
             candidate = report_id_for(batch, Topic(text=topic, batch_id=batch).topic_id)

@@ -85,6 +85,11 @@ def build_server(settings, runs) -> Any:
             Topic.of(topic, options)  # the flow's own checks
         except ValueError as exc:
             raise ToolError(f"bad topic: {exc}") from exc
+        if options.review_plan and not runs.external_api:
+            # The run would pause on a form in a UI nobody can open: it would only wait for
+            # its timeout. With a server, it pauses there and run_status says PAUSED.
+            raise ToolError("review_plan needs a Prefect server (PREFECT_API_URL) whose UI "
+                            "shows the plan to review; start one, or leave review_plan off")
         with _prefect_errors():
             info = await asyncio.to_thread(runs.start, topic, options)
             waited = 0.0
@@ -95,7 +100,8 @@ def build_server(settings, runs) -> Any:
         return asdict(info)
 
     @server.tool(description="The state of a run research_topic started: SCHEDULED, PENDING, "
-                 "RUNNING, COMPLETED (with report_id), FAILED (with message), CANCELLED.")
+                 "RUNNING, PAUSED (review_plan: its plan waits for approval in the Prefect "
+                 "UI), COMPLETED (with report_id), FAILED (with message), CANCELLED.")
     async def run_status(run_id: str) -> dict[str, Any]:
         try:
             with _prefect_errors():

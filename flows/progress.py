@@ -14,7 +14,8 @@ from typing import Callable, Literal
 
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
-Kind = Literal["topic_started", "topic_planned", "subquestion_done", "topic_done", "topic_failed"]
+Kind = Literal["topic_started", "topic_planned", "plan_review", "subquestion_done", "topic_done",
+               "topic_failed"]
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class Event:
     topic: str
     total: int = 0  # sub-questions planned, on topic_planned
     detail: str = ""
+    data: object = None  # plan_review: (the plan as a PlanEdit, what a timeout does)
 
 
 _listeners: list[Callable[[Event], None]] = []
@@ -41,8 +43,8 @@ def subscribe(listener: Callable[[Event], None]) -> Callable[[], None]:
     return unsubscribe
 
 
-def emit(kind: Kind, topic: str, total: int = 0, detail: str = "") -> None:
-    event = Event(kind, topic, total, detail)
+def emit(kind: Kind, topic: str, total: int = 0, detail: str = "", data: object = None) -> None:
+    event = Event(kind, topic, total, detail, data)
     with _lock:
         listeners = list(_listeners)
     for listener in listeners:
@@ -60,9 +62,11 @@ class ProgressArtifact:
     final update (100 %) is always sent.
     """
 
-    def __init__(self, description: str, *, every_seconds: float = 2.0) -> None:
+    def __init__(self, description: str, *, key: str | None = None,
+                 every_seconds: float = 2.0) -> None:
         self.every = every_seconds
-        self._id = create_progress_artifact(0.0, description=description)
+        # A key lists the artifact on the UI's Artifacts page (unkeyed ones show only in a run).
+        self._id = create_progress_artifact(0.0, key=key, description=description)
         self._sent = time.monotonic()
 
     def update(self, percent: float, description: str) -> None:

@@ -90,9 +90,11 @@ def served_deployments(csv_path: Path, cron: str, timezone: str,
     by_module = EntrypointType.MODULE_PATH
     nightly = research_batch.to_deployment(
         name=BATCH_DEPLOYMENT, schedule=Cron(cron, timezone=timezone),
-        parameters={"csv_path": str(csv_path), "db_path": str(store)},
+        # The zone names each run's edition: the date it was scheduled for, in the cron's zone.
+        parameters={"csv_path": str(csv_path), "db_path": str(store), "timezone": timezone},
         entrypoint_type=by_module,
-        description=f"The topics CSV on a cron ({timezone}); reports land in {store}.")
+        description=f"The topics CSV on a cron ({timezone}), an edition per scheduled date; "
+                    f"reports land in {store}.")
     adhoc = research_topic.to_deployment(
         name=TOPIC_DEPLOYMENT, parameters={"db_path": str(store)}, entrypoint_type=by_module,
         description=f"Research one topic; override model, search or corpus per run. Reports "

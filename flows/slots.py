@@ -110,6 +110,23 @@ def topic_slot(run_id: str) -> Iterator[None]:
         release_slot()
 
 
+@contextmanager
+def slot_released() -> Iterator[None]:
+    """Give this thread's slot back for the block (the topic waits for a person, not a
+    provider) and take one again after it; when the block raises, the topic is over and holds
+    none. Without a slot held, nothing to do."""
+    semaphore = getattr(_held, "slot", None)
+    if semaphore is None:
+        yield
+        return
+    release_slot()
+    yield
+    if not semaphore.acquire(blocking=False):
+        _say("waiting for a free topic slot of the batch (its max_concurrency)")
+        semaphore.acquire()
+    _held.slot = semaphore
+
+
 def close_batch(run_id: str) -> None:
     """A topic of batch `run_id` ran into the batch's budget: no later topic may start. Called
     while that topic still holds its slot, so the topic waiting for it is refused."""

@@ -20,19 +20,23 @@ from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
 from core.escaping import markdown_text
-from core.failures import StepFailure, TopicFailed
+from core.failures import NoEvidence, StepFailure, TopicFailed
 from core.ledger import current_scope, scoped
 from core.models import (FollowUp, Finding, ResearchPlan, ResearchResult, Topic, TopicOptions,
                          Transcript)
-from core.report import report_id_for
+from core.editions import EditionDiff, compare, section, snapshot_of, with_section
+from core.report import fixed_heading, report_id_for
 from core.runtime import current
 from core.settings import RunConfig, Settings, run_config
 from core.waves import MAX_FOLLOWUPS, affordable_followups, gaps
+from core.plan_review import PlanRejected
+from flows.plan_review import review_plan
 from flows.progress import ProgressArtifact, emit
 from flows.records import finish_run, record, start_run, usage_line
 from flows.run_log import forward_store_logs
 from flows.runners import SettingsTaskRunner
-from flows.slots import TopicSkipped, close_batch, subflow_started, topic_slot
+from flows.slots import (TopicSkipped, close_batch, slot_released, subflow_started,
+                         topic_slot)
 from tasks.research import plan_topic, research, review_findings
 from tasks.store import store_result
 from tasks.write import compress, write_report
@@ -53,7 +57,8 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
     Raises TopicSkipped when the batch's budget was reached before a slot was free."""
     # Prefect's UI renders artifacts and their descriptions as markdown: a topic goes in as
     # escaped text (core.escaping), so "[x](javascript:...)" stays those characters.
-    progress = ProgressArtifact(markdown_text(f"Researching: {topic.text[:80]}"))
+    progress = ProgressArtifact(markdown_text(f"Researching: {topic.text[:80]}"),
+                                key=f"progress-{topic.topic_id}")
     subflow_started()  # its first writes are done: the next topic's subflow may be created
     with topic_slot(run_id):
         emit("topic_started", topic.text)
@@ -63,8 +68,11 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
             if failure.budget_scope == "batch":  # before the slot goes to the next topic
                 close_batch(run_id)
             raise
+    result, diff = _what_changed(result, config)
     report_id = _step("store", store_result, result, config.db_path, run_id,
-                      result.report.engine)
+                      result.report.engine, diff)
+    if diff is not None and diff.changes:
+        _changed_event(topic, diff)
     usage = usage_line(config, run_id, topic.topic_id)
     progress.update(100.0, f"Report {report_id} stored")
     create_markdown_artifact(f"{result.report.markdown}\n\n---\n{markdown_text(usage)}",
@@ -75,9 +83,43 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
     return report_id
 
 
+def _what_changed(result: ResearchResult, config: RunConfig
+                  ) -> tuple[ResearchResult, EditionDiff | None]:
+    """From a topic's second edition on: the comparison with the previous edition, and the
+    report with its "What changed" section. Made in code from the store; no provider call."""
+    topic = result.topic
+    previous = current().store(config.db_path).previous_edition(topic)
+    if previous is None:
+        return result, None
+    diff = compare(previous, snapshot_of(result, topic.edition))
+    report = result.report
+    markdown = with_section(report.markdown, section(diff, report.language),
+                            fixed_heading("references", report.language))
+    get_run_logger().info("%d change(s) since edition %s", len(diff.changes), previous.edition)
+    return result.model_copy(update={"report": report.model_copy(
+        update={"markdown": markdown})}), diff
+
+
+def _changed_event(topic: Topic, diff: EditionDiff) -> None:
+    """`researchflow.topic.changed`, for a Prefect Automation to notify on."""
+    from prefect.events import emit_event
+
+    emit_event(event="researchflow.topic.changed",
+               resource={"prefect.resource.id": f"researchflow.topic.{topic.topic_id}",
+                         "prefect.resource.name": topic.text[:200]},
+               payload={"topic": topic.text[:2000], "batch_id": topic.batch_id,
+                        "edition": topic.edition, "report_id": diff.current.report_id,
+                        "previous_report_id": diff.previous.report_id,
+                        "previous_edition": diff.previous.edition,
+                        "changes": len(diff.changes), "counts": diff.counts()})
+
+
 def _research(topic: Topic, config: RunConfig, progress: ProgressArtifact) -> ResearchResult:
     """Plan, research in waves, write the report: every provider call of the topic."""
-    plan = _step("plan", plan_topic, topic, config)
+    plan = _step("plan", plan_topic, _to_plan(topic), config)
+    if topic.review_plan:
+        with slot_released():  # a person is not a provider: the next topic may research
+            plan = review_plan(plan, topic)
     emit("topic_planned", topic.text, total=len(plan.subquestions))
     wave = Wave(topic, config, progress)
     findings, transcripts = wave.research(plan.subquestions)
@@ -92,11 +134,25 @@ def _research(topic: Topic, config: RunConfig, progress: ProgressArtifact) -> Re
         more, read = wave.research(asked)
         findings, transcripts = findings + more, transcripts + read
 
-    report = _step("report", write_report, plan, findings, config,
-                   report_id_for(topic.batch_id, topic.topic_id))
+    report_id = report_id_for(topic.batch_id, topic.topic_id)
+    report = _step("report", write_report, plan, findings, config, report_id)
+    # The report task's cache ignores the id: an edition whose findings did not change reuses
+    # the report written for them and gives it this edition's id.
+    report = report.model_copy(update={"report_id": report_id})
+    if not report.citations:  # an empty or unrelated corpus: a failure with its reason
+        raise TopicFailed([StepFailure("report", NoEvidence(topic.text, config.search))])
     sources = {s.url: s for t in transcripts for s in t.sources}
     return ResearchResult(topic=topic, plan=plan, sources=tuple(sources.values()),
                           findings=tuple(findings), report=report)
+
+
+def _to_plan(topic: Topic) -> Topic:
+    """The topic as the planner sees it: neither its edition nor how its plan is reviewed is
+    part of the plan (nor of its cache key), so a new edition, reviewed or not, reuses the
+    same cached plan."""
+    return topic.timeless().model_copy(update={k: TopicOptions.model_fields[k].default
+                                    for k in ("review_plan", "review_timeout",
+                                              "review_on_timeout")})
 
 
 class Wave:
@@ -116,7 +172,8 @@ class Wave:
         self.total += len(subquestions)
         researched = research.map(subquestions, config=unmapped(self.config),
                                   max_rounds=unmapped(self.topic.max_rounds),
-                                  max_pages=unmapped(self.topic.max_pages))
+                                  max_pages=unmapped(self.topic.max_pages),
+                                  edition=unmapped(self.topic.edition))
         index = {f.task_run_id: sq.index for f, sq in zip(researched, subquestions)}
         failures: list[StepFailure] = []
         transcripts: list[Transcript] = []
@@ -170,7 +227,7 @@ def _wave_artifact(topic: Topic, number: int, asked) -> None:
     lines += [f"| {sq.index + 1} | {markdown_text(sq.question)} | "
               f"{'#' + str(sq.parent + 1) if sq.parent is not None else 'new section'} | "
               f"{markdown_text(sq.why)} |" for sq in asked]
-    create_markdown_artifact("\n".join(lines),
+    create_markdown_artifact("\n".join(lines), key=f"wave-{number}-{topic.topic_id}",
                              description=markdown_text(f"Wave {number} of: {topic.text[:150]}"))
 
 
@@ -184,20 +241,23 @@ def _order(step: str) -> tuple[int, int]:
 def research_topic(topic: str, options: TopicOptions = TopicOptions(), batch_id: str = "adhoc",
                    model: str | None = None, search: str | None = None,
                    corpus_dir: str | None = None, db_path: str | None = None,
-                   max_cost_usd: float | None = None, refresh: bool = False) -> str | State:
+                   max_cost_usd: float | None = None, refresh: bool = False,
+                   edition: str = "") -> str | State:
     """Research one topic and store its report in DuckDB; returns the report id.
 
     `options` (core.models.TopicOptions) say how deep to research and how to write: waves,
-    rounds and pages, the language (None: the topic's own) and the report's length. `refresh`
+    rounds and pages, the language (None: the topic's own), the report's length and whether
+    the plan waits for a person's review (flows.plan_review: the run pauses). `refresh`
     makes every call again instead of reusing cached ones (a retry of the same run still
-    reuses what that run finished).
+    reuses what that run finished). `edition` (a scheduled batch's run, e.g. its date) keeps
+    a report per edition, the second and later ones saying what changed since the previous.
     """
     forward_store_logs()  # lake commit conflicts show in the run's log
     settings = Settings.load(model=model, search=search, max_cost_usd=max_cost_usd,
                              corpus_dir=Path(corpus_dir) if corpus_dir else None,
                              db_path=Path(db_path) if db_path else None)
     config = run_config(settings)
-    item = Topic.of(topic, options, batch_id)
+    item = Topic.of(topic, options, batch_id, (edition or "").strip())
     own_id = str(flow_run.id or "local")
     run_id = str(flow_run.root_flow_run_id or own_id)  # a batch's run when inside a batch
     if refresh:
@@ -212,10 +272,13 @@ def research_topic(topic: str, options: TopicOptions = TopicOptions(), batch_id:
     try:
         with scoped(**scope):
             report_id = run_topic(item, config, run_id)
-    except TopicSkipped as skipped:  # nothing was spent: the run ends cancelled, not failed
-        record(store.record_skipped, batch_id, item, str(skipped), run_id)
-        emit("topic_failed", item.text, detail=str(skipped))
-        return Cancelled(message=str(skipped))
+    except (TopicSkipped, PlanRejected) as skipped:  # the run ends cancelled, not failed
+        reason = str(skipped) if isinstance(skipped, TopicSkipped) else f"review: {skipped}"
+        record(store.record_skipped, batch_id, item, reason, run_id)
+        emit("topic_failed", item.text, detail=reason)
+        if alone:
+            finish_run(store, run_id, failed=True)
+        return Cancelled(message=reason)
     except TopicFailed as failure:
         record(store.record_failure, batch_id, item, str(failure), run_id)
         usage = usage_line(config, run_id, item.topic_id)

@@ -23,6 +23,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE, CacheKeyFnPolicy
 
 import core
 from core.settings import Settings
+from tasks.result_serializer import DATA, METADATA
 
 
 _computing = threading.Lock()
@@ -104,7 +105,27 @@ def _code_only(source: str) -> str:
 
 
 CORE_CODE = CacheKeyFnPolicy(cache_key_fn=lambda _ctx, _params: core_fingerprint())
-CACHE_POLICY = INPUTS + TASK_SOURCE + CORE_CODE
-CACHE_EXPIRATION = timedelta(hours=24)
+# Results persist as data that cannot run code when loaded: written by DataSerializer, their
+# metadata kept where only what DataSerializer wrote is handed back (tasks.result_serializer).
+def cache_policy(*, ignore: tuple[str, ...] = ()):
+    """INPUTS (less the `ignore`d parameters) + TASK_SOURCE + CORE_CODE, its metadata in the
+    key storage that hands back only what DataSerializer wrote. Every cached task takes its
+    policy from here: a policy built elsewhere would load whatever a tampered file names."""
+    inputs = INPUTS
+    for name in ignore:
+        inputs = inputs - name
+    return (inputs + TASK_SOURCE + CORE_CODE).configure(key_storage=METADATA)
 
-CACHED = dict(cache_policy=CACHE_POLICY, cache_expiration=CACHE_EXPIRATION, persist_result=True)
+
+CACHE_POLICY = cache_policy()
+CACHE_EXPIRATION = timedelta(hours=24)
+# Steps whose inputs carry everything their answer depends on (a page's text, a transcript,
+# findings) may be reused by the next editions of a schedule: a nightly or weekly batch finds
+# yesterday's answers to unchanged inputs. Steps that observe the world (a search, a fetch,
+# the research of a sub-question) take the edition as an input instead, so each edition asks.
+LASTING_EXPIRATION = timedelta(days=8)
+
+CACHED = dict(cache_policy=CACHE_POLICY, cache_expiration=CACHE_EXPIRATION, persist_result=True,
+              result_serializer=DATA)
+LASTING = dict(cache_policy=CACHE_POLICY, cache_expiration=LASTING_EXPIRATION,
+               persist_result=True, result_serializer=DATA)

@@ -1,8 +1,8 @@
 """Plan a topic, research one sub-question, review a wave: thin Prefect wrappers around core.
 
 The research task runs the core loop with `TaskSteps` whenever a step costs money (an LLM
-provider or SerpAPI): every search, every choice of pages to read, every page read (fetch +
-condense), every choice of follow-up queries and every rewrite of searches that found nothing
+provider or SerpAPI): every search, every choice of pages to read, every page fetch and every
+condensing of a page, every choice of follow-up queries and every rewrite of searches that found nothing
 readable is its own task run, retried on its own and cached on its inputs plus the code. A
 fault in one provider call therefore repeats only that call, and a retry of the research task
 (or of the whole run, from the CLI or the UI) is served every step that had finished from the
@@ -18,19 +18,20 @@ from prefect import get_run_logger, task
 from prefect.transactions import CommitMode, transaction
 
 from core.ledger import acting_as, scoped
-from core.models import (Finding, FollowUp, PageNotes, ResearchPlan, SearchResult, SubQuestion,
-                         Topic, Transcript)
+from core.models import (Finding, FollowUp, PageNotes, ResearchPlan, SearchResult, Source,
+                         SubQuestion, Topic, Transcript)
 from core.overflow.roles import plan_with_shrink, queries_with_shrink, review_with_shrink
-from core.researcher import (DirectSteps, choose_pages, read_page, research_subquestion,
-                           rewrite_queries, unavailable)
+from core.researcher import (DirectSteps, choose_pages, condense_page, fetch_page,
+                             research_subquestion, rewrite_queries, unavailable)
+from core.search.cache import checking_pages
 from core.search.fetch_types import PageFault
 from core.runtime import current
 from core.settings import RunConfig
-from tasks.caching import CACHED
+from tasks.caching import CACHED, LASTING
 from tasks.retry import RETRYING
 
 
-@task(name="plan-topic", task_run_name="plan: {topic.text:.60}", **RETRYING, **CACHED)
+@task(name="plan-topic", task_run_name="plan: {topic.text:.60}", **RETRYING, **LASTING)
 def plan_topic(topic: Topic, config: RunConfig) -> ResearchPlan:
     logger = get_run_logger()
     with acting_as("plan"):
@@ -40,7 +41,7 @@ def plan_topic(topic: Topic, config: RunConfig) -> ResearchPlan:
 
 
 @task(name="review-findings", task_run_name="review wave {wave}: {plan.topic:.50}", **RETRYING,
-      **CACHED)
+      **LASTING)
 def review_findings(plan: ResearchPlan, findings: list[Finding], gaps: list[str], wave: int,
                     limit: int, config: RunConfig) -> list[FollowUp]:
     """The supervisor reads wave `wave`'s findings and asks follow-ups for what is open."""
@@ -57,12 +58,15 @@ def review_findings(plan: ResearchPlan, findings: list[Finding], gaps: list[str]
 @task(name="research-subquestion",
       task_run_name="research w{subquestion.wave} #{subquestion.index}", **RETRYING, **CACHED)
 def research(subquestion: SubQuestion, config: RunConfig, max_rounds: int,
-             max_pages: int = 6) -> Transcript:
+             max_pages: int = 6, edition: str = "") -> Transcript:
+    """One sub-question's rounds. `edition` is in the cache key: each edition of a schedule
+    searches and reads again, while the steps that only think (choose, condense, next
+    queries) are served from the cache when what they are shown did not change."""
     logger = get_run_logger()
     # Steps become task runs when they cost money; for the local extractive engine over a
     # corpus, Prefect's bookkeeping per step would only slow the run down.
-    steps = TaskSteps(config) if config.billed else DirectSteps(current().engine(config),
-                                                                  current().search(config))
+    steps = (TaskSteps(config, edition) if config.billed
+             else DirectSteps(current().engine(config), current().search(config)))
     with scoped(subquestion_index=subquestion.index):
         transcript = research_subquestion(steps, subquestion, max_rounds=max_rounds,
                                           max_pages=max_pages,
@@ -75,26 +79,38 @@ def research(subquestion: SubQuestion, config: RunConfig, max_rounds: int,
 # -- the steps of a research round, one task run each ------------------------------------------
 
 @task(name="search", task_run_name="search: {query:.60}", **RETRYING, **CACHED)
-def search_query(query: str, k: int, config: RunConfig) -> list[SearchResult]:
+def search_query(query: str, k: int, config: RunConfig, edition: str = "") -> list[SearchResult]:
     with acting_as("search"):
         return current().search(config).search(query, k=k)
 
 
 @task(name="choose-pages", task_run_name="choose #{transcript.subquestion.index}: "
-      "{limit} of {candidates_count}", **RETRYING, **CACHED)
+      "{limit} of {candidates_count}", **RETRYING, **LASTING)
 def choose_hits(transcript: Transcript, candidates: list[SearchResult], limit: int,
                 candidates_count: int, config: RunConfig) -> list[int]:
     return choose_pages(current().engine(config), transcript, candidates, limit)
 
 
-@task(name="read-page", task_run_name="read #{subquestion.index}: {hit.url:.80}", **RETRYING,
+@task(name="fetch-page", task_run_name="fetch #{subquestion.index}: {hit.url:.80}", **RETRYING,
       **CACHED)
-def read_hit(subquestion: SubQuestion, hit: SearchResult, config: RunConfig) -> PageNotes:
-    return read_page(current().engine(config), current().search(config), subquestion, hit)
+def read_hit(subquestion: SubQuestion, hit: SearchResult, config: RunConfig,
+             edition: str = "") -> PageNotes:
+    """Fetch the page, again in each edition (a page stored before is checked with a
+    conditional request): notes without a summary, or why it cannot be read. Condensing is a
+    step of its own (`condense_hit`), so an unchanged page is not condensed again."""
+    with checking_pages(edition):
+        return fetch_page(current().search(config), hit)
+
+
+@task(name="condense-page", task_run_name="condense #{subquestion.index}: {url:.80}",
+      **RETRYING, **LASTING)
+def condense_hit(subquestion: SubQuestion, url: str, source: Source,
+                 config: RunConfig) -> PageNotes:
+    return condense_page(current().engine(config), subquestion, url, source)
 
 
 @task(name="next-queries", task_run_name="queries #{transcript.subquestion.index} "
-      "round {round_index}", **RETRYING, **CACHED)
+      "round {round_index}", **RETRYING, **LASTING)
 def choose_queries(transcript: Transcript, round_index: int, config: RunConfig) -> list[str]:
     with acting_as("queries"):
         engine = current().engine(config).for_role("queries")
@@ -102,7 +118,7 @@ def choose_queries(transcript: Transcript, round_index: int, config: RunConfig) 
 
 
 @task(name="rewrite-queries", task_run_name="rewrite #{subquestion.index}", **RETRYING,
-      **CACHED)
+      **LASTING)
 def rewrite_searches(subquestion: SubQuestion, failed: list[str], seen: list[SearchResult],
                      config: RunConfig) -> list[str]:
     """More specific searches for those of a sub-question that found nothing readable."""
@@ -121,10 +137,11 @@ class TaskSteps:
     """
 
     config: RunConfig
+    edition: str = ""
 
     def search(self, query: str, k: int) -> list[SearchResult]:
         with transaction(commit_mode=CommitMode.EAGER):
-            return search_query(query, k, self.config)
+            return search_query(query, k, self.config, self.edition)
 
     def choose(self, transcript: Transcript, candidates: list[SearchResult],
                limit: int) -> list[int]:
@@ -134,9 +151,13 @@ class TaskSteps:
     def read(self, subquestion: SubQuestion, hit: SearchResult) -> PageNotes:
         try:
             with transaction(commit_mode=CommitMode.EAGER):
-                return read_hit(subquestion, hit, self.config)
+                fetched = read_hit(subquestion, hit, self.config, self.edition)
         except PageFault as fault:  # retried by Prefect and still down: skipped in this run
             return unavailable(fault)
+        if fetched.source is None:
+            return fetched
+        with transaction(commit_mode=CommitMode.EAGER):
+            return condense_hit(subquestion, hit.url, fetched.source, self.config)
 
     def next_queries(self, transcript: Transcript, round_index: int) -> list[str]:
         with transaction(commit_mode=CommitMode.EAGER):

@@ -22,10 +22,12 @@ from prefect.tasks import exponential_backoff
 
 from core.signals import RateLimited, Signal, Transient
 from core.search.fetch_types import PageFault
+from core.settings import Settings
 
 # Six attempts per call: at a 30% fault rate one call then fails for good about once in 1,400.
 RETRIES = 5
-RETRY_DELAYS = exponential_backoff(backoff_factor=2)  # 2, 4, 8, 16, 32 s before jitter
+# 2, 4, 8, 16, 32 s before jitter by default (RESEARCHFLOW_RETRY_BACKOFF: the first delay).
+RETRY_DELAYS = exponential_backoff(backoff_factor=Settings.load().retry_backoff)
 RETRY_JITTER = 0.5
 MAX_HONOURED_WAIT = 300.0  # seconds; beyond this a retry inside the run is pointless
 PAGE_ATTEMPTS = 3  # a page that keeps failing costs its sub-question one page, not the run

@@ -19,21 +19,24 @@ from core.report import assemble
 from core.runtime import current
 from core.settings import RunConfig
 from core.waves import for_report
-from tasks.caching import CACHED
+from tasks.caching import LASTING, cache_policy
 from tasks.retry import RETRYING
 
 
 @task(name="compress-findings", task_run_name="compress #{transcript.subquestion.index}",
-      **RETRYING, **CACHED)
+      **RETRYING, **LASTING)
 def compress(transcript: Transcript, config: RunConfig) -> Finding:
     with scoped(subquestion_index=transcript.subquestion.index), acting_as("compress"):
         return compress_with_shrink(current().engine(config).for_role("compress"), transcript,
                                     log=get_run_logger().info)
 
 
-@task(name="write-report", task_run_name="report: {plan.topic:.60}", **RETRYING, **CACHED)
+@task(name="write-report", task_run_name="report: {plan.topic:.60}", **RETRYING,
+      **{**LASTING, "cache_policy": cache_policy(ignore=("report_id",))})
 def write_report(plan: ResearchPlan, findings: Sequence[Finding], config: RunConfig,
                  report_id: str) -> Report:
+    """The report on the findings. Its cache ignores `report_id`: the flow stamps its own id on
+    a report reused for unchanged findings (a new edition of an unchanged topic)."""
     engine = current().engine(config)
     writer = engine.for_role("report")
     sections = for_report(plan, findings)  # follow-ups join the sections they complete

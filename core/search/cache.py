@@ -29,6 +29,11 @@ CachedFetcher:
   * counters for a bench: fetches (real fetch calls), hits (answers without a fetch, a thread
     that shared another's fetch included), bytes_fetched, bytes_saved (bytes of those hits).
 
+Editions (core.editions): inside `checking_pages(edition)` a page stored before is checked once
+per edition and process: with a conditional request when the server gave an ETag or a
+Last-Modified (a 304 keeps the stored text, counted as `revalidated`), else fetched again; a
+page older than the TTL is checked the same way instead of being fetched blind.
+
 CachedSearch:
   * the key is a sha256 of the backend's name, `params` (engine, location, language, country:
     whatever changes the answer besides the query), the normalised query (whitespace collapsed,
@@ -45,14 +50,29 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from typing import Any, Generic, TypeVar
 
 from core.models import SearchResult, Source
 from core.search.base import SearchBackend
-from core.search.web import PageRefused, PageUnavailable
+from core.search.web import NotModified, PageRefused, PageUnavailable, Validators
 from core.store.pages import PageRecord, PageStore
+
+_EDITION: ContextVar[str] = ContextVar("researchflow_page_edition", default="")
+
+
+@contextmanager
+def checking_pages(edition: str) -> Iterator[None]:
+    """Pages read inside are checked again once in `edition` (see the module docstring)."""
+    token = _EDITION.set(edition)
+    try:
+        yield
+    finally:
+        _EDITION.reset(token)
 
 _T = TypeVar("_T")
 
@@ -128,6 +148,7 @@ class _Outcome:
     refusal: type[PageRefused] | None = None
     reason: str | None = None
     bytes: int = 0
+    validators: Validators = Validators()
     retry_after: float | None = None  # an unavailable page's Retry-After
     passing: bool = True  # an unavailable page that may come back
 
@@ -149,7 +170,10 @@ class CachedFetcher:
         self.ttl_hours = ttl_hours
         self._key = key or _default_key()
         self._flights: _SingleFlight[_Outcome] = _SingleFlight()
-        self._counters = _Counters("fetches", "hits", "bytes_fetched", "bytes_saved")
+        self._counters = _Counters("fetches", "hits", "bytes_fetched", "bytes_saved",
+                                   "revalidated")
+        self._checked: set[tuple[str, str]] = set()  # (key, edition) checked in this process
+        self._checked_lock = threading.Lock()
 
     @property
     def caching(self) -> bool:
@@ -171,33 +195,65 @@ class CachedFetcher:
     def bytes_saved(self) -> int:
         return self._counters.get("bytes_saved")
 
+    @property
+    def revalidated(self) -> int:
+        return self._counters.get("revalidated")
+
     def stats(self) -> dict[str, int]:
-        """fetches, hits, bytes_fetched, bytes_saved."""
+        """fetches, hits, bytes_fetched, bytes_saved, revalidated (304s)."""
         return self._counters.snapshot()
 
     def __call__(self, url: str) -> Source:
         key = self._key(url)
         if not self.caching:
             return self._answer(url, self._fetch_outcome(url, key))
-        outcome, shared = self._flights.run(key, lambda: self._resolve(url, key))
+        edition = _EDITION.get()
+        outcome, shared = self._flights.run(f"{key}\0{edition}",
+                                            lambda: self._resolve(url, key, edition))
         if shared:
             self._counters.add(hits=1, bytes_saved=outcome.bytes)
         return self._answer(url, outcome)
 
-    def _resolve(self, url: str, key: str) -> _Outcome:
+    def _resolve(self, url: str, key: str, edition: str = "") -> _Outcome:
         assert self._store is not None
         record = self._store.get_page(key, self.ttl_hours)
-        if record is not None and record.status != "unavailable":
+        if record is not None and record.status != "unavailable" and not (
+                record.status == "ok" and self._unchecked(key, edition)):
             self._counters.add(hits=1, bytes_saved=record.bytes)
             return self._from_record(key, record)
-        outcome = self._fetch_outcome(url, key)
+        if record is None:  # past its TTL, it may still be current: ask the server
+            record = self._store.get_page(key, None)
+        stored = record if record is not None and record.status == "ok" else None
+        outcome = self._fetch_outcome(url, key, stored)
         if outcome.refusal is not PageUnavailable:
             self._store.put_page(key, self._to_record(outcome))
+            if edition:
+                with self._checked_lock:
+                    self._checked.add((key, edition))
         return outcome
 
-    def _fetch_outcome(self, url: str, key: str) -> _Outcome:
+    def _unchecked(self, key: str, edition: str) -> bool:
+        """Whether a stored page is still to be checked in this edition."""
+        if not edition:
+            return False
+        with self._checked_lock:
+            return (key, edition) not in self._checked
+
+    def _fetch_outcome(self, url: str, key: str,
+                       stored: PageRecord | None = None) -> _Outcome:
+        validated = getattr(self._fetch, "fetch_validated", None)
+        validators = (Validators(stored.etag, stored.last_modified) if stored is not None
+                      else Validators())
+        found = Validators()
         try:
-            got = self._fetch(url)
+            if validated is not None:
+                got, found = validated(url, validators or None)
+            else:
+                got = self._fetch(url)
+        except NotModified:  # the stored text is the page's current version
+            assert stored is not None
+            self._counters.add(revalidated=1, bytes_saved=stored.bytes)
+            return replace(self._from_record(key, stored), validators=validators)
         except PageUnavailable as exc:
             return _Outcome(refusal=PageUnavailable, reason=exc.reason,
                             retry_after=exc.retry_after, passing=exc.passing)
@@ -208,13 +264,16 @@ class CachedFetcher:
         source, size = got if isinstance(got, tuple) else (got, len(got.text.encode("utf-8")))
         self._counters.add(bytes_fetched=size)
         return _Outcome(Source(url=key, title=source.title, text=source.text),
-                        final_url=source.url, bytes=size)
+                        final_url=source.url, bytes=size, validators=found)
 
     @staticmethod
     def _to_record(outcome: _Outcome) -> PageRecord:
         if outcome.source is not None:
             return PageRecord(status="ok", final_url=outcome.final_url, title=outcome.source.title,
-                              text=outcome.source.text, bytes=outcome.bytes)
+                              text=outcome.source.text, bytes=outcome.bytes,
+                              fetched_at=datetime.now(timezone.utc),
+                              etag=outcome.validators.etag,
+                              last_modified=outcome.validators.last_modified)
         status = "unavailable" if outcome.refusal is PageUnavailable else "refused"
         return PageRecord(status=status, reason=outcome.reason, bytes=outcome.bytes)
 

@@ -2,7 +2,10 @@
 
 `CorpusSearch(corpus_dir, index_path)` indexes every .html/.htm/.md/.txt, .pdf, .docx and .pptx
 file under corpus_dir (recursively, skipping hidden entries) into a DuckDB file, then answers
-queries. Documents are
+queries. The folder is untrusted: a file that cannot or may not be indexed (unreadable, a symlink
+out of the folder, too deep, too large, binary, undecodable: core.search.corpus_files) is
+skipped, counted and reported once per index build ("indexed 240, skipped 3: 1 unreadable, ..."),
+never an error. Documents are
 cut into passages of about 1.5k characters; BM25 (the `fts` extension) over their words, and over
 the character bigrams of any Chinese, Japanese or Korean text, picks candidates, which the shared
 offline embedder re-ranks by meaning (core.search.corpus_rank). A search returns the best passage
@@ -39,7 +42,8 @@ import logging
 import re
 import threading
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -50,24 +54,24 @@ from core.fts import fts_extension_path
 from core.models import SearchResult, Source
 from core.search import corpus_rank
 from core.search import page_text as textlib
+from core.search.corpus_build import (SCHEMA_VERSION, BuildOptions, IndexLock, apply,
+                                      default_workers, known_files, open_db, skip_counts)
+from core.search.corpus_files import EXTENSIONS, ReadLimits, summary, walk
 from core.search.documents import PAGE_BREAK, PAGED
-from core.search.corpus_build import (SCHEMA_VERSION, BuildOptions, FileStat, IndexLock,
-                                      apply, default_workers, known_files, open_db)
 
 log = logging.getLogger(__name__)
-
-EXTENSIONS = frozenset({".html", ".htm", ".md", ".txt", ".pdf", ".docx", ".pptx"})
 
 
 @dataclass(frozen=True)
 class IndexStats:
-    files: int
+    files: int  # files indexed (twins included, skipped ones not)
     extracted: int
     removed: int
     rebuilt: bool
     seconds: float
     stale: bool = False  # changes were found but another process held the index
     duplicates: int | None = None  # files indexed as another file's twin; None: not counted
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> files not indexed
 
 
 class CorpusSearch:
@@ -76,12 +80,16 @@ class CorpusSearch:
     workers: extraction processes for big changes (None: up to 4, one per core; 1: in-process).
     batch_size: files written per transaction while indexing (bounds memory).
     semantic_weight: share of the embedding's cosine in a result's score (0: BM25 only).
+    max_file_bytes, max_html_bytes: larger files are skipped before they are read ("too large";
+    HTML costs far more to parse than its size). follow_symlinks: index file symlinks whose
+    target is outside the folder too (folder symlinks are never followed).
     """
 
     name = "corpus"
 
     def __init__(self, corpus_dir: Path, index_path: Path, *, read_chars: int = 20_000,
                  passage_chars: int = 1500, max_file_bytes: int = 20_000_000,
+                 max_html_bytes: int = 2_000_000, follow_symlinks: bool = False,
                  workers: int | None = None, batch_size: int = 256,
                  semantic_weight: float = corpus_rank.SEMANTIC_WEIGHT) -> None:
         self.corpus_dir = Path(corpus_dir).resolve()
@@ -90,11 +98,14 @@ class CorpusSearch:
         self.passage_chars = passage_chars
         self.max_file_bytes = max_file_bytes
         self.semantic_weight = semantic_weight
+        self.limits = ReadLimits(max_file_bytes=max_file_bytes, max_html_bytes=max_html_bytes,
+                                 follow_symlinks=follow_symlinks)
         self._build = BuildOptions(passage_chars=passage_chars,
                                    workers=default_workers() if workers is None else workers,
-                                   batch_size=max(1, batch_size))
+                                   batch_size=max(1, batch_size), limits=self.limits)
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._pages: dict[tuple[str, str], list[int]] = {}  # (path, sha256) -> page starts
+        self._walk_skips: Counter[str] = Counter()
         self._lock = threading.Lock()  # guards _conn swaps and lazy indexing
         self._readers = 0
         self._idle = threading.Condition(self._lock)
@@ -154,7 +165,7 @@ class CorpusSearch:
         began = time.perf_counter()
         self.index_path.parent.mkdir(parents=True, exist_ok=True)
         with IndexLock(self.index_path):
-            on_disk = self._scan()
+            on_disk, self._walk_skips = walk(self.corpus_dir, self.limits)
             if self._conn is None and self.index_path.exists():
                 self._conn = self._try_open(read_only=True)
             known = self._known() if self._conn is not None else None
@@ -186,22 +197,23 @@ class CorpusSearch:
 
     def _done(self, files: int, extracted: int, removed: int, rebuilt: bool, began: float,
               stale: bool = False, duplicates: int | None = None) -> IndexStats:
-        self.last_stats = IndexStats(files, extracted, removed, rebuilt,
-                                     time.perf_counter() - began, stale, duplicates)
+        recorded: dict[str, int] = {}  # skipped when read: rows of the index, without passages
+        if self._conn is not None:
+            cur = self._conn.cursor()
+            try:
+                recorded = skip_counts(cur)
+            finally:
+                cur.close()
+        indexed = files - sum(recorded.values())
+        skipped = self._walk_skips + Counter(recorded)
+        self.last_stats = IndexStats(indexed, extracted, removed, rebuilt,
+                                     time.perf_counter() - began, stale, duplicates,
+                                     dict(skipped))
+        # Once per build, and once per process for a corpus with files it cannot index.
+        if rebuilt or extracted or removed or skipped:
+            log.log(logging.WARNING if skipped else logging.INFO, "corpus %s: %s",
+                    self.corpus_dir, summary(indexed, skipped))
         return self.last_stats
-
-    def _scan(self) -> dict[str, FileStat]:
-        found: dict[str, FileStat] = {}
-        for path in sorted(self.corpus_dir.rglob("*")):
-            rel = path.relative_to(self.corpus_dir)
-            if any(part.startswith(".") for part in rel.parts):
-                continue
-            if path.suffix.lower() not in EXTENSIONS or not path.is_file():
-                continue
-            st = path.stat()
-            if st.st_size <= self.max_file_bytes:
-                found[rel.as_posix()] = FileStat(st.st_size, st.st_mtime_ns)
-        return found
 
     def _known(self) -> dict[str, tuple[int, int, str]] | None:
         """The files table, or None when the index is missing, foreign or from an old schema."""

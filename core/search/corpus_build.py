@@ -4,7 +4,9 @@
 the files found on disk (path -> size, mtime):
 
 - only new and changed files are extracted (core.search.corpus_extract); a file whose size or
-  mtime moved but whose bytes hash the same only gets its stat updated;
+  mtime moved but whose bytes hash the same only gets its stat updated; a file that cannot be
+  indexed (unreadable, binary, ...: core.search.corpus_files) is recorded with its reason and no
+  passages, so it is not read again until it changes;
 - extraction runs in a process pool once there are enough files to pay for starting it (about
   a second to spawn workers that import trafilatura), with a bounded number of tasks in flight;
   results are consumed in submission order and written `batch_size` files per transaction, so
@@ -39,19 +41,14 @@ import duckdb
 
 from core.fts import load_fts
 from core.search.corpus_extract import Extraction, FileJob, extract_file, extract_files, passages
+from core.search.corpus_files import FileStat, ReadLimits
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "2"  # 2: content keys and duplicates, the CJK bigram index
+SCHEMA_VERSION = "3"  # 2: content keys and duplicates, the CJK bigram index; 3: skipped files
 PARALLEL_MIN = 48  # fewer files to extract than this: in-process beats spawning workers
 _TASK_FILES = 8  # files per worker task: fewer, larger messages
 _IN_FLIGHT = 4  # tasks queued per worker: keeps workers busy, bounds memory
-
-
-@dataclass(frozen=True)
-class FileStat:
-    size: int
-    mtime_ns: int
 
 
 @dataclass(frozen=True)
@@ -59,6 +56,7 @@ class BuildOptions:
     passage_chars: int
     workers: int = 1
     batch_size: int = 256
+    limits: ReadLimits = ReadLimits()
 
 
 @dataclass(frozen=True)
@@ -132,17 +130,19 @@ def apply(db: duckdb.DuckDBPyConnection, root: Path, on_disk: dict[str, FileStat
         db.execute("INSERT OR REPLACE INTO meta VALUES ('fts', '0')")
     with _transaction(db):
         _delete(db, removed)
-    extracted = 0
+    written = skipped = 0
     batch: list[Extraction] = []
     for result in _extractions(root, jobs, options):
         batch.append(result)
+        skipped += result.skipped is not None
         if len(batch) >= options.batch_size:
-            extracted += _write(db, batch, known, options.passage_chars)
+            written += _write(db, batch, known, options.passage_chars)
             batch = []
-    extracted += _write(db, batch, known, options.passage_chars)
+    written += _write(db, batch, known, options.passage_chars)
+    extracted = written - skipped
     with _transaction(db):
         relinked = _reconcile(db, options.passage_chars)
-    rebuild = bool(removed or extracted or relinked or not fts_ready)
+    rebuild = bool(removed or written or relinked or not fts_ready)
     if rebuild:
         _build_fts(db)
     db.execute("CHECKPOINT")
@@ -159,20 +159,21 @@ def _extractions(root: Path, jobs: list[FileJob], options: BuildOptions
         pool = _pool(options.workers)
     if pool is None:
         for job in jobs:
-            yield extract_file(root, job, options.passage_chars)
+            yield extract_file(root, job, options.passage_chars, options.limits)
         return
     tasks = (jobs[i:i + _TASK_FILES] for i in range(0, len(jobs), _TASK_FILES))
     window: deque[Future[list[Extraction]]] = deque()
     try:
         for task in islice(tasks, options.workers * _IN_FLIGHT):
-            window.append(pool.submit(extract_files, str(root), task, options.passage_chars))
+            window.append(pool.submit(extract_files, str(root), task, options.passage_chars,
+                                      options.limits))
         while window:
             # In submission order: the same rows, in the same order, as a serial run.
             done = window.popleft().result()
             task = next(tasks, None)
             if task is not None:
                 window.append(pool.submit(extract_files, str(root), task,
-                                          options.passage_chars))
+                                          options.passage_chars, options.limits))
             yield from done
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -193,7 +194,7 @@ def _pool(workers: int) -> ProcessPoolExecutor | None:
 
 def _write(db: duckdb.DuckDBPyConnection, batch: list[Extraction], known: dict[str, object],
            passage_chars: int) -> int:
-    """Store one batch in one transaction; the number of files extracted (not just touched)."""
+    """Store one batch in one transaction; the number of files written (not just touched)."""
     if not batch:
         return 0
     fresh = [e for e in batch if not e.unchanged]
@@ -213,7 +214,8 @@ def _write(db: duckdb.DuckDBPyConnection, batch: list[Extraction], known: dict[s
             "sha256": ("VARCHAR", [e.sha256 for e in fresh]),
             "content_key": ("VARCHAR", [e.content_key for e in fresh]),
             "title": ("VARCHAR", [e.title for e in fresh]),
-            "text": ("VARCHAR", [e.text for e in fresh])})
+            "text": ("VARCHAR", [e.text for e in fresh]),
+            "skipped": ("VARCHAR", [e.skipped for e in fresh])})
         keys = [e.content_key for e in fresh if e.content_key is not None]
         first = dict(db.execute(f"SELECT content_key, min(path) FROM files WHERE content_key IN "
                                 f"{_JSON_STRINGS} GROUP BY ALL", [json.dumps(keys)]).fetchall())
@@ -221,6 +223,15 @@ def _write(db: duckdb.DuckDBPyConnection, batch: list[Extraction], known: dict[s
         _insert_passages(db, [(e.rel, e.title, e.text, e.spans, e.grams) for e in fresh
                               if e.content_key is None or first[e.content_key] == e.rel])
     return len(fresh)
+
+
+def skip_counts(cur: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """reason -> files the index records as skipped."""
+    try:
+        return dict(cur.execute("SELECT skipped, count(*) FROM files WHERE skipped IS NOT NULL "
+                                "GROUP BY ALL").fetchall())
+    except duckdb.Error:
+        return {}
 
 
 def _insert_passages(db: duckdb.DuckDBPyConnection,
@@ -337,7 +348,7 @@ def _create_schema(db: duckdb.DuckDBPyConnection, passage_chars: int) -> None:
     db.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
     db.execute("CREATE TABLE IF NOT EXISTS files (path VARCHAR PRIMARY KEY, size BIGINT, "
                "mtime_ns BIGINT, sha256 VARCHAR, content_key VARCHAR, title VARCHAR, "
-               "text VARCHAR, dup_of VARCHAR)")
+               "text VARCHAR, dup_of VARCHAR, skipped VARCHAR)")
     db.execute("CREATE TABLE IF NOT EXISTS passages (passage_id VARCHAR PRIMARY KEY, "
                "path VARCHAR, ord INTEGER, start INTEGER, stop INTEGER, title VARCHAR, "
                "body VARCHAR)")

@@ -1,11 +1,12 @@
 """One corpus file in, one record for the index out: the part of indexing that runs in workers.
 
-`extract_files` reads each file, hashes its bytes, extracts (title, text) — trafilatura for HTML,
-the text itself for .md/.txt, core.search.documents for .pdf/.docx/.pptx (pages joined by a
-form feed, so passages never cross a page) — cuts the text into passages, lists the CJK bigrams
-of each passage (core.cjk) and computes the file's content key: a hash of its words, case-folded,
-without markup or whitespace, so a page saved as HTML and as its plain-text or markdown source
-gets one key.
+`extract_files` reads each file (core.search.corpus_files: inside the folder, under its size
+cap, decodable text; otherwise the record says why it was skipped), hashes its bytes, extracts
+(title, text) — trafilatura for HTML, the text itself for .md/.txt, core.search.documents for
+.pdf/.docx/.pptx (pages joined by a form feed, so passages never cross a page) — cuts the text
+into passages, lists the CJK bigrams of each passage (core.cjk) and computes the file's content
+key: a hash of its words, case-folded, without markup or whitespace, so a page saved as HTML and
+as its plain-text or markdown source gets one key.
 
 It is a pure function of the files' bytes, picklable both ways, and imports no database, so a
 process pool can run it (core.search.corpus_build decides where it runs and stores the results).
@@ -22,6 +23,7 @@ from pathlib import Path
 from core import cjk
 from core.search import documents
 from core.search import page_text as textlib
+from core.search.corpus_files import ReadLimits, Skipped, decode, read_file
 from core.search.fetch_types import PageRefused
 
 log = logging.getLogger(__name__)
@@ -50,19 +52,31 @@ class Extraction:
     content_key: str | None = None  # None for a file without text: empty files are not twins
     spans: tuple[tuple[int, int], ...] = ()
     grams: tuple[str, ...] = ()  # per passage: its title's and body's CJK bigrams, space-joined
+    skipped: str | None = None  # why it is not indexed (corpus_files.REASONS); no text then
 
 
-def extract_files(root: str, jobs: list[FileJob], passage_chars: int) -> list[Extraction]:
+def extract_files(root: str, jobs: list[FileJob], passage_chars: int,
+                  limits: ReadLimits = ReadLimits()) -> list[Extraction]:
     """Extract several files (one task of a process pool: fewer, larger messages)."""
-    return [extract_file(Path(root), job, passage_chars) for job in jobs]
+    return [extract_file(Path(root), job, passage_chars, limits) for job in jobs]
 
 
-def extract_file(root: Path, job: FileJob, passage_chars: int) -> Extraction:
-    raw = (root / job.rel).read_bytes()
+def extract_file(root: Path, job: FileJob, passage_chars: int,
+                 limits: ReadLimits = ReadLimits()) -> Extraction:
+    """One file's record; a file that cannot be indexed is a record saying why, never an error."""
+    try:
+        raw = read_file(root, job.rel, limits)
+    except Skipped as skip:
+        return Extraction(job.rel, job.size, job.mtime_ns, "", unchanged=False,
+                          skipped=skip.reason)
     digest = hashlib.sha256(raw).hexdigest()
     if digest == job.known_sha256:  # touched, not changed
         return Extraction(job.rel, job.size, job.mtime_ns, digest, unchanged=True)
-    title, body = extract_text(job.rel, raw)
+    try:
+        title, body = extract_text(job.rel, raw)
+    except Skipped as skip:
+        return Extraction(job.rel, job.size, job.mtime_ns, digest, unchanged=False,
+                          skipped=skip.reason)
     spans, grams = passages(title, body, passage_chars)
     return Extraction(job.rel, job.size, job.mtime_ns, digest, unchanged=False, title=title,
                       text=body, content_key=content_key(body), spans=spans, grams=grams)
@@ -70,7 +84,8 @@ def extract_file(root: Path, job: FileJob, passage_chars: int) -> Extraction:
 
 def extract_text(rel: str, raw: bytes) -> tuple[str, str]:
     """(title, text) of one corpus file; (stem, '') when an HTML page has no main text or a
-    document cannot be read (a scan, an encrypted PDF, a zip bomb: logged with the reason)."""
+    document cannot be read (a scan, an encrypted PDF, a zip bomb: logged with the reason).
+    Raises Skipped for a text file whose bytes are not text (corpus_files.decode)."""
     if documents.is_document(rel):
         try:
             doc = documents.document_text(rel, raw)
@@ -78,11 +93,11 @@ def extract_text(rel: str, raw: bytes) -> tuple[str, str]:
             log.warning("corpus file skipped: %s", exc)
             return Path(rel).stem, ""
         return doc.title or Path(rel).stem, doc.text
+    decoded = decode(raw)
     if rel.lower().endswith((".html", ".htm")):
-        page = textlib.extract_html(textlib.decode_body(raw), url=None)
+        page = textlib.extract_html(decoded, url=None)
         return (page.title or Path(rel).stem, page.text) if page else (Path(rel).stem, "")
-    body = textlib.decode_body(raw)
-    return textlib.first_line_title(body) or Path(rel).stem, body
+    return textlib.first_line_title(decoded) or Path(rel).stem, decoded
 
 
 def passages(title: str, body: str, passage_chars: int

@@ -34,7 +34,8 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 import httpx
 
 from core.search import pdf as pdflib
-from core.search.fetch_types import FetchPolicy, FetchStats, PageRefused, PageUnavailable
+from core.search.fetch_types import (FetchPolicy, FetchStats, NotModified, PageRefused,
+                                     PageUnavailable, Validators)
 from core.search.guard import UnsafeURL, check_url, guarded_transport, refusal_of
 from core.search.hosts import HostPolicy, RobotsCache, SlotTimeout, host_key
 
@@ -80,6 +81,12 @@ class Downloader:
     # ---- one page, hop by hop ---------------------------------------------------------------
 
     def download(self, url: str) -> RawPage:
+        return self.download_validated(url)[0]
+
+    def download_validated(self, url: str, validators: Validators | None = None
+                           ) -> tuple[RawPage, Validators]:
+        """The page and what identifies its version (ETag, Last-Modified). With `validators`
+        the request is conditional: a 304 raises NotModified (the stored text is current)."""
         policy = self.policy
         current = url
         seen: set[str] = set()
@@ -98,7 +105,8 @@ class Downloader:
                     self._fail_fast(current, host)  # it may have failed while we waited
                     if policy.respect_robots and not self.robots.allowed(current, until=until):
                         raise PageRefused(current, "disallowed by robots.txt")
-                    location, page = self._get(current, host, until, first=hop == 0)
+                    location, page = self._get(current, host, until, first=hop == 0,
+                                               validators=validators if hop == 0 else None)
             except SlotTimeout:
                 raise PageUnavailable(current, "deadline exceeded (waiting for the host)") from None
             if page is not None:
@@ -111,9 +119,11 @@ class Downloader:
             current = target
         raise PageUnavailable(url, f"more than {policy.max_redirects} redirects", passing=False)
 
-    def _get(self, url: str, host: str, until: float, *,
-             first: bool) -> tuple[str | None, tuple[str, str, str | None, bytes] | None]:
-        """One GET: (location, None) for a redirect, (None, page) for a page; raises otherwise."""
+    def _get(self, url: str, host: str, until: float, *, first: bool,
+             validators: Validators | None = None
+             ) -> tuple[str | None, tuple[RawPage, Validators] | None]:
+        """One GET: (location, None) for a redirect, (None, (page, its validators)) for a page;
+        NotModified for a conditional request answered 304; raises otherwise."""
         policy = self.policy
         remaining = until - time.monotonic()
         if remaining <= 0:
@@ -125,9 +135,16 @@ class Downloader:
                                 write=min(policy.read_timeout, remaining),
                                 pool=min(policy.connect_timeout, remaining))
         self.stats.request(host)
+        headers = {}
+        if validators is not None and validators.etag:
+            headers["If-None-Match"] = validators.etag
+        if validators is not None and validators.last_modified:
+            headers["If-Modified-Since"] = validators.last_modified
         try:
-            with self._client.stream("GET", url, timeout=timeout) as resp:
+            with self._client.stream("GET", url, timeout=timeout, headers=headers) as resp:
                 try:
+                    if resp.status_code == 304 and headers:
+                        raise NotModified(url)
                     if resp.status_code in _REDIRECTS and resp.headers.get("location"):
                         return resp.headers["location"], None
                     _check_status(url, resp)
@@ -146,12 +163,13 @@ class Downloader:
                     kind = "pdf"
                 elif kind == "html" and not media and pdflib.looks_like_pdf(body):
                     kind = "pdf"
-                return None, (url, kind, charset, body)
+                found = Validators(_header(resp, "etag"), _header(resp, "last-modified"))
+                return None, ((url, kind, charset, body), found)
         except PageUnavailable as exc:
             if exc.retry_after:  # the next request to this host waits as long as it asked
                 self.hosts.pause(host, min(exc.retry_after, policy.deadline))
             raise
-        except PageRefused:
+        except (PageRefused, NotModified):
             raise
         except UnsafeURL as exc:
             raise PageRefused(url, f"unsafe address: {exc.reason}") from exc
@@ -257,6 +275,12 @@ def _shut(sock: socket.socket) -> None:
 
 
 # ---- helpers ------------------------------------------------------------------------------
+
+def _header(resp: httpx.Response, name: str) -> str | None:
+    """A validator header as sent back on the next request: printable, bounded, else None."""
+    value = resp.headers.get(name, "").strip()
+    return value if value and len(value) <= 200 and value.isprintable() else None
+
 
 def _check_scheme(url: str) -> None:
     parts = urlsplit(url)

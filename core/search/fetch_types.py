@@ -132,3 +132,23 @@ def reason_key(reason: str) -> str:
     for sep in (" (", ": "):
         reason = reason.split(sep, 1)[0]
     return reason.strip()
+
+
+@dataclass(frozen=True)
+class Validators:
+    """What a server said identifies its version of a page (ETag, Last-Modified): sent back
+    as If-None-Match / If-Modified-Since, a 304 answers that the stored text is still it."""
+
+    etag: str | None = None
+    last_modified: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.etag or self.last_modified)
+
+
+class NotModified(Exception):
+    """A conditional request answered 304: the page is the version already stored."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(f"{url}: not modified")
+        self.url = url

@@ -86,4 +86,7 @@ def corpus_search(config: RunConfig | Settings) -> CorpusSearch:
     if isinstance(config, Settings):
         config = run_config(config)
     corpus_dir, index_path = corpus_location(config)
-    return CorpusSearch(corpus_dir, index_path, read_chars=min(config.max_source_chars, 20_000))
+    return CorpusSearch(corpus_dir, index_path, read_chars=min(config.max_source_chars, 20_000),
+                        max_file_bytes=config.corpus_max_file_bytes,
+                        max_html_bytes=config.corpus_max_html_bytes,
+                        follow_symlinks=config.corpus_follow_symlinks)

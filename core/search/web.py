@@ -38,11 +38,11 @@ from core.search import pdf as pdflib
 from core.search import page_text as textlib
 from core.search.addresses import AllowList
 from core.search.download import Downloader
-from core.search.fetch_types import (USER_AGENT, FetchPolicy, FetchStats, PageRefused,
-                                     PageUnavailable, reason_key)
+from core.search.fetch_types import (USER_AGENT, FetchPolicy, FetchStats, NotModified,
+                                     PageRefused, PageUnavailable, Validators, reason_key)
 
-__all__ = ["USER_AGENT", "FetchPolicy", "FetchStats", "Fetcher", "PageRefused",
-           "PageUnavailable", "fetch_page", "reason_key"]
+__all__ = ["USER_AGENT", "FetchPolicy", "FetchStats", "Fetcher", "NotModified", "PageRefused",
+           "PageUnavailable", "Validators", "fetch_page", "reason_key"]
 
 
 class Fetcher:
@@ -58,14 +58,21 @@ class Fetcher:
         self.robots = self._downloader.robots
 
     def __call__(self, url: str) -> Source:
+        return self.fetch_validated(url)[0]
+
+    def fetch_validated(self, url: str, validators: Validators | None = None
+                        ) -> tuple[Source, Validators]:
+        """The page and what identifies its version; with `validators` the request is
+        conditional and a 304 raises NotModified (core.search.cache keeps the stored text)."""
         try:
-            final_url, kind, charset, body = self._downloader.download(url)
+            (final_url, kind, charset, body), found = self._downloader.download_validated(
+                url, validators)
             source = _to_source(final_url, kind, charset, body, self.policy.max_chars)
         except PageRefused as exc:
             self.stats.refused(exc)
             raise
         self.stats.page()
-        return source
+        return source, found
 
     def close(self) -> None:
         self._downloader.close()

@@ -1,5 +1,5 @@
 """Reading provider error bodies: every string in them, the numbers an overflow states, retry
-hints, and masking of anything that looks like an API key.
+hints, and masking of API keys (by value and by pattern: core.secrets).
 
 Pure text and data handling, no SDK imports. `core.signals` decides categories from what this
 module reads; tests and callers holding a raw reply use these readers directly. What an overflow
@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from core.signals.overflow_numbers import (OVERFLOW_TEXT, STRING_TOO_LONG, OverflowNumbers,
                                          looks_like_overflow, output_cap, overflow_numbers,
                                          side_from_text, string_length_numbers)
+from core.secrets import mask
 
 __all__ = ["BodyFacts", "read_body", "parse_duration", "retry_after", "retry_after_from_headers",
            "tokens_per_minute", "mask_secrets", "clip", "AUTH_TEXT", "BILLING_TEXT", "ZERO_QUOTA",
@@ -217,18 +218,10 @@ def tokens_per_minute(text: str) -> int | None:
 
 # -- secrets -------------------------------------------------------------------------------------
 
-_SECRET = re.compile(
-    r"(?P<pre>sk-(?:ant-(?:api\d+-)?|proj-|or-v1-|svcacct-)?|AIza|gsk_|xai-|hf_|pplx-|r8_|nvapi-)"
-    r"[A-Za-z0-9_\-*]{4,}"
-    r"|(?P<pre2>(?i:bearer|api key provided:|x-api-key:|x-goog-api-key:)\s*)[^\s,;\"']{6,}"
-    r"|(?P<pre3>(?i:[?&](?:key|api_key|apikey)=))[^&\s\"']+")
-
-
 def mask_secrets(text: str) -> str:
-    """Replace anything that looks like an API key with its prefix and ***."""
-    def repl(m: re.Match[str]) -> str:
-        return (m.group("pre") or m.group("pre2") or m.group("pre3") or "") + "***"
-    return _SECRET.sub(repl, text)
+    """Replace every key this process loaded (by value) and anything that looks like one (by
+    pattern) with ***: core.secrets.mask. Mask before clipping, so no key is cut in two."""
+    return mask(text)
 
 
 def clip(text: str, limit: int = 700) -> str:

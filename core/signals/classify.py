@@ -136,7 +136,7 @@ def _decide(f: BodyFacts, status: int | None, headers: Mapping[str, str], *,
     low = text.lower()
     base: dict[str, Any] = {"provider": provider, "model": model, "status": status}
     where = f"{provider or 'provider'}" + (f" HTTP {status}" if status else " stream error")
-    message = f"{where}: {mask_secrets(clip(f.message or text or '(empty body)'))}"
+    message = f"{where}: {clip(mask_secrets(f.message or text or '(empty body)'))}"
     codes = f.codes
     nums = overflow_numbers(text, f.numbers)
     if nums is not None and nums.kind == "tpm_per_request" and not nums.over:

@@ -8,19 +8,22 @@ them between processes.
 from __future__ import annotations
 
 from core.errors import PicklableError
+from core.secrets import mask
 
 
 class Signal(PicklableError):
-    """Base of the typed signals. `hint` says what the user can do about it."""
+    """Base of the typed signals. `hint` says what the user can do about it. Message and hint
+    are masked (core.secrets) when the signal is made: a key a provider echoed never travels."""
 
     def __init__(self, message: str, *, provider: str | None = None, model: str | None = None,
                  status: int | None = None, hint: str | None = None) -> None:
+        message = mask(message)
         super().__init__(message)
         self.message = message
         self.provider = provider
         self.model = model
         self.status = status
-        self.hint = hint
+        self.hint = mask(hint) if hint else hint
 
     def __str__(self) -> str:
         text = self.message

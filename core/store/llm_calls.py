@@ -16,6 +16,7 @@ from dataclasses import fields
 
 import duckdb
 
+from core.secrets import mask
 from core.store.connection import one_dict
 from core.store.schema import USAGE_COLUMNS
 from core.usage import CallRecord, UsageTotals
@@ -30,7 +31,13 @@ _INSERT = (f"INSERT INTO llm_calls ({', '.join(_COLUMNS)}) "
 def insert_calls(con: duckdb.DuckDBPyConnection, records: Sequence[CallRecord]) -> None:
     """Insert the records; a call_id already stored is left as it was (a retried write)."""
     if records:
-        con.executemany(_INSERT, [[getattr(r, name) for name in _COLUMNS] for r in records])
+        con.executemany(_INSERT, [[_stored(name, getattr(r, name)) for name in _COLUMNS]
+                                  for r in records])
+
+
+def _stored(column: str, value: object) -> object:
+    # An error text may quote what a provider sent back, a key included.
+    return mask(value) if column == "error" and isinstance(value, str) else value
 
 
 def usage_totals(con: duckdb.DuckDBPyConnection, *, run_id: str | None = None,

@@ -63,6 +63,8 @@ class PageRecord:
     text: str | None = None
     bytes: int = 0
     fetched_at: datetime = field(default_factory=_now)
+    etag: str | None = None  # what the server said identifies this version, for a
+    last_modified: str | None = None  # conditional request next time
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -94,26 +96,29 @@ class PageStore:
 
     # -- pages ----------------------------------------------------------------------------
 
-    def get_page(self, key: str, max_age_hours: float) -> PageRecord | None:
-        """The entry for key if it is fresh (see the module docstring), else None."""
-        if max_age_hours <= 0:
+    def get_page(self, key: str, max_age_hours: float | None) -> PageRecord | None:
+        """The entry for key if it is fresh (see the module docstring), else None.
+        max_age_hours None: a stored page of any age (what a conditional request checks)."""
+        if max_age_hours is not None and max_age_hours <= 0:
             return None
         now = _now()
-        cutoff = now - timedelta(hours=max_age_hours)
-        short_cutoff = now - timedelta(hours=page_max_age("unavailable", max_age_hours))
+        hours = 1e6 if max_age_hours is None else max_age_hours
+        cutoff = now - timedelta(hours=hours)
+        short_cutoff = now - timedelta(hours=page_max_age("unavailable", hours))
 
         def read(con: duckdb.DuckDBPyConnection) -> PageRecord | None:
             row = con.execute(
-                "SELECT status, reason, final_url, title, text, bytes, fetched_at FROM pages "
+                "SELECT status, reason, final_url, title, text, bytes, fetched_at, etag, "
+                "last_modified FROM pages "
                 "WHERE url = ? AND fetched_at >= CASE WHEN status = 'unavailable' THEN ? "
                 "ELSE ? END", [key, short_cutoff, cutoff]).fetchone()
             if row is None:
                 return None
-            status, reason, final_url, title, text, size, fetched_at = row
+            status, reason, final_url, title, text, size, fetched_at, etag, modified = row
             try:
                 return PageRecord(status=status, reason=reason, final_url=final_url,
                                   title=title, text=text, bytes=int(size or 0),
-                                  fetched_at=fetched_at)
+                                  fetched_at=fetched_at, etag=etag, last_modified=modified)
             except ValueError:  # a row this code did not write: a miss, refetched over it
                 log.debug("page cache: ignoring an unreadable entry for %s", key)
                 return None
@@ -124,12 +129,16 @@ class PageStore:
         """Store (or replace) the entry for key."""
         def write(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(
-                "INSERT INTO pages VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (url) DO UPDATE "
+                "INSERT INTO pages (url, final_url, status, reason, title, text, bytes, "
+                "fetched_at, etag, last_modified) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (url) DO UPDATE "
                 "SET final_url = excluded.final_url, status = excluded.status, "
                 "reason = excluded.reason, title = excluded.title, text = excluded.text, "
-                "bytes = excluded.bytes, fetched_at = excluded.fetched_at",
+                "bytes = excluded.bytes, fetched_at = excluded.fetched_at, "
+                "etag = excluded.etag, last_modified = excluded.last_modified",
                 [key, record.final_url, record.status, record.reason, record.title,
-                 record.text, record.bytes, record.fetched_at])
+                 record.text, record.bytes, record.fetched_at, record.etag,
+                 record.last_modified])
 
         self._attempt("cache a page", write, None)
 

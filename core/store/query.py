@@ -32,6 +32,8 @@ from typing import Any
 
 import duckdb
 
+from core.editions import Snapshot
+from core.store.editions import snapshot_from
 from core.models import Citation, Report
 from core.store import lake, llm_calls
 from core.store.backend import lake_target
@@ -291,6 +293,15 @@ def read_report(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> Rep
         flags=tuple(report["flags"] or ()), language=report.get("language") or "en",
         citations=tuple(Citation(number=n, url=url, title=title or "", quote=quote or "")
                         for n, url, title, quote in citations))
+
+
+def read_snapshot(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> Snapshot | None:
+    """What a stored report rests on (core.editions), read-only; None for an unknown id."""
+    with readonly(path, lock_timeout=lock_timeout) as con:
+        try:
+            return snapshot_from(con, report_id)
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot read reports from {_shown(path)}: {one_line(exc)}") from exc
 
 
 def report_usage(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> UsageTotals:

@@ -24,9 +24,12 @@ from typing import Any, Literal, TypeVar
 
 import duckdb
 
+from core.editions import EditionDiff, Snapshot
 from core.models import ResearchResult, Topic
+from core.secrets import mask
 from core.store import llm_calls, model_limits, runs
 from core.store.backend import open_backend
+from core.store.editions import snapshot_from
 from core.store.connection import StoreError, dicts, lock_wait, one_dict
 from core.store.redaction import public_settings
 from core.store.schema import TABLES, read_version
@@ -86,12 +89,15 @@ class ResultStore:
 
     # -- topics ---------------------------------------------------------------------------
 
-    def save_result(self, result: ResearchResult, *, run_id: str, engine: str) -> str:
-        """Store everything one topic produced, replacing an earlier save of the same topic.
+    def save_result(self, result: ResearchResult, *, run_id: str, engine: str,
+                    diff: EditionDiff | None = None) -> str:
+        """Store everything one topic produced, replacing an earlier save of the same topic
+        (in the same edition: another edition's rows are kept).
 
         One transaction: a crash leaves either the old rows or the new ones. Sources are shared
         between topics and upserted (latest text wins, first_seen kept). The topic's ledger rows
-        are never touched. Returns the report_id.
+        are never touched. `diff` is what changed since the topic's previous edition (kept in
+        `changes`). Returns the report_id.
         """
         topic, report = result.topic, result.report
         topic_id, batch_id, now = topic.topic_id, topic.batch_id, _now()
@@ -99,8 +105,11 @@ class ResultStore:
 
         def write(con: duckdb.DuckDBPyConnection) -> None:
             self._delete_topic_rows(con, topic_id, report.report_id)
-            con.execute("INSERT INTO topics VALUES (?, ?, ?, 'succeeded', NULL, ?, ?, ?)",
-                        [topic_id, batch_id, topic.text, run_id, report.report_id, now])
+            con.execute("INSERT INTO topics (topic_id, batch_id, topic, status, error, run_id, "
+                        "report_id, updated_at, edition) "
+                        "VALUES (?, ?, ?, 'succeeded', NULL, ?, ?, ?, ?)",
+                        [topic_id, batch_id, topic.text, run_id, report.report_id, now,
+                         topic.edition or None])
             if result.plan.subquestions:
                 con.executemany(
                     "INSERT INTO subquestions (topic_id, idx, question, queries, wave, why, "
@@ -123,11 +132,17 @@ class ResultStore:
                 con.executemany("INSERT INTO citations VALUES (?, ?, ?, ?, ?)", [
                     [report.report_id, c.number, c.url, c.title, c.quote]
                     for c in report.citations])
+            previous = diff.previous.report_id if diff is not None else None
             con.execute("INSERT INTO reports (report_id, batch_id, topic_id, topic, title, "
-                        "markdown, engine, flags, created_at, language) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+                        "markdown, engine, flags, created_at, language, edition, "
+                        "previous_report_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
                             report.report_id, batch_id, topic_id, report.topic, report.title,
-                            report.markdown, engine, list(report.flags), now, report.language])
+                            report.markdown, engine, list(report.flags), now, report.language,
+                            topic.edition or None, previous])
+            if diff is not None and diff.changes:
+                con.executemany("INSERT INTO changes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+                    [report.report_id, i, previous, c.kind, c.url, c.title, c.text, c.quote,
+                     c.before] for i, c in enumerate(diff.changes)])
 
         self._write(write)
         return report.report_id
@@ -151,6 +166,7 @@ class ResultStore:
         report_ids = [r[0] for r in con.execute(
             "SELECT report_id FROM reports WHERE topic_id = ?", [topic_id]).fetchall()]
         for rid in {*report_ids, report_id}:
+            con.execute("DELETE FROM changes WHERE report_id = ?", [rid])
             con.execute("DELETE FROM citations WHERE report_id = ?", [rid])
             con.execute("DELETE FROM reports WHERE report_id = ?", [rid])
         for table in ("topics", "subquestions", "topic_sources", "findings"):
@@ -185,17 +201,19 @@ class ResultStore:
                         status: Literal["failed", "skipped"], error: str, run_id: str) -> None:
         if topic.batch_id != batch_id:
             raise ValueError(f"topic belongs to batch {topic.batch_id!r}, not {batch_id!r}")
-        self._upsert_attempt(topic.topic_id, batch_id, topic.text, status, error, run_id)
+        self._upsert_attempt(topic.topic_id, batch_id, topic.text, status, error, run_id,
+                             topic.edition or None)
 
     def _upsert_attempt(self, topic_id: str, batch_id: str, text: str, status: str,
-                        error: str, run_id: str) -> None:
+                        error: str, run_id: str, edition: str | None = None) -> None:
         now = _now()
         self._write(lambda con: con.execute(
-            "INSERT INTO topics VALUES (?, ?, ?, ?, ?, ?, NULL, ?) "
+            "INSERT INTO topics (topic_id, batch_id, topic, status, error, run_id, report_id, "
+            "updated_at, edition) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?) "
             "ON CONFLICT (topic_id) DO UPDATE SET status = excluded.status, "
             "error = excluded.error, run_id = excluded.run_id, "
             "updated_at = excluded.updated_at",
-            [topic_id, batch_id, text, status, error, run_id, now]))
+            [topic_id, batch_id, text, status, mask(error), run_id, now, edition]))
 
     # -- usage ledger ---------------------------------------------------------------------
 
@@ -244,6 +262,33 @@ class ResultStore:
             report["usage"] = llm_calls.usage_totals(con, batch_id=report["batch_id"],
                                                   topic_id=report["topic_id"])
         return report
+
+    def previous_edition(self, topic: Topic) -> Snapshot | None:
+        """The snapshot of the topic's newest report in another edition of its batch (None:
+        the topic has none, or belongs to no edition)."""
+        if not topic.edition:
+            return None
+        with self._connection() as con:
+            row = con.execute(
+                "SELECT report_id FROM reports WHERE batch_id = ? AND "
+                "lower(trim(topic)) = lower(trim(?)) AND coalesce(edition, '') <> ? "
+                "ORDER BY created_at DESC, report_id LIMIT 1",
+                [topic.batch_id, topic.text, topic.edition]).fetchone()
+            return None if row is None else snapshot_from(con, row[0])
+
+    def change_count(self, report_id: str) -> int | None:
+        """How many changes a report lists since the previous edition; None: it is a topic's
+        first edition (or an unknown report)."""
+        with self._connection() as con:
+            row = con.execute("SELECT previous_report_id, (SELECT count(*) FROM changes c "
+                              "WHERE c.report_id = r.report_id) FROM reports r "
+                              "WHERE report_id = ?", [report_id]).fetchone()
+        return None if row is None or row[0] is None else int(row[1])
+
+    def snapshot(self, report_id: str) -> Snapshot | None:
+        """What a stored report rests on (core.editions), or None for an unknown id."""
+        with self._connection() as con:
+            return snapshot_from(con, report_id)
 
     def list_reports(self, batch_id: str | None = None) -> list[dict[str, Any]]:
         """Report summaries (no markdown), newest first, optionally for one batch."""

@@ -30,6 +30,11 @@ Version history:
      written, so an older file gets new views only through a version step)
   8  topics.status also 'invalid': a CSV row that could not become a topic, with its reason in
      `error`; `failures` lists them and `cost_by_batch` counts them (`invalid`)
+  9  editions: `topics.edition` and `reports.edition` (a scheduled batch's run: its date by
+     default), `reports.previous_report_id` (the topic's previous edition), `changes` (what
+     changed since it, one row per item, core.editions); `pages.etag` and
+     `pages.last_modified` for conditional fetches; views `report_editions` and
+     `report_changes`, `latest_reports` gains `edition`
 """
 
 from __future__ import annotations
@@ -41,11 +46,11 @@ import duckdb
 
 from core.store.connection import StoreError
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # Order matters for counts() and nothing else; meta is bookkeeping, not data.
 TABLES = ("runs", "topics", "subquestions", "sources", "topic_sources", "findings",
-          "citations", "reports", "llm_calls", "model_limits", "pages", "searches")
+          "citations", "reports", "llm_calls", "model_limits", "pages", "searches", "changes")
 
 _META = "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);"
 
@@ -58,7 +63,8 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS topics (
     topic_id VARCHAR PRIMARY KEY, batch_id VARCHAR NOT NULL, topic VARCHAR NOT NULL,
     status VARCHAR NOT NULL CHECK (status IN ('succeeded', 'failed', 'skipped', 'invalid')),
-    error VARCHAR, run_id VARCHAR, report_id VARCHAR, updated_at TIMESTAMPTZ NOT NULL);
+    error VARCHAR, run_id VARCHAR, report_id VARCHAR, updated_at TIMESTAMPTZ NOT NULL,
+    edition VARCHAR);
 -- wave 1: the plan's sub-questions; wave n > 1: follow-ups asked after reviewing wave n - 1,
 -- with why (the gap) and parent (the idx of the section a follow-up completes; NULL: new).
 CREATE TABLE IF NOT EXISTS subquestions (
@@ -81,7 +87,15 @@ CREATE TABLE IF NOT EXISTS citations (
 CREATE TABLE IF NOT EXISTS reports (
     report_id VARCHAR PRIMARY KEY, batch_id VARCHAR NOT NULL, topic_id VARCHAR NOT NULL,
     topic VARCHAR NOT NULL, title VARCHAR, markdown VARCHAR NOT NULL, engine VARCHAR,
-    flags VARCHAR[], created_at TIMESTAMPTZ NOT NULL, language VARCHAR);
+    flags VARCHAR[], created_at TIMESTAMPTZ NOT NULL, language VARCHAR, edition VARCHAR,
+    previous_report_id VARCHAR);
+-- What changed in a report since the topic's previous edition (core.editions), one row per
+-- item: kind is source_added | source_gone | claim_added | claim_dropped | claim_changed |
+-- number_changed.
+CREATE TABLE IF NOT EXISTS changes (
+    report_id VARCHAR, idx INTEGER, previous_report_id VARCHAR NOT NULL, kind VARCHAR NOT NULL,
+    url VARCHAR, title VARCHAR, text VARCHAR, quote VARCHAR, before VARCHAR,
+    PRIMARY KEY (report_id, idx));
 -- The usage ledger: one row per core.usage.CallRecord, columns named like its fields. Never
 -- deleted by a rerun: a call that was paid for stays paid for.
 CREATE TABLE IF NOT EXISTS llm_calls (
@@ -100,7 +114,8 @@ CREATE TABLE IF NOT EXISTS model_limits (
 -- which DuckDB could never drop); bytes is what the fetch downloaded.
 CREATE TABLE IF NOT EXISTS pages (
     url VARCHAR PRIMARY KEY, final_url VARCHAR, status VARCHAR NOT NULL, reason VARCHAR,
-    title VARCHAR, text VARCHAR, bytes BIGINT, fetched_at TIMESTAMPTZ NOT NULL);
+    title VARCHAR, text VARCHAR, bytes BIGINT, fetched_at TIMESTAMPTZ NOT NULL,
+    etag VARCHAR, last_modified VARCHAR);
 -- key: a hash of engine, locale params, normalised query and k; results: SearchResult dicts.
 CREATE TABLE IF NOT EXISTS searches (
     key VARCHAR PRIMARY KEY, engine VARCHAR, query VARCHAR, results JSON,
@@ -134,13 +149,44 @@ SELECT l.batch_id, count(DISTINCT l.topic_id) AS topics, {USAGE_COLUMNS},
 FROM llm_calls l
 GROUP BY l.batch_id;
 
--- The newest report per topic text: a rerun in the same batch replaces its report, a later
--- batch researching the same topic adds one, and only the newest is listed here.
+-- The newest report per topic text: a rerun in the same batch and edition replaces its
+-- report, a new edition or a later batch researching the same topic adds one, and only the
+-- newest is listed here.
 CREATE OR REPLACE VIEW latest_reports AS
-SELECT report_id, batch_id, topic, title, language, created_at, engine
+SELECT report_id, batch_id, topic, title, language, created_at, engine, edition
 FROM reports
 QUALIFY row_number() OVER (PARTITION BY lower(trim(topic))
                            ORDER BY created_at DESC, report_id) = 1;
+
+-- Every edition of every topic, oldest first per topic (n counts them from 1).
+CREATE OR REPLACE VIEW report_editions AS
+SELECT report_id, batch_id, topic, edition, previous_report_id, title, created_at,
+       row_number() OVER (PARTITION BY batch_id, lower(trim(topic))
+                          ORDER BY created_at, report_id) AS n
+FROM reports;
+
+-- Per report of a second or later edition: what changed since the previous one, by kind.
+CREATE OR REPLACE VIEW report_changes AS
+WITH counted AS (
+    SELECT report_id, count(*) AS changes,
+           count(*) FILTER (WHERE kind = 'source_added') AS sources_added,
+           count(*) FILTER (WHERE kind = 'source_gone') AS sources_gone,
+           count(*) FILTER (WHERE kind = 'claim_added') AS claims_added,
+           count(*) FILTER (WHERE kind = 'claim_dropped') AS claims_dropped,
+           count(*) FILTER (WHERE kind = 'claim_changed') AS claims_changed,
+           count(*) FILTER (WHERE kind = 'number_changed') AS numbers_changed
+    FROM changes GROUP BY report_id)
+SELECT r.report_id, r.previous_report_id, r.batch_id, r.topic, r.edition,
+       p.edition AS previous_edition, r.created_at, coalesce(c.changes, 0) AS changes,
+       coalesce(c.sources_added, 0) AS sources_added,
+       coalesce(c.sources_gone, 0) AS sources_gone,
+       coalesce(c.claims_added, 0) AS claims_added,
+       coalesce(c.claims_dropped, 0) AS claims_dropped,
+       coalesce(c.claims_changed, 0) AS claims_changed,
+       coalesce(c.numbers_changed, 0) AS numbers_changed
+FROM reports r LEFT JOIN reports p ON p.report_id = r.previous_report_id
+LEFT JOIN counted c ON c.report_id = r.report_id
+WHERE r.previous_report_id IS NOT NULL;
 
 -- Every source a report's topic read, with the first reference number citing it (NULL: read
 -- but not cited), plus any cited URL that was never stored as a source.
@@ -271,10 +317,28 @@ def _v7_to_v8(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("DROP TABLE topics_v7")
 
 
+def _v8_to_v9(con: duckdb.DuckDBPyConnection) -> None:
+    """Editions and what changed between them; conditional fetches. Frozen: the v9 shapes.
+    Existing topics and reports belong to no edition (NULL)."""
+    for view in ("usage_by_topic", "usage_by_batch", "latest_reports", "report_sources",
+                 "citation_quotes", "failures", "cost_by_batch"):
+        con.execute(f"DROP VIEW IF EXISTS {view}")  # recreated after the last step
+    con.execute("ALTER TABLE topics ADD COLUMN edition VARCHAR")
+    con.execute("ALTER TABLE reports ADD COLUMN edition VARCHAR")
+    con.execute("ALTER TABLE reports ADD COLUMN previous_report_id VARCHAR")
+    con.execute("ALTER TABLE pages ADD COLUMN etag VARCHAR")
+    con.execute("ALTER TABLE pages ADD COLUMN last_modified VARCHAR")
+    con.execute("""
+        CREATE TABLE changes (
+            report_id VARCHAR, idx INTEGER, previous_report_id VARCHAR NOT NULL,
+            kind VARCHAR NOT NULL, url VARCHAR, title VARCHAR, text VARCHAR, quote VARCHAR,
+            before VARCHAR, PRIMARY KEY (report_id, idx))""")
+
+
 # MIGRATIONS[n] takes a file from version n to n + 1.
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7,
-    7: _v7_to_v8}
+    7: _v7_to_v8, 8: _v8_to_v9}
 
 
 def _foreign(con: duckdb.DuckDBPyConnection) -> bool:

@@ -26,6 +26,9 @@ from core.usage import CallRecord
 from tests.fakes.postgres import Postgres, pg_bin
 from tests.core.test_store import SHARED, make_result
 
+# One xdist worker runs the module: its PostgreSQL server is started once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("postgres")]
+
 ROUNDS = 6  # per worker: a result, five ledger rows, a limit and a page each
 
 

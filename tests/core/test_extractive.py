@@ -17,6 +17,7 @@ from core.engine.offline.extractive import ExtractiveEngine
 from core.engine.offline.words import notice_of
 from core.models import Message, ResearchPlan, Source, SubQuestion, Topic, Transcript
 from core.report import assemble, evidence_catalog
+from tests.fakes.memory_search import memory_search
 
 COMPARE_TOPICS = {
     "Compare threading, multiprocessing and asyncio for concurrent I/O in Python":
@@ -51,6 +52,26 @@ MULTI = Source(url="https://docs.example/multiprocessing", title="multiprocessin
     "    pool = multiprocessing.Pool(4)\n    pool.map(work, items)\n\n"
     "Read our cookie policy before continuing to use this website today."))
 SOURCES = [THREADING, ASYNCIO, MULTI]
+LISTS = [Source(url=f"https://docs.example/{name}", title=name, text=text) for name, text in (
+    ("lists", "Lists are mutable sequences, typically used to store collections of items. "
+              "Lists may be sorted in place, and appending to lists is cheap."),
+    ("tuples", "Tuples are immutable sequences, typically used to store collections of "
+               "heterogeneous data. Tuples may be used as dictionary keys."),
+    ("sets", "Sets are unordered collections of distinct hashable objects. Sets are mutable; "
+             "frozen sets are not, so only frozen sets may be dictionary keys."),
+    ("dicts", "Dicts map hashable keys to arbitrary objects and are mutable. Dicts keep the "
+              "order in which keys were inserted, unlike sets."))]
+SERIAL = [Source(url=f"https://docs.example/{name}", title=name, text=text) for name, text in (
+    ("json", "The json module serializes Python objects to JSON text, a format other "
+             "languages read. Serializing data with json is safe for untrusted input."),
+    ("pickle", "The pickle module serializes Python objects to a binary format only Python "
+               "reads. Unpickling untrusted data is not secure: pickle data can run code."))]
+DATABASES = [Source(url=f"https://docs.example/{name}", title=name, text=text)
+             for name, text in (
+    ("sqlite", "SQLite is an embedded database in a single file, which suits a small web app "
+               "with few concurrent writers. SQLite locks the whole database for a write."),
+    ("postgresql", "PostgreSQL is a database server; a small web app gains concurrent "
+                   "writers and roles from PostgreSQL. PostgreSQL uses MVCC for writes."))]
 TOPIC = "Compare threading, multiprocessing and asyncio for concurrent I/O in Python"
 
 
@@ -63,8 +84,20 @@ def _transcript(sq: SubQuestion, sources: list[Source]) -> Transcript:
     return t
 
 
+def _engine(sources: list[Source]) -> ExtractiveEngine:
+    """The engine planning over `sources` as its corpus."""
+    return ExtractiveEngine(search=memory_search(sources))
+
+
+def _echoes(heading: str, topic: str) -> bool:
+    """A heading repeating six words of the topic in a row: a template around it."""
+    words = re.findall(r"[\w'-]+", topic.lower())
+    text = " " + " ".join(re.findall(r"[\w'-]+", heading.lower())) + " "
+    return any(" " + " ".join(words[i:i + 6]) + " " in text for i in range(len(words) - 5))
+
+
 def _run(topic: str, sources: list[Source], n: int = 4):
-    engine = ExtractiveEngine()
+    engine = _engine(sources)
     plan = engine.plan(Topic(text=topic, max_subquestions=n))
     findings = [engine.compress(_transcript(sq, sources)) for sq in plan.subquestions]
     draft = engine.write_report(plan, findings)
@@ -80,33 +113,35 @@ def test_engine_implements_the_protocol() -> None:
 # -- plan -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("topic", sorted(COMPARE_TOPICS))
-def test_compare_plans_ask_dimensions_of_difference_naming_every_target(topic: str) -> None:
+def test_compare_plans_have_a_row_per_facet_naming_every_option(topic: str) -> None:
     intent, targets = COMPARE_TOPICS[topic]
-    plan = ExtractiveEngine().plan(Topic(text=topic, max_subquestions=4))
-    assert plan.intent == intent
-    assert plan.targets == targets
-    assert len(plan.subquestions) == 4
-    assert [sq.index for sq in plan.subquestions] == [0, 1, 2, 3]
+    plan = _engine(LISTS + SOURCES + SERIAL + DATABASES).plan(Topic(text=topic,
+                                                                    max_subquestions=4))
+    assert (plan.intent, plan.targets) == (intent, targets)
+    assert 1 <= len(plan.subquestions) <= 4
+    assert [sq.index for sq in plan.subquestions] == list(range(len(plan.subquestions)))
     for sq in plan.subquestions:
-        for target in targets:  # dimensions of difference, not one paragraph per option
-            assert target in sq.question, (target, sq.question)
-        assert 1 <= len(sq.queries) <= 3
-        assert all(q.strip() for q in sq.queries)
-    assert len({sq.question for sq in plan.subquestions}) == 4
-    if intent == "compare":
-        assert all(" differ in " in sq.question for sq in plan.subquestions)
+        assert sq.focus == targets  # a quote must name an option
+        # Every option is searched for every facet: each column can get its evidence.
+        assert [q.split()[0] for q in sq.queries] == [t.split()[0] for t in targets][:3]
+        assert not _echoes(sq.question, topic), sq.question
+    assert len({sq.question for sq in plan.subquestions}) == len(plan.subquestions)
 
 
-def test_compare_context_is_carried_into_questions_and_queries() -> None:
-    plan = ExtractiveEngine().plan(Topic(text=TOPIC, max_subquestions=3))
-    for sq in plan.subquestions:
-        assert sq.question.endswith("for concurrent I/O in Python?")
-        assert [q.split()[0] for q in sq.queries] == ["threading", "multiprocessing", "asyncio"]
-        assert all("concurrent" in q for q in sq.queries)
-    plan = ExtractiveEngine().plan(Topic(
-        text="Which should I use for serializing data: json or pickle?", max_subquestions=3))
-    assert plan.subquestions[-1].question == (
-        "When should each of json and pickle be chosen for serializing data?")
+def test_an_option_the_corpus_never_names_is_no_option() -> None:
+    plan = _engine(SOURCES).plan(Topic(text="Compare asyncio and trio for concurrent I/O"))
+    assert plan.intent == "describe" and plan.targets == ()
+    plan = ExtractiveEngine().plan(Topic(text="Compare asyncio and trio for concurrent I/O"))
+    assert plan.targets == ("asyncio", "trio")  # no corpus to ask: the topic's word for it
+
+
+def test_compare_facets_are_the_sources_words_discussed_for_every_option() -> None:
+    plan = _engine(SOURCES).plan(Topic(text=TOPIC, max_subquestions=4))
+    names = [sq.question for sq in plan.subquestions]
+    assert names[0] == "Concurrent I/O in Python"  # the topic's own context first
+    text = " ".join(s.text for s in SOURCES).lower()
+    for name in names[1:]:
+        assert name.lower() in text, name  # a phrase of the sources
 
 
 @pytest.mark.parametrize("n", range(1, 7))
@@ -115,38 +150,46 @@ def test_compare_context_is_carried_into_questions_and_queries() -> None:
                                    "How does Python's garbage collector work?",
                                    "What is the best way to parse command line arguments?"])
 def test_max_subquestions_is_honoured(topic: str, n: int) -> None:
-    plan = ExtractiveEngine().plan(Topic(text=topic, max_subquestions=n))
-    assert len(plan.subquestions) == n
+    plan = _engine(SOURCES + SERIAL).plan(Topic(text=topic, max_subquestions=n))
+    assert 1 <= len(plan.subquestions) <= n
     assert all(1 <= len(sq.queries) <= 3 for sq in plan.subquestions)
 
 
-def test_four_targets_still_get_at_most_three_queries() -> None:
-    plan = ExtractiveEngine().plan(Topic(text="Compare lists, tuples, sets and dicts"))
+def test_four_options_still_get_at_most_three_queries() -> None:
+    plan = _engine(LISTS).plan(Topic(text="Compare lists, tuples, sets and dicts"))
     assert plan.targets == ("lists", "tuples", "sets", "dicts")
     assert all(len(sq.queries) == 3 for sq in plan.subquestions)
-    assert all("lists, tuples, sets and dicts" in sq.question for sq in plan.subquestions)
 
 
-def test_describe_plan_uses_the_subject_and_unstemmed_query_words() -> None:
-    plan = ExtractiveEngine().plan(Topic(text="How do databases use indexes?", max_subquestions=3))
-    assert plan.intent == "describe" and plan.targets == ()
-    # Built from the topic's parts (subject "databases", verb "use", object "indexes"), with
-    # the plural subject's "do": not the topic pasted into "What is ... and what is it for?".
-    assert plan.subquestions[0].question == "What steps do databases go through to use indexes?"
-    # Search backends stem for themselves: "databas" would miss "databases" under porter.
-    assert plan.subquestions[0].queries[0] == "databases indexes"
+def test_each_part_of_a_two_part_question_gets_a_section() -> None:
+    topic = "How does asyncio schedule coroutines and what happens when a call blocks?"
+    plan = _engine(SOURCES).plan(Topic(text=topic, max_subquestions=4))
+    assert plan.intent == "describe"
+    assert len(plan.subquestions) >= 2
+    assert plan.subquestions[0].focus == ("asyncio",)  # the topic's word the titles name
+    for sq in plan.subquestions:
+        assert not _echoes(sq.question, topic)
+    # The second part is searched with the subject it leaves out.
+    assert "asyncio" in plan.subquestions[1].queries[0]
+
+
+def test_without_a_corpus_each_part_is_a_section_in_its_own_words() -> None:
+    plan = ExtractiveEngine().plan(Topic(text="What does the reflog record in git and how "
+                                              "long are its entries kept?"))
+    assert [sq.question for sq in plan.subquestions] == ["Reflog record git",
+                                                         "Long entries kept"]
 
 
 def test_single_option_compare_falls_back_to_describe() -> None:
-    plan = ExtractiveEngine().plan(Topic(text="Compare the performance of asyncio"))
+    plan = _engine(SOURCES).plan(Topic(text="Compare the performance of asyncio"))
     assert plan.intent == "describe" and plan.targets == ()
     assert plan.subquestions
 
 
 def test_plan_is_deterministic() -> None:
     topic = Topic(text=TOPIC, max_subquestions=5)
-    assert ExtractiveEngine().plan(topic) == ExtractiveEngine().plan(topic)
-    assert isinstance(ExtractiveEngine().plan(topic), ResearchPlan)
+    assert _engine(SOURCES).plan(topic) == _engine(list(SOURCES)).plan(topic)
+    assert isinstance(_engine(SOURCES).plan(topic), ResearchPlan)
 
 
 # -- condense, next_queries -------------------------------------------------------------------
@@ -323,19 +366,21 @@ def test_a_chinese_comparison_report_writes_its_own_words_in_chinese() -> None:
     def claim(text: str) -> Claim:
         return Claim(text=text, evidence=(Evidence(url="u", title="t", quote=text),))
 
-    engine = ExtractiveEngine()
+    engine = _engine([Source(url=f"https://zh.example/{n}", title=n, text=t) for n, t in (
+        ("sqlite", "SQLite 同一时间只允许一个写入者持有写锁。SQLite 的并发写入由数据库锁串行化。"),
+        ("postgresql", "PostgreSQL 通过多版本并发控制让多个写入者同时工作。PostgreSQL 的并发写入按行加锁。"))])
     plan = engine.plan(Topic(text="SQLite 和 PostgreSQL 在并发写入上有什么区别？"))
     assert plan.language == "zh" and plan.intent == "compare"
-    finding = Finding(subquestion_index=1, subquestion=plan.subquestions[1].question, claims=(
+    finding = Finding(subquestion_index=0, subquestion=plan.subquestions[0].question, claims=(
         claim("SQLite 同一时间只允许一个写入者持有写锁。"),
         claim("PostgreSQL 通过多版本并发控制让多个写入者同时工作。")))
     draft = engine.write_report(plan, [finding])
     header, _, row = draft.comparison_table.splitlines()[:3]
     assert header.startswith("| 维度 | SQLite | PostgreSQL |")
     label = row.split("|")[1].strip()
-    assert label and "区别" not in label and label in plan.subquestions[1].question
+    assert label and "区别" not in label and label == plan.subquestions[0].question == "并发写入"
     assert draft.title.startswith("研究报告：")
-    assert "引用的证据回答了" in draft.conclusion and "尚无引用证据的问题" in draft.conclusion
+    assert "引用的证据回答了" in draft.conclusion
     assert "Quoted evidence" not in draft.conclusion
 
 

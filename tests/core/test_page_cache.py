@@ -97,7 +97,7 @@ def test_second_fetch_of_the_same_key_is_a_hit(path: Path) -> None:
                                      text="Text of https://Example.org/a/#intro.")
     size = len(first.text.encode())
     assert cached.stats() == {"fetches": 1, "hits": 1, "bytes_fetched": size,
-                              "bytes_saved": size}
+                              "bytes_saved": size, "revalidated": 0}
     assert rows(path, "SELECT url, final_url, status, reason, title, bytes FROM pages") == [
         ("https://example.org/a", "https://Example.org/a/#intro?final", "ok", None,
          "Title of https://Example.org/a/#intro", size)]
@@ -146,7 +146,8 @@ def test_a_refused_page_is_remembered_and_never_fetched_again(path: Path) -> Non
     with pytest.raises(PageRefused):
         fetcher(path, fetch)(url + "#again")  # a later run, the same page
     assert fetch.calls == [url]
-    assert cached.stats() == {"fetches": 1, "hits": 2, "bytes_fetched": 0, "bytes_saved": 0}
+    assert cached.stats() == {"fetches": 1, "hits": 2, "bytes_fetched": 0, "bytes_saved": 0,
+                              "revalidated": 0}
     assert rows(path, "SELECT status, reason, text FROM pages") == [
         ("refused", "not a web page (application/pdf)", None)]
 

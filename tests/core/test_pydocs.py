@@ -11,12 +11,19 @@ from pathlib import Path
 import pytest
 
 from core.search.corpus import CorpusSearch
+from core.settings import Settings
 from core.search.pydocs import MANIFEST, materialize_pydocs, module_doc
 
 
+# With the demo's test on one worker: the corpus is materialized (~10 s) once for both.
+pytestmark = pytest.mark.xdist_group("pydocs")
+
+
 @pytest.fixture(scope="module")
-def pydocs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return materialize_pydocs(tmp_path_factory.mktemp("cache") / "corpus" / "pydocs")
+def pydocs() -> Path:
+    """The corpus where the product keeps it, in the session's cache (RESEARCHFLOW_CACHE_DIR):
+    built here, or found as the demo left it (a manifest naming this interpreter)."""
+    return materialize_pydocs(Settings.load().cache_dir / "corpus" / "pydocs")
 
 
 def _snapshot(folder: Path) -> dict[str, int]:

@@ -79,22 +79,25 @@ def make_v1_file(path: Path) -> None:
 
 
 # Columns later versions added to v1 tables, with the value an old row gets.
-_ADDED = {"subquestions": {"wave": 1, "why": None, "parent": None}, "reports": {"language": None},
-          "runs": {"host": None, "pid": None}}
+_ADDED = {"subquestions": {"wave": 1, "why": None, "parent": None},
+          "reports": {"language": None, "edition": None, "previous_report_id": None},
+          "runs": {"host": None, "pid": None}, "topics": {"edition": None}}
 
 
 def dump(path: Path, table: str) -> list[tuple]:
     """A table's rows in its v1 columns (what a migration must keep)."""
-    rows = query_readonly(path, f"SELECT * EXCLUDE ({', '.join(_ADDED[table])}) FROM {table} "
-                                "ORDER BY ALL" if table in _ADDED and _has_added(path, table)
+    added = _has_added(path, table) if table in _ADDED else []
+    rows = query_readonly(path, f"SELECT * EXCLUDE ({', '.join(added)}) FROM {table} "
+                                "ORDER BY ALL" if added
                           else f"SELECT * FROM {table} ORDER BY ALL")[1]
     return rows
 
 
-def _has_added(path: Path, table: str) -> bool:
+def _has_added(path: Path, table: str) -> list[str]:
+    """The columns of `table` that later versions added, as far as this file has them."""
     _, cols = query_readonly(path, "SELECT column_name FROM duckdb_columns() "
                                    f"WHERE table_name = '{table}'")
-    return any(c in _ADDED[table] for (c,) in cols)
+    return [c for (c,) in cols if c in _ADDED[table]]
 
 
 def added_values(path: Path, table: str) -> set[tuple]:
@@ -136,13 +139,14 @@ def test_v1_file_migrates_keeping_every_row(tmp_path: Path) -> None:
     before = {t: dump(path, t) for t in _V1_TABLES}
 
     store = ResultStore(path)
-    assert store.schema_version() == SCHEMA_VERSION == 8
+    assert store.schema_version() == SCHEMA_VERSION == 9
     assert {t: dump(path, t) for t in _V1_TABLES} == before
     # v4: every old sub-question was the plan's (wave 1); old reports name no language.
     assert added_values(path, "subquestions") == {(1, None, None)}
-    assert added_values(path, "reports") == {(None,)}
+    assert added_values(path, "reports") == {(None, None, None)}
     assert store.counts() == {t: len(before[t]) for t in _V1_TABLES} | {
-        "llm_calls": 0, "model_limits": 0, "pages": 0, "searches": 0}
+        "llm_calls": 0, "model_limits": 0, "pages": 0, "searches": 0,
+                              "changes": 0}
     assert list(store.counts()) == list(TABLES)
     # The old rows behave as before: the failure keeps its error, the report is readable.
     assert store.topic_status("t-bad")["error"] == "ContextOverflow: 200000 > 128000"
@@ -155,7 +159,7 @@ def test_v1_file_migrates_keeping_every_row(tmp_path: Path) -> None:
     try:
         with pytest.raises(duckdb.ConstraintException):
             con.execute("INSERT INTO topics VALUES ('x', 'b1', 'x', 'bogus', NULL, NULL, NULL, "
-                        "now())")
+                        "now(), NULL)")
     finally:
         con.close()
     store.record_calls([call("c1", topic_id="t-ok")])
@@ -172,7 +176,7 @@ def test_migrated_file_has_the_schema_of_a_fresh_one(tmp_path: Path) -> None:
     assert migrated == fresh
     assert {v[0] for v in fresh["views"]} == {
         "usage_by_topic", "usage_by_batch", "latest_reports", "report_sources",
-        "citation_quotes", "failures", "cost_by_batch"}
+        "citation_quotes", "failures", "cost_by_batch", "report_editions", "report_changes"}
 
 
 def test_failed_migration_leaves_the_v1_file_untouched(tmp_path: Path,

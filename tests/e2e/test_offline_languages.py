@@ -41,7 +41,11 @@ class Researched:
     run: OfflineRun
 
 
-# One run per language, shared by the tests that only read its report (a run takes seconds).
+# One run per language, shared by the tests that only read its report (a run takes seconds),
+# so the module runs on one xdist worker.
+pytestmark = pytest.mark.xdist_group("offline-languages")
+
+
 @pytest.fixture(scope="module")
 def english(tmp_path_factory: pytest.TempPathFactory) -> Researched:
     folder = tmp_path_factory.mktemp("english")

@@ -5,7 +5,8 @@ provider. While `refusing`, every call of one role (`refuse_role`) for the secon
 answered with a fatal 400, so that topic fails after its other calls succeeded. The rerun goes
 after the cause is removed, either as the CLI does (a new run of the batch flow) or as
 `prefect flow-run retry` does (the same flow run, executed again by Prefect's own CLI in another
-process, against a real Prefect server that this scenario starts).
+process, against a real Prefect server that this scenario starts), or as `researchflow retry`
+does (the same, naming the flow's entrypoint itself).
 """
 
 from __future__ import annotations
@@ -92,7 +93,9 @@ class RerunScenario:
                     search="corpus", corpus_dir=str(self.corpus), db_path=str(self.db),
                     max_concurrency=2)
 
-    def run(self, way: str) -> RerunResult:
+    def run(self, way: str, api_url: str | None = None) -> RerunResult:
+        """`way`: "cli" or "retry"; a retry runs against the Prefect server at `api_url`, else
+        against one this scenario starts."""
         from core import runtime
 
         runtime.reset()
@@ -101,7 +104,9 @@ class RerunScenario:
             env = {key_var: "sk-rerun-not-a-real-key", url_var: server.url + suffix}
             os.environ.update(env)
             try:
-                return (self._cli if way == "cli" else self._retry)(env)
+                if way == "cli":
+                    return self._cli(env)
+                return self._retry(env, api_url, by_researchflow=way == "researchflow-retry")
             finally:
                 for name in env:
                     os.environ.pop(name, None)
@@ -112,20 +117,26 @@ class RerunScenario:
         first = research_batch(**self.parameters(), return_state=True)
         return self._rerun(first, lambda: research_batch(**self.parameters(), return_state=True))
 
-    def _retry(self, env: dict) -> RerunResult:
+    def _retry(self, env: dict, api_url: str | None, by_researchflow: bool = False) -> RerunResult:
+        if api_url is None:
+            with PrefectServer(self.work / "prefect-server") as started:
+                return self._retry(env, started, by_researchflow)
         from prefect.settings import PREFECT_API_URL, temporary_settings
 
         from flows.batch import research_batch
 
-        with PrefectServer(self.work / "prefect-server") as api_url, \
-                temporary_settings(updates={PREFECT_API_URL: api_url}):
+        with temporary_settings(updates={PREFECT_API_URL: api_url}):
             first = research_batch(**self.parameters(), return_state=True)
             flow_run_id = str(first.state_details.flow_run_id)
 
             def retry():
+                bin_dir = Path(sys.executable).parent
+                command = ([str(bin_dir / "researchflow"), "retry", flow_run_id]
+                           if by_researchflow else
+                           [str(bin_dir / "prefect"), "flow-run", "retry", flow_run_id,
+                            "--entrypoint", f"{ROOT}/flows/batch.py:research_batch"])
                 subprocess.run(
-                    [str(Path(sys.executable).parent / "prefect"), "flow-run", "retry",
-                     flow_run_id, "--entrypoint", f"{ROOT}/flows/batch.py:research_batch"],
+                    command,
                     cwd=ROOT, env={**os.environ, **env, "PREFECT_API_URL": api_url},
                     capture_output=True, text=True, timeout=600)
                 return _final_state(flow_run_id)

@@ -156,9 +156,10 @@ def test_the_cli_stops_at_its_budget_and_says_so(pages, tmp_path, serve):
 
 def test_a_failed_topic_names_its_step_signal_attempts_and_remedy(pages, db_path, serve,
                                                                  monkeypatch):
-    # Always rate limited while reading pages: the page task makes all its attempts (delays cut
-    # to 0 s here; the retry rules are the real ones) and the research task is not retried.
-    monkeypatch.setattr(tasks.research.read_hit, "retry_delay_seconds", [0] * RETRIES)
+    # Always rate limited while condensing pages: the condense task makes all its attempts (at once,
+    # as every retry in the suite; the retry rules are the real ones) and the research task is
+    # not retried.
+    assert tasks.research.condense_hit.retry_delay_seconds == [0] * RETRIES
     monkeypatch.setattr(tasks.research.research, "retries", 0)
     provider_fake = ResearchProvider(
         "openai", fail_roles={"condense": fake.rate_limit_error("openai", retry_after=0)})

@@ -24,7 +24,9 @@ from core.settings import Settings
 from tests.fakes.http import ScriptedServer
 from tests.fakes.research_provider import SDK_ENV, TEST_MODELS, ResearchProvider, write_pages
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
+# One worker runs the module: its cluster of two processes is started once.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness"),
+              pytest.mark.xdist_group("dask")]
 
 TOPIC = "Compare threading, multiprocessing and asyncio for concurrent I/O"
 

@@ -9,7 +9,9 @@ import pytest
 from core.store import ResultStore, query_readonly
 from flows.batch import research_batch
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
+# On one worker with tests/core/test_pydocs.py: the docs corpus is materialized once for both.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness"),
+              pytest.mark.xdist_group("pydocs")]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "topics.csv"
 

@@ -1,12 +1,12 @@
 """The deployments as a user starts them, against a real `prefect server start` on loopback.
 
-One server per module (it takes 10-15 s to start). The work-pool pair is deployed by
-`prefect deploy` from deployments/prefect.yaml and run by `prefect worker start` started
-elsewhere than the repo root, with no RESEARCHFLOW_HOME. The served pair is started by
+The server is the session's (tests/conftest.py `prefect_server`). The work-pool pair is
+deployed by `prefect deploy` from deployments/prefect.yaml and run by `prefect worker start`
+started elsewhere than the repo root, with no RESEARCHFLOW_HOME. The served pair is started by
 `researchflow serve`; its batch fails on a refused report call, and is then retried exactly
 as the UI's Retry button does (a forced AwaitingRetry state on the same flow run): the retry
-must not repeat a provider call that had succeeded. Every process started here (server,
-worker, serve) is ended, with its process group, whatever the test's outcome.
+must not repeat a provider call that had succeeded. Every process started here (worker,
+serve) is ended, with its process group, whatever the test's outcome.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import pytest
 from core.store import query_readonly
 from tasks.caching import core_fingerprint
 from tests.fakes.http import ScriptedServer
-from tests.fakes.prefect_server import PrefectServer
 from tests.fakes.rerun_scenario import RerunScenario
 from tests.fakes.research_provider import SDK_ENV
 
@@ -36,9 +35,8 @@ FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 
 
 @pytest.fixture(scope="module")
-def api(tmp_path_factory) -> str:
-    with PrefectServer(tmp_path_factory.mktemp("prefect-server")) as url:
-        yield url
+def api(prefect_server: str) -> str:
+    return prefect_server  # the session's real `prefect server start`
 
 
 class Background:
@@ -215,3 +213,41 @@ def test_served_batch_retried_as_the_ui_does_reuses_every_finished_call(api, tmp
                                           f"reports WHERE batch_id = '{scenario.batch_id}'")
     assert rows == [(2, 2)]
     assert not list(elsewhere.iterdir())  # no researchflow.duckdb where serving started
+
+
+def test_served_batch_researches_again_on_its_next_scheduled_date(api, tmp_path):
+    """Two scheduled runs of the served nightly batch, a day apart: each is the edition of its
+    scheduled date in the schedule's zone (23:30 UTC is the next day in Berlin), the second
+    stores new reports and pays for nothing that did not change."""
+    scenario = RerunScenario(tmp_path / "scenario")
+    provider = scenario.provider
+    provider.refusing = False
+    key_var, url_var, suffix = SDK_ENV["openai"]
+    rest = Api(api)
+    with ScriptedServer(default=provider) as llm:
+        env = _env(api, tmp_path, **{key_var: "sk-served-not-a-real-key",
+                                     url_var: llm.url + suffix})
+        serve = [str(BIN / "researchflow"), "serve", "--csv", str(scenario.csv),
+                 "--db", str(scenario.db), "--cron", "0 6 1 1 *",
+                 "--timezone", "Europe/Berlin"]
+        with Background(serve, cwd=tmp_path, env=env, log=tmp_path / "serve.log") as served:
+            batch = rest.deployment("research-batch", "nightly-served")
+            assert batch["parameters"]["timezone"] == "Europe/Berlin"
+            parameters = scenario.parameters()
+            del parameters["db_path"]
+            calls = []
+            for slot in ("2026-12-01T23:30:00Z", "2026-12-02T23:30:00Z"):
+                reply = rest._send("POST", f"deployments/{batch['id']}/create_flow_run", json={
+                    "parameters": parameters, "state": {
+                        "type": "SCHEDULED", "name": "Scheduled",
+                        "state_details": {"scheduled_time": slot}}})
+                reply.raise_for_status()
+                before = provider.inner.successes
+                assert rest.final_state(reply.json()["id"]) == "COMPLETED", served.tail()
+                calls.append(provider.inner.successes - before)
+    _, rows = query_readonly(scenario.db, "SELECT edition, count(*) FROM reports "
+                                          "GROUP BY edition ORDER BY edition")
+    assert rows == [("2026-12-02", 2), ("2026-12-03", 2)]
+    assert calls[0] > 0 and calls[1] == 0, calls  # nothing changed: every answer reused
+    _, changed = query_readonly(scenario.db, "SELECT count(*), sum(changes) FROM report_changes")
+    assert changed == [(2, 0)]

@@ -45,8 +45,9 @@ def test_serve_builds_a_nightly_batch_and_an_adhoc_topic_with_zone_and_store(tmp
     nightly, adhoc = by_name["nightly-served"], by_name["adhoc-served"]
     assert nightly.flow_name == "research-batch" and adhoc.flow_name == "research-topic"
     store = str(tmp_path.resolve() / "out" / "reports.duckdb")
+    # The zone names each run's edition (the date it was scheduled for, there).
     assert nightly.parameters == {"csv_path": str(tmp_path.resolve() / "mine.csv"),
-                                  "db_path": store}
+                                  "db_path": store, "timezone": "Europe/Berlin"}
     assert adhoc.parameters == {"db_path": store}
     schedule = nightly.schedules[0].schedule
     assert (schedule.cron, schedule.timezone) == ("30 5 * * 1-5", "Europe/Berlin")
@@ -120,3 +121,4 @@ def test_prefect_yaml_needs_no_environment_and_names_its_deployments_apart():
     nightly = next(d for d in config["deployments"] if d["name"] == "nightly-pool")
     assert nightly["parameters"]["csv_path"] == "{{ repo.stdout }}/examples/topics.csv"
     assert nightly["schedules"][0]["timezone"] == "UTC"
+    assert nightly["parameters"]["timezone"] == nightly["schedules"][0]["timezone"]

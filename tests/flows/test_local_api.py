@@ -1,8 +1,10 @@
-"""No orphaned Prefect API: a CLI command's own server dies with it, even on SIGKILL, and an
-ephemeral server that an earlier killed run left behind is ended by the next command."""
+"""No orphaned Prefect API: a CLI command's own server dies with it, even on SIGKILL, and one of
+ours that outlived its command anyway is ended by the next command, recognised by the record
+and the token it was started with. (tests/security/test_reaping.py: nobody else's is.)"""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -12,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from flows.local_api import MARK, reap_orphans
+from flows.local_api import LOCAL_SERVER_SETTINGS, MARK, TOKEN_VARIABLE, reap_orphans
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _children_with(mark: str, parent: int) -> list[int]:
@@ -53,7 +56,8 @@ def _wait(predicate, timeout: float) -> bool:
 @pytest.mark.slow
 def test_a_command_killed_with_sigkill_leaves_no_api_server(tmp_path: Path, corpus: Path):
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env.update(PREFECT_HOME=str(tmp_path / "prefect"), RESEARCHFLOW_MODEL="offline")
+    env.update(PREFECT_HOME=str(tmp_path / "prefect"), RESEARCHFLOW_MODEL="offline",
+               RESEARCHFLOW_CACHE_DIR=str(tmp_path / "cache"))
     command = subprocess.Popen(
         [str(Path(sys.executable).parent / "researchflow"), "run", "threads or asyncio",
          "--corpus", str(corpus), "--db", str(tmp_path / "s.duckdb")],
@@ -61,43 +65,69 @@ def test_a_command_killed_with_sigkill_leaves_no_api_server(tmp_path: Path, corp
     servers: list[int] = []
     try:
         assert _wait(lambda: servers.extend(_children_with(MARK, command.pid)) or servers, 60)
+        # Started through public settings only, with our token, and recorded.
+        environ = Path(f"/proc/{servers[0]}/environ").read_bytes().split(b"\0")
+        assert not [v for v in environ if v.startswith(b"PREFECT__")]
+        assert b"PREFECT_UI_ENABLED=0" in environ
+        assert [v for v in environ if v.startswith(TOKEN_VARIABLE.encode() + b"=")]
+        assert (tmp_path / "cache" / "local-api" / f"{servers[0]}.json").exists()
     finally:
         command.kill()
         command.wait()
     assert _wait(lambda: not _alive(servers[0]), 10), "the API server outlived its command"
 
 
-def test_an_ephemeral_server_left_by_a_killed_run_is_reaped(tmp_path: Path):
-    # What Prefect's own ephemeral server looks like once its parent was killed: the marker in
-    # its command line, the ephemeral flag in its environment, re-parented away from Python.
-    pid_file = tmp_path / "pid"
-    subprocess.run(["sh", "-c", f'"{sys.executable}" -c "import time; time.sleep(120)" {MARK} '
-                    f'& echo $! > {pid_file}'],
-                   env={**os.environ, "PREFECT__SERVER_EPHEMERAL": "1"}, check=True)
-    orphan = int(pid_file.read_text())
+OWNER = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from flows.local_api import spawn_owned
+child = spawn_owned([sys.executable, "-c", "import time; time.sleep(120)"], {},
+                    records=Path(sys.argv[2]), die_with_parent=sys.argv[3] == "1")
+print(child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def _owner(records: Path, die_with_parent: bool) -> tuple[subprocess.Popen, int]:
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(ROOT), str(records),
+                              "1" if die_with_parent else "0"], stdout=subprocess.PIPE, text=True)
+    return owner, int(owner.stdout.readline())
+
+
+def test_a_server_of_ours_left_by_a_killed_command_is_reaped(tmp_path: Path):
+    # The kernel's parent-death signal can miss (a platform without it, a race at start): the
+    # record and the token still name the server.
+    owner, server = _owner(tmp_path, die_with_parent=False)
     try:
-        # `&` forks first and execs Python after: until then its command line is the shell's.
-        assert _wait(lambda: MARK.encode() in _argv(orphan), 10)
-        assert orphan in reap_orphans()
-        assert _wait(lambda: not _alive(orphan), 10)
+        record = json.loads((tmp_path / f"{server}.json").read_text())
+        assert record["owner"] == owner.pid and len(record["token"]) == 32
+        owner.kill()
+        owner.wait()
+        assert _alive(server)
+        assert reap_orphans(tmp_path) == [server]
+        assert _wait(lambda: not _alive(server), 10)
+        assert not list(tmp_path.glob("*.json"))
     finally:
-        if _alive(orphan):
-            os.kill(orphan, signal.SIGKILL)
+        if _alive(server):
+            os.kill(server, signal.SIGKILL)
 
 
-def _argv(pid: int) -> list[bytes]:
+def test_a_server_whose_command_still_runs_is_left_alone(tmp_path: Path):
+    owner, server = _owner(tmp_path, die_with_parent=True)
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return []
-
-
-def test_a_server_whose_parent_is_alive_is_left_alone(tmp_path: Path):
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", MARK],
-                             env={**os.environ, "PREFECT__SERVER_EPHEMERAL": "1"})
-    try:
-        assert child.pid not in reap_orphans()
-        assert child.poll() is None
+        assert reap_orphans(tmp_path) == []
+        assert _alive(server) and (tmp_path / f"{server}.json").exists()
     finally:
-        child.kill()
-        child.wait()
+        owner.kill()
+        owner.wait()
+    assert _wait(lambda: not _alive(server), 10)  # and it dies with its command
+
+
+def test_the_server_settings_are_prefect_s_public_ones():
+    from prefect.settings.models.server.services import ServerServicesSettings
+
+    assert not [name for name in LOCAL_SERVER_SETTINGS if name.startswith("PREFECT__")]
+    fields = {f"PREFECT_SERVER_SERVICES_{n.upper()}_ENABLED"
+              for n in ServerServicesSettings.model_fields}
+    assert set(LOCAL_SERVER_SETTINGS) - {"PREFECT_UI_ENABLED"} <= fields

@@ -55,3 +55,14 @@ def test_refused_options_and_a_missing_store_are_tool_errors(tmp_path: Path) -> 
     assert pages.is_error and "max_pages" in pages.content[0].text
     assert listed.is_error and "no store at" in listed.content[0].text
     assert not (tmp_path / "none.duckdb").exists()  # reading never creates a store
+
+
+def test_a_plan_review_without_a_ui_to_review_it_is_a_tool_error(tmp_path: Path) -> None:
+    # Without PREFECT_API_URL nobody could open the paused run's form: the run would only
+    # wait for its timeout, so the tool says so instead of starting it.
+    settings = Settings.load(db_path=tmp_path / "none.duckdb")
+    runs = TopicRuns(settings, deployment=None, external_api=False)
+    (reviewed,) = call(build_server(settings, runs), ("research_topic", {
+        "topic": "What is asyncio?", "options": {"review_plan": True}}))
+    assert reviewed.is_error and "review_plan needs a Prefect server" in reviewed.content[0].text
+    assert not runs._local  # nothing was started

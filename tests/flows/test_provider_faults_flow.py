@@ -8,9 +8,9 @@ clear message. The API key used here must never reach DuckDB, Prefect results or
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from flows.topic import research_topic
 from tests.fakes import providers as fake
 from tests.fakes.http import Recorded, Reply, ScriptedServer
 from tests.fakes.research_provider import report_markdown
+from tests.flows.prefect_api import task_runs
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 
@@ -39,11 +40,13 @@ class FakeModel:
     def __init__(self) -> None:
         self.faults: dict[str, Reply] = {}
         self.calls: dict[str, int] = {}
+        self.times: dict[str, list[float]] = {}  # monotonic time of each call, by role
 
     def __call__(self, rec: Recorded) -> Reply:
         body = rec.json()
         role = next((r for k, r in ROLES.items() if k in body["messages"][0]["content"]), "?")
         self.calls[role] = self.calls.get(role, 0) + 1
+        self.times.setdefault(role, []).append(time.monotonic())
         if role in self.faults:
             fault = self.faults.pop(role)
             return fault(body) if callable(fault) else fault
@@ -145,15 +148,7 @@ def _run(corpus: Path, db_path: Path, topic: str):
 
 
 def _task_runs(flow_run_id) -> dict[str, Any]:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
-    async def read():
-        async with get_client() as client:
-            return await client.read_task_runs(
-                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
-
-    return {r.name: r for r in asyncio.run(read())}
+    return {r.name: r for r in task_runs(flow_run_id)}
 
 
 @pytest.mark.parametrize("role", ["compress", "report"])
@@ -177,13 +172,15 @@ def test_overflow_is_recovered_inside_the_task_without_a_prefect_retry(role, mod
     assert ResultStore(db_path).unverified_citations(state.result()) == []
 
 
-def test_rate_limit_is_retried_by_prefect_with_backoff(model, corpus, db_path):
+def test_rate_limit_is_retried_by_prefect_with_backoff(model, corpus, db_path, real_backoff):
     model.faults["plan"] = fake.rate_limit_error("openai", retry_after=1)
     state = _run(corpus, db_path, "Compare threading and asyncio (rate limited)")
     assert state.is_completed(), state.message
     plan_run = next(r for n, r in _task_runs(state.state_details.flow_run_id).items()
                     if n.startswith("plan:"))
     assert plan_run.run_count == 2 and model.calls["plan"] == 2
+    first, second = model.times["plan"]
+    assert second - first >= 0.95  # the 2 s backoff (+-50%) covers the 1 s retry-after
 
 
 def test_bad_key_fails_at_once_with_a_clear_message(model, corpus, db_path):

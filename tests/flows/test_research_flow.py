@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from core.models import TopicOptions
 from core.store import ResultStore
 from flows.topic import research_topic
+from tests.flows.prefect_api import task_runs
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 
@@ -16,20 +15,11 @@ TOPIC = "Compare threading, multiprocessing and asyncio for concurrent I/O"
 
 
 def _task_states(flow_run_id) -> dict[str, list[str]]:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
-    async def read():
-        async with get_client() as client:
-            runs = await client.read_task_runs(
-                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
-        out: dict[str, list[str]] = {}
-        for r in runs:
-            out.setdefault(r.task_key.rsplit("-", 1)[0] if r.task_key else r.name, []).append(
-                r.state.name if r.state else "?")
-        return out
-
-    return asyncio.run(read())
+    out: dict[str, list[str]] = {}
+    for r in task_runs(flow_run_id):
+        out.setdefault(r.task_key.rsplit("-", 1)[0] if r.task_key else r.name, []).append(
+            r.state.name if r.state else "?")
+    return out
 
 
 def test_topic_flow_stores_a_cited_report_and_hits_cache_on_rerun(corpus, db_path):
@@ -45,7 +35,9 @@ def test_topic_flow_stores_a_cited_report_and_hits_cache_on_rerun(corpus, db_pat
     assert report is not None
     md = report["markdown"]
     assert "Extractive offline report" in md
-    assert md.count("\n## How do threading, multiprocessing and asyncio differ") == 3
+    assert "| Dimension | threading | multiprocessing | asyncio |" in md  # a column each
+    assert "How do threading, multiprocessing and asyncio" not in md.split("**Topic:**")[1] \
+        .split("\n", 1)[1]  # no heading wraps the topic
     assert "## References" in md and "\n1. " in md
     assert report["citations"], "the offline engine found nothing to cite in a matching corpus"
     assert store.unverified_citations(report_id) == []
@@ -59,3 +51,15 @@ def test_topic_flow_stores_a_cited_report_and_hits_cache_on_rerun(corpus, db_pat
     after = store.counts()
     assert after.pop("runs") == counts.pop("runs") + 1  # each ad-hoc run is recorded
     assert after == counts  # idempotent per (batch, topic)
+
+
+def test_a_topic_the_corpus_has_nothing_on_fails_with_its_reason(tmp_path, db_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    state = research_topic(topic=TOPIC, batch_id="flowtest",
+                           options=TopicOptions(max_subquestions=2, max_rounds=1),
+                           model="offline", search="corpus", corpus_dir=str(empty),
+                           db_path=str(db_path), return_state=True)
+    assert state.is_failed()  # not a succeeded report with zero references
+    with pytest.raises(Exception, match="the corpus has no page about"):
+        state.result()

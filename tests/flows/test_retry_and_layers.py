@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 from prefect.states import Failed
 
 from core.signals import ContextOverflow, Fatal, RateLimited, Transient
+from tasks import retry
 from tasks.retry import retry_on_signal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +62,23 @@ def test_a_page_that_may_come_back_is_read_three_times_at_most():
 
     fault = PageFault("https://example.org/a", "HTTP 503", retry_after=1.0)
     assert [_check(fault, run_count=n) for n in (1, 2, 3)] == [True, True, False]
+
+
+def test_the_shipped_backoff_doubles_from_2_s_and_0_retries_at_once(tmp_path):
+    # The suite itself runs with RESEARCHFLOW_RETRY_BACKOFF=0 (tests/conftest.py) ...
+    from tasks.research import plan_topic, read_hit
+
+    assert plan_topic.retry_delay_seconds == read_hit.retry_delay_seconds == [0] * retry.RETRIES
+    # ... a user's process, unset, waits 2, 4, 8, 16, 32 s (before jitter) between attempts.
+    code = ("import json; from tasks import research, write\n"
+            "print(json.dumps([research.plan_topic.retry_delay_seconds, "
+            "research.read_hit.retry_delay_seconds, write.write_report.retry_delay_seconds]))")
+    env = {k: v for k, v in os.environ.items() if k != "RESEARCHFLOW_RETRY_BACKOFF"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[-1]) == [[2, 4, 8, 16, 32]] * 3
+    assert retry.RETRY_JITTER == 0.5
 
 
 def test_core_never_imports_prefect():

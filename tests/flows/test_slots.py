@@ -9,7 +9,7 @@ import time
 import pytest
 
 from flows.slots import (TopicSkipped, batch_closed, batch_slots, close_batch, creating_subflow,
-                         release_slot, subflow_started, topic_slot)
+                         release_slot, slot_released, subflow_started, topic_slot)
 
 
 def test_a_slot_given_back_early_lets_the_next_topic_start_before_the_first_ends() -> None:
@@ -159,3 +159,34 @@ def test_a_topic_that_ran_into_the_batch_budget_closes_the_gate_before_its_slot_
                 raise RuntimeError("the topic fails")
         second.join(10)
     assert outcome == ["budget: reached"]
+
+
+def test_a_topic_waiting_for_its_plan_review_lets_another_research_meanwhile() -> None:
+    order: list[str] = []
+    reviewing = threading.Event()
+    reviewed = threading.Event()
+
+    def waits_for_review() -> None:
+        with topic_slot("batch-r"):
+            order.append("first plans")
+            with slot_released():
+                reviewing.set()
+                reviewed.wait(10)  # a person reads the plan
+            order.append("first researches")  # with a slot again
+
+    def another() -> None:
+        reviewing.wait(10)
+        with topic_slot("batch-r"):
+            order.append("second researches")
+            time.sleep(0.2)  # the first, reviewed now, waits for this slot
+            reviewed.set()
+            time.sleep(0.2)
+            order.append("second ends")
+
+    with batch_slots("batch-r", 1):
+        threads = [threading.Thread(target=waits_for_review), threading.Thread(target=another)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+    assert order == ["first plans", "second researches", "second ends", "first researches"]

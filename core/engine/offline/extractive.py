@@ -1,6 +1,6 @@
 """The offline extractive engine: every role, with no network and no model weights.
 
-It plans with core.engine.offline.planning, picks the sentences of what was read that answer each
+It plans with core.engine.offline.outline (sections drawn from what the corpus holds), picks the sentences of what was read that answer each
 sub-question (core.engine.offline.selection: words and meaning, on the subject, near-duplicates once),
 quotes them verbatim as evidence, and assembles the report from those quotes, with a summary
 chosen for coverage of the sections (core.engine.offline.summary). Meaning comes from the shared offline
@@ -15,8 +15,7 @@ from typing import Sequence
 
 from core.embedding import Embedder
 from core.engine.base import ReportDraft, SectionDraft
-from core.engine.offline.phrasing import dimension_label
-from core.engine.offline.planning import draft_plan
+from core.engine.offline.outline import Search, draft_plan
 from core.engine.offline.words import words
 from core.engine.offline.selection import corroborated, pick, rank
 from core.engine.offline.summary import summarize
@@ -70,11 +69,13 @@ class ExtractiveEngine:
         return words(language)["notice"]
 
     def __init__(self, claims_per_finding: int = 6, claims_per_section: int = 4,
-                 notes_per_source: int = 3, embedder: Embedder | None = None) -> None:
+                 notes_per_source: int = 3, embedder: Embedder | None = None,
+                 search: Search | None = None) -> None:
         self.claims_per_section = claims_per_section
         self.claims_per_finding = claims_per_finding
         self.notes_per_source = notes_per_source
         self._embedder = embedder  # None: the process's shared one, loaded on first use
+        self._search = search  # the corpus the outline is drawn from; None: the topic's parts
 
     def for_role(self, role: str) -> "ExtractiveEngine":
         return self
@@ -84,7 +85,7 @@ class ExtractiveEngine:
 
     # -- plan ---------------------------------------------------------------------------------
     def plan(self, topic: Topic, *, max_tokens: int | None = None) -> ResearchPlan:
-        return draft_plan(topic)
+        return draft_plan(topic, self._search, self._embedder)
 
     # -- research rounds ----------------------------------------------------------------------
     def next_queries(self, transcript: Transcript, round_index: int, *,
@@ -228,6 +229,6 @@ class ExtractiveEngine:
                 if hit is not None:
                     used.add(hit.text)
                 cells.append(_cell(cite(hit)) if hit else "—")
-            dim = dimension_label(f.subquestion)
+            dim = escape_markdown(f.subquestion).replace("|", "\\|")
             rows.append(f"| {dim} | " + " | ".join(cells) + " |")
         return "\n".join(rows)

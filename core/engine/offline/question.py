@@ -1,0 +1,173 @@
+"""What the offline planner reads from the topic itself: little, and only at robust points.
+
+- its parts: a question asking two things is split at the conjunction that joins them ("what
+  does X record *and how* long are its entries kept", 以及, 并且, a second question mark);
+- the options of a comparison, in the common shapes (X vs Y, X or Y, between X and Y, X and Y
+  differ, compare X, Y and Z, X 和/与/还是 Y): candidates only, which the outline keeps when
+  the corpus names them (core.engine.offline.outline);
+- whether it asks for a recommendation.
+
+Everything else (what the sections are, what they are called) comes from the corpus. There is
+no grammar of question kinds here on purpose: questions people write do not fit one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from core.cjk import has_cjk
+
+_ASKING = (r"how|what|when|where|why|which|who|whether|is|are|was|were|does|do|did|can|"
+           r"could|should|will|would")
+# A new clause after "and": "... in git and how long are its entries kept?"
+_CLAUSE = re.compile(rf"\s*[;?]\s+|,?\s+and\s+(?=(?:{_ASKING})\b)", re.I)
+_CLAUSE_CJK = re.compile(r"以及|并且|而且|同时|[？?；;]|，(?=如何|怎么|怎样|为什么|什么|哪|是否|多久|多长)")
+
+_WH = r"(?:(?:how|what|why|when|which|where)(?:\s+ways?)?\s+)?(?:(?:do|does|did|is|are|can|"\
+      r"should|would|will)\s+)?"
+# Option lists, most specific first; `list` holds the options and `rest` what follows them.
+_SHAPES = (
+    re.compile(r"\bbetween\s+(?P<list>.+?\s(?:and|or)\s.+?)(?P<rest>[?.]?)$", re.I),
+    re.compile(rf"^{_WH}(?P<list>.+?\s(?:and|or)\s.+?)\s+(?:differ|compare|contrast)\b"
+               r"(?P<rest>.*)$", re.I),
+    re.compile(r"^(?:compare|comparing|contrast)\s+(?P<list>[^:]+?)(?P<rest>:.*|[?.]?)$", re.I),
+    re.compile(r":\s*(?P<list>[^:]+?\s(?:or|vs\.?|versus)\s[^:]+?)(?P<rest>[?.]?)$", re.I),
+    re.compile(r"\b(?:use|choose|pick|prefer)\s+(?P<list>.+?\s+or\s+.+?)(?P<rest>[?.]?)$", re.I),
+    re.compile(r"(?P<list>\S.*?\s(?:vs\.?|versus)\s.+?)(?P<rest>[?.]?)$", re.I),
+    # "How do SQLite and PostgreSQL handle ...": a plural verb before a list of names.
+    re.compile(r"^(?:how|what|why|when|where|which)\s+(?:do|are|can|did|would|will)\s+"
+               r"(?P<list>.+?\s(?:and|or)\s.+?)(?P<rest>\s.*)?$", re.I),
+    re.compile(r"(?P<list>\S+\s+or\s+\S.*?)(?P<rest>[?.]?)$", re.I),
+    re.compile(r"^(?:is|are)\s+(?P<list>.+?\s+(?:\w+er|more\s+\w+|less\s+\w+)\s+than\s+.+?)"
+               r"(?P<rest>[?.]?)$", re.I),
+)
+_SPLIT = re.compile(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or|vs\.?|versus|than)\s+|"
+                    r"\s+(?:\w+er|more\s+\w+|less\s+\w+)\s+than\s+", re.I)
+# Where an option ends and the question's context begins (lower case: "ON CONFLICT" is a name).
+_CONTEXT = re.compile(r"\s+(?=(?:for|when|in|on|with|to|at|under|regarding|while|during|"
+                      r"if)\s)")
+_ARTICLE = re.compile(r"^(?:the|a|an)\s+", re.I)
+_FILLER = frozenset("which what one ones it them both either neither other others the other "
+                    "something anything i we you".split())
+
+# Chinese joins options with 和/与/跟/及/还是/或/、; an option is the Latin name or the Han run
+# next to the joint (cut at a function character).
+_JOINT_CJK = re.compile(r"\s*(?:和|与|跟|还是|或者|或|、|vs\.?|对比)\s*")
+_LEFT = re.compile(r"([A-Za-z0-9][\w.+#-]*(?:\s+[A-Z0-9][\w.+#-]*)*|[\u4e00-\u9fff]{1,8})\s*$")
+_RIGHT = re.compile(r"^\s*([A-Za-z0-9][\w.+#-]*(?:\s+[A-Z0-9][\w.+#-]*)*|[\u4e00-\u9fff]{1,8})")
+_CUT_CJK = re.compile(r"[的在是用上中有选择应该对比比较区别不同如何怎么什么哪个吗呢了]")
+
+_RECOMMEND = re.compile(r"\b(?:should|recommend\w*|which\s+\w+\s+(?:use|choose|pick)|best|"
+                        r"better\s+choice)\b|应该|推荐|选择|选哪|哪个好|べき|おすすめ|추천", re.I)
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    parts: tuple[str, ...]  # the questions it asks, as written
+    options: tuple[str, ...] = ()  # candidate options of a comparison, as written
+    context: str = ""  # what a comparison is about besides its options: "integrating a feature branch"
+    recommend: bool = False
+
+
+def read_question(text: str) -> Question:
+    text = " ".join(text.split())
+    cjk = has_cjk(text)
+    options, context = (_options_cjk(text) if cjk else _options(text))
+    return Question(text=text, parts=_parts(text, cjk), options=options, context=context,
+                    recommend=bool(_RECOMMEND.search(text)))
+
+
+def _parts(text: str, cjk: bool) -> tuple[str, ...]:
+    pieces = (_CLAUSE_CJK if cjk else _CLAUSE).split(text)
+    parts = [p.strip(" ,，。.?？") for p in pieces]
+    parts = [p for p in parts if len(p) >= (2 if cjk else 4)]
+    return tuple(parts) or (text,)
+
+
+def _options(text: str) -> tuple[tuple[str, ...], str]:
+    for shape in _SHAPES:
+        m = shape.search(text.strip())
+        if not m:
+            continue
+        items = [_ARTICLE.sub("", i.strip(" ,.;:?")) for i in _SPLIT.split(m.group("list"))]
+        rest = m.group("rest")
+        rest = rest or ""
+        if len(items) >= 2:  # the last option ends where its context begins
+            last, *more = _CONTEXT.split(items[-1], maxsplit=1)  # "asyncio for concurrent I/O"
+            items[-1], tail = _name(last, len(items[-2].split()))
+            rest = " ".join([tail, *more, rest])
+            items[0] = _name(items[0], len(items[-1].split()), leading=True)[0]
+        if len(items) >= 2 and items[0]:  # the first may open with the question's verb
+            items[0] = re.sub(rf"^{_WH}", "", items[0], flags=re.I).strip()
+        options = [" ".join(i.split()) for i in items
+                   if any(c.isalnum() for c in i) and i.lower() not in _FILLER]
+        options = list(dict.fromkeys(options))
+        if len(options) >= 2:  # "JSON in SQLite or PostgreSQL": JSON is context too
+            before = re.sub(rf"^{_WH}|\b(?:compare|comparing|contrast|between|use|choose|pick|"
+                            r"prefer|in|for|of|the|differences?|I|we|you)\b|[:,]", " ",
+                            text[:m.start("list")], flags=re.I)
+            return tuple(options), _context(" ".join([before, rest]))
+    return (), ""
+
+
+def _name(item: str, pair: int, leading: bool = False) -> tuple[str, str]:
+    """An option as a name and what follows it: a run of capitalised words ("PostgreSQL
+    upserts" -> "PostgreSQL"; "ON DUPLICATE KEY UPDATE" stays whole), else as many words as
+    the option it is paired with ("git rebase and git merge differ")."""
+    words = item.split()
+    if len(words) <= 1:
+        return item, ""
+    if leading:
+        words = words[::-1]
+    caps = 0
+    while caps < len(words) and re.search(r"[A-Z]", words[caps]):
+        caps += 1
+    keep = caps if caps else min(pair, len(words))
+    kept, tail = words[:keep], words[keep:]
+    if leading:
+        return " ".join(kept[::-1]), " ".join(tail[::-1])
+    return " ".join(kept), " ".join(tail)
+
+
+def _context(rest: str) -> str:
+    """"when integrating a feature branch?" -> "integrating a feature branch"."""
+    rest = re.sub(r"^[\s:,]*(?:in\s+how\s+they\s+|when\s+|for\s+|in\s+|on\s+|with\s+|to\s+|"
+                  r"at\s+|while\s+)?", "", rest.strip(" ?.:"), flags=re.I)
+    return " ".join(rest.replace(" :", ":").split()).strip(" :")
+
+
+def _options_cjk(text: str) -> tuple[tuple[str, ...], str]:
+    joints = list(_JOINT_CJK.finditer(text))
+    options: list[str] = []
+    spans: list[tuple[int, int]] = []
+    for j in joints:
+        left, right = _LEFT.search(text[:j.start()]), _RIGHT.search(text[j.end():])
+        if not left or not right:
+            continue
+        for m, offset in ((left, 0), (right, j.end())):
+            word = _cjk_word(m.group(1), leading=offset == 0)
+            if word:
+                options.append(word)
+                spans.append((offset + m.start(1), offset + m.end(1)))
+    options = list(dict.fromkeys(options))
+    if len(options) < 2:
+        return (), ""
+    rest = text
+    for option in options:
+        rest = rest.replace(option, " ")
+    rest = _JOINT_CJK.sub(" ", rest)
+    context = " ".join(w for w in _CUT_CJK.split(re.sub(r"[？?，,。.！!：:]", " ", rest))
+                       if len(w.strip()) >= 2)
+    return tuple(options), " ".join(context.split())
+
+
+def _cjk_word(word: str, *, leading: bool) -> str:
+    """A Han run next to a joint, cut at its function characters: "选择多线程" -> "多线程"."""
+    if not re.match(r"[\u4e00-\u9fff]", word):
+        return word.strip()
+    pieces = [p for p in _CUT_CJK.split(word) if p]
+    if not pieces:
+        return ""
+    return pieces[-1] if leading else pieces[0]

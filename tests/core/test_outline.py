@@ -1,0 +1,254 @@
+"""The offline outline (core/engine/offline/outline.py, question.py) on corpora it was never
+shaped on: a manual with sections, FAQ pages, short notes and a Chinese set, written here about
+a made-up tool ("tarn", a backup program), indexed by the real CorpusSearch (BM25 + the
+embedder) in a temporary folder.
+
+Held-out style checks, each of which the grammar-built plans failed on git's manuals (issue
+21): no heading repeats a long span of the topic; every compared option names a table column;
+each part of a two-part question has a section; at most one section without evidence.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from core.engine.base import ReportDraft, SectionDraft
+from core.engine.offline.extractive import ExtractiveEngine
+from core.engine.offline.outline import draft_plan
+from core.engine.offline.question import read_question
+from core.models import Claim, Evidence, Finding, Message, ResearchPlan, Topic, Transcript
+from core.report import assemble, fixed_heading
+from core.search.corpus import CorpusSearch
+
+HAN = re.compile(r"[\u4e00-\u9fff]")
+
+MANUAL = {  # a manual page with sections
+    "tarn-snapshot.html": ("tarn-snapshot(1)", [
+        ("NAME", "tarn-snapshot - record the state of a directory tree in the vault"),
+        ("DESCRIPTION", "A snapshot records every file of the tree with its size, owner and "
+                        "modification time. Unchanged chunks are stored once, so a snapshot "
+                        "of a tree that barely changed costs little space in the vault."),
+        ("RETENTION", "Snapshots are kept for 60 days by default; the retention.days setting "
+                      "changes how long. tarn prune deletes snapshots older than the "
+                      "retention period and frees their chunks."),
+    ]),
+    "tarn-restore.html": ("tarn-restore(1)", [
+        ("NAME", "tarn-restore - write files of a snapshot back to disk"),
+        ("DESCRIPTION", "Restore writes the files of a snapshot into a target directory. "
+                        "Restore verifies each chunk against its checksum before writing it."),
+    ]),
+    "tarn-mirror.html": ("tarn-mirror(1)", [
+        ("DESCRIPTION", "A mirror copies the vault to a second disk as it is, chunk for chunk. "
+                        "A mirror keeps no history of its own: deleting a file in the vault "
+                        "deletes it in the mirror at the next run."),
+        ("PERFORMANCE", "A mirror is fast because it copies only new chunks; an archive "
+                        "compresses every chunk again and is slower to write."),
+    ]),
+    "tarn-archive.html": ("tarn-archive(1)", [
+        ("DESCRIPTION", "An archive packs the snapshots of the vault into one compressed "
+                        "file. An archive keeps the full history of snapshots it was given."),
+        ("PERFORMANCE", "An archive is slower to write than a mirror, but an archive is "
+                        "smaller on disk because every chunk is compressed."),
+    ]),
+}
+FAQ = ("tarn-faq.html", "tarn FAQ", [
+    ("Why does the vault grow after I delete files?",
+     "The vault keeps chunks as long as a snapshot refers to them; they are freed when tarn "
+     "prune removes the last snapshot that uses them."),
+    ("Can I restore one file only?",
+     "Yes: restore accepts a path and writes that file of the snapshot alone."),
+])
+NOTES = {  # short notes with no headings at all
+    "note-1.txt": "Weekly mirror to the USB disk worked again; the mirror took four minutes.",
+    "note-2.txt": "Our gardening club meets on Thursdays to prune the roses and water seedlings.",
+}
+CHINESE = {
+    "zh-mirror.html": ("镜像", [("说明", "镜像把仓库按原样复制到第二块磁盘。镜像不保留自己的历史记录。"),
+                                ("性能", "镜像只复制新的数据块，所以镜像的速度很快。")]),
+    "zh-archive.html": ("归档", [("说明", "归档把仓库的快照打包成一个压缩文件。归档保留完整的历史记录。"),
+                                 ("性能", "归档要重新压缩每个数据块，所以归档的速度较慢，但占用空间更小。")]),
+}
+
+
+def _html(title: str, sections: list[tuple[str, str]]) -> str:
+    body = "".join(f"<h2>{h}</h2>\n<p>{p}</p>\n" for h, p in sections)
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
+            f"<body><h1>{title}</h1>\n{body}</body></html>")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> CorpusSearch:
+    root = tmp_path_factory.mktemp("tarn")
+    docs = root / "docs"
+    docs.mkdir()
+    for name, (title, sections) in {**MANUAL, **CHINESE}.items():
+        (docs / name).write_text(_html(title, sections), encoding="utf-8")
+    name, title, sections = FAQ
+    (docs / name).write_text(_html(title, sections), encoding="utf-8")
+    for name, text in NOTES.items():
+        (docs / name).write_text(text + "\n", encoding="utf-8")
+    search = CorpusSearch(docs, root / "index.duckdb", workers=1)
+    yield search
+    search.close()
+
+
+def _plan(search: CorpusSearch | None, text: str, n: int = 4) -> ResearchPlan:
+    return draft_plan(Topic(text=text, max_subquestions=n),
+                      search.search if search is not None else None)
+
+
+def _echoes(heading: str, topic: str) -> bool:
+    if HAN.search(topic):
+        t, h = re.sub(r"\s+", "", topic), re.sub(r"\s+", "", heading)
+        return any(t[i:i + 10] in h for i in range(max(len(t) - 9, 0)))
+    words = re.findall(r"[\w'-]+", topic.lower())
+    text = " " + " ".join(re.findall(r"[\w'-]+", heading.lower())) + " "
+    return any(" " + " ".join(words[i:i + 6]) + " " in text for i in range(len(words) - 5))
+
+
+def _report(search: CorpusSearch, plan: ResearchPlan) -> str:
+    """The plan researched over the corpus as the product does (search, read, compress)."""
+    engine = ExtractiveEngine()
+    findings = []
+    for sq in plan.subquestions:
+        t = Transcript(subquestion=sq)
+        for query in sq.queries:
+            for hit in search.search(query, 3):
+                source = search.read(hit)
+                if source and source.url not in {s.url for s in t.sources}:
+                    t.sources.append(source)
+                    t.messages.append(Message(role="tool", tool_call_id=str(len(t.sources)),
+                                              name="read", content=source.title))
+        findings.append(engine.compress(t))
+    draft = engine.write_report(plan, findings)
+    return assemble(plan, findings, draft, report_id="r", engine=engine.name).markdown
+
+
+# -- what is read from the topic ----------------------------------------------------------------
+
+@pytest.mark.parametrize("text, options", [
+    ("How do git rebase and git merge differ when integrating a feature branch?",
+     ("git rebase", "git merge")),
+    ("Compare threading, multiprocessing and asyncio for concurrent I/O in Python",
+     ("threading", "multiprocessing", "asyncio")),
+    ("Which should I use for serializing data: json or pickle?", ("json", "pickle")),
+    ("JSON in SQLite or PostgreSQL for storing documents?", ("SQLite", "PostgreSQL")),
+    ("What is the difference between a mirror and an archive?", ("mirror", "archive")),
+    ("Kafka vs RabbitMQ for event streaming", ("Kafka", "RabbitMQ")),
+    ("SQLite 和 PostgreSQL 在并发写入上有什么区别？", ("SQLite", "PostgreSQL")),
+    ("小型 Web 应用应该选择 SQLite 还是 PostgreSQL？", ("SQLite", "PostgreSQL")),
+    ("What does the reflog record in git and how long are its entries kept?", ()),
+    ("How does Python's garbage collection and reference counting work?", ()),
+])
+def test_options_are_read_in_the_common_shapes(text: str, options: tuple[str, ...]) -> None:
+    assert read_question(text).options == options
+
+
+def test_a_question_is_split_into_parts_only_at_its_conjunctions() -> None:
+    assert read_question("What does the reflog record in git and how long are its entries "
+                         "kept?").parts == ("What does the reflog record in git",
+                                            "how long are its entries kept")
+    assert len(read_question("How do git rebase and git merge differ?").parts) == 1
+    assert read_question("镜像保存什么以及归档保留多久？").parts == ("镜像保存什么", "归档保留多久")
+
+
+# -- the outline, from the corpus -----------------------------------------------------------------
+
+def test_a_comparison_has_a_column_per_option_and_rows_the_sources_discuss(
+        corpus: CorpusSearch) -> None:
+    topic = "How do a tarn mirror and a tarn archive differ in keeping history?"
+    plan = _plan(corpus, "How do mirror and archive differ in keeping history?")
+    assert plan.intent == "compare" and plan.targets == ("mirror", "archive")
+    for sq in plan.subquestions:
+        assert not _echoes(sq.question, topic)
+        assert [q.split()[0] for q in sq.queries] == ["mirror", "archive"]
+    markdown = _report(corpus, plan)
+    header = next(line for line in markdown.splitlines() if line.startswith("| "))
+    assert all(f"| {o} " in header + " " for o in plan.targets), header
+    rows = [line for line in markdown.splitlines() if line.startswith("| ")][1:]
+    for option_column in (2, 3):  # evidence in every option's column
+        assert any(row.split("|")[option_column].strip() not in ("", "—", "---")
+                   for row in rows[1:]), rows
+
+
+def test_an_option_the_corpus_never_names_is_no_option(corpus: CorpusSearch) -> None:
+    plan = _plan(corpus, "Is a mirror better than a zfs send stream?")
+    assert plan.targets == ()
+
+
+def test_each_part_of_a_two_part_question_has_a_section_with_evidence(
+        corpus: CorpusSearch) -> None:
+    topic = "What does a tarn snapshot record and how long are snapshots kept?"
+    plan = _plan(corpus, topic)
+    assert len(plan.subquestions) >= 2
+    for sq in plan.subquestions:
+        assert not _echoes(sq.question, topic), sq.question
+    markdown = _report(corpus, plan)
+    sections = re.split(r"(?m)^## ", markdown)
+    parts = [s for s in sections if s.split("\n", 1)[0] in
+             (plan.subquestions[0].question, plan.subquestions[1].question)]
+    assert len(parts) == 2 and all("[insufficient evidence]" not in s for s in parts), markdown
+    assert "60 days" in markdown  # the second part is answered: how long
+    assert markdown.count("[insufficient evidence]") <= 1
+
+
+def test_a_faq_question_is_answered_from_its_faq_page(corpus: CorpusSearch) -> None:
+    plan = _plan(corpus, "Why does the tarn vault grow after deleting files?")
+    markdown = _report(corpus, plan)
+    assert "tarn prune removes the last snapshot" in markdown
+    assert markdown.count("[insufficient evidence]") <= 1
+
+
+def test_a_chinese_comparison_is_outlined_in_chinese(corpus: CorpusSearch) -> None:
+    topic = "镜像和归档在历史记录上有什么区别？"
+    plan = _plan(corpus, topic)
+    assert plan.language == "zh" and plan.intent == "compare"
+    assert plan.targets == ("镜像", "归档")
+    for sq in plan.subquestions:
+        assert HAN.search(sq.question) and not _echoes(sq.question, topic), sq.question
+
+
+def test_without_a_corpus_the_plan_is_the_topics_parts() -> None:
+    plan = _plan(None, "What does a tarn snapshot record and how long are snapshots kept?")
+    assert len(plan.subquestions) == 2 and plan.intent == "describe"
+
+
+def test_same_corpus_and_topic_same_plan(corpus: CorpusSearch) -> None:
+    topic = "How do mirror and archive differ in speed?"
+    assert _plan(corpus, topic) == _plan(corpus, topic)
+
+
+# -- the report's fixed words ---------------------------------------------------------------------
+
+def _assembled(plan: ResearchPlan) -> str:
+    ev = Evidence(url="https://zh.example/a", title="甲", quote="异步编程使用事件循环调度协程。")
+    other = Evidence(url="https://zh.example/b", title="乙", quote="多线程由操作系统抢占式调度。")
+    findings = [Finding(subquestion_index=sq.index, subquestion=sq.question, claims=(
+        Claim(text="异步编程使用事件循环调度协程。", evidence=(ev, other), confidence="conflict"),))
+        for sq in plan.subquestions]
+    draft = ReportDraft(title="报告", summary="摘要 [E1]。", conclusion="结论 [E2]。",
+                        comparison_table="| a | b |\n|---|---|\n| x [E1] | y [E2] |",
+                        sections=tuple(SectionDraft(subquestion_index=sq.index, heading=sq.question,
+                                                    body="内容 [E1]。")
+                                       for sq in plan.subquestions))
+    return assemble(plan, findings, draft, report_id="r", engine="e").markdown
+
+
+def test_report_headings_follow_the_plan_language() -> None:
+    zh = _assembled(_plan(None, "Python的asyncio和threading有什么区别？", n=2))
+    for part in ("summary", "comparison", "conclusion", "disputed", "references"):
+        assert f"\n## {fixed_heading(part, 'zh')}\n" in zh, part
+    assert "**主题:**" in zh and "**意图:** 比较" in zh
+    en = _assembled(_plan(None, "asyncio vs threading", n=2))
+    for heading in ("Executive summary", "Comparison", "Conclusion", "Disputed findings",
+                    "References"):
+        assert f"\n## {heading}\n" in en
+    assert fixed_heading("references", "de") == "References"  # no table: English
+
+
+def test_a_report_on_thin_evidence_says_so_in_its_header() -> None:
+    plan = _plan(None, "asyncio vs threading", n=2)
+    header = _assembled(plan).split("## ")[0]
+    assert "**Evidence:** thin: 2 quote(s) from 2 page(s)" in header  # two quotes only

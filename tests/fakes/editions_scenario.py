@@ -1,0 +1,144 @@
+"""A CSV researched on several days over a corpus that changes: shared by bench/editions.py and
+tests.
+
+Two topics run through the real batch flow and the real openai SDK against the loopback research
+provider, over a corpus of pages (tests/fakes/research_provider.py `write_pages`). Each `day`
+is one batch run with its own edition (when the flow takes one). Between days the corpus can be
+edited: a number changed on one page, a page added, a page removed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.fakes.http import ScriptedServer
+from tests.fakes.research_provider import SDK_ENV, TEST_MODELS, ResearchProvider, write_pages
+
+SUBJECTS = ("waiting on sockets", "blocking calls", "memory use")
+TOPICS = ("Threading or asyncio for waiting on sockets",
+          "Threading or asyncio for blocking calls")
+
+
+@dataclass(frozen=True)
+class Day:
+    """What one batch run (one edition) cost and stored."""
+
+    edition: str
+    state: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    reports: int  # reports stored for the batch after this day, every edition counted
+    report_ids: tuple[str, ...]  # this day's reports, one per topic
+    changed: tuple[str, ...] = ()  # the batch table's "changed" column, per topic
+    repeated: int = 0  # successful provider calls repeated byte for byte (target 0)
+
+    def share_of(self, first: "Day") -> float:
+        """This day's LLM tokens as a share of `first`'s."""
+        total = first.input_tokens + first.output_tokens
+        return (self.input_tokens + self.output_tokens) / total if total else 0.0
+
+
+class EditionsScenario:
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        work.mkdir(parents=True, exist_ok=True)
+        self.corpus = write_pages(work / "corpus", SUBJECTS, sentences=20)
+        self.csv = work / "topics.csv"
+        self.csv.write_text("topic\n" + "".join(f'"{t}"\n' for t in TOPICS), encoding="utf-8")
+        self.db = work / "store.duckdb"
+        self.provider = ResearchProvider("openai")
+        self.batch_id = "nightly"
+        # One provider address for every day: base URLs are part of every cache key.
+        self.server = ScriptedServer(default=self.provider)
+
+    def __enter__(self) -> "EditionsScenario":
+        self.server.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.__exit__(*exc)
+
+    # -- the corpus between days ------------------------------------------------------------
+
+    def page(self, subject: str) -> Path:
+        return self.corpus / (re.sub(r"\W+", "-", subject.lower()) + ".md")
+
+    def edit_number(self, subject: str, old: int, new: int) -> None:
+        """Change one figure on a subject's page ("... for {old} milliseconds ...")."""
+        path = self.page(subject)
+        text = path.read_text(encoding="utf-8")
+        needle = f"for {old} milliseconds"
+        if needle not in text:
+            raise ValueError(f"{path.name} has no {needle!r}")
+        path.write_text(text.replace(needle, f"for {new} milliseconds", 1), encoding="utf-8")
+
+    def add_page(self, subject: str, sentences: int = 20) -> Path:
+        write_pages(self.corpus, (subject,), sentences=sentences)
+        return self.page(subject)
+
+    def remove_page(self, subject: str) -> None:
+        self.page(subject).unlink()
+
+    # -- one day ----------------------------------------------------------------------------
+
+    def parameters(self, edition: str) -> dict:
+        from flows.batch import research_batch
+
+        params = dict(csv_path=str(self.csv), batch_id=self.batch_id,
+                      model=TEST_MODELS["openai"], search="corpus",
+                      corpus_dir=str(self.corpus), db_path=str(self.db), max_concurrency=2)
+        if "edition" in inspect.signature(research_batch.fn).parameters:
+            params["edition"] = edition
+        return params
+
+    def day(self, edition: str) -> Day:
+        from core import runtime
+        from flows.batch import research_batch
+
+        runtime.reset()
+        key_var, url_var, suffix = SDK_ENV["openai"]
+        before = (self.provider.successes, self.provider.input_tokens,
+                  self.provider.output_tokens, self._cost(), self.provider.repeated_successes)
+        env = {key_var: "sk-editions-not-a-real-key", url_var: self.server.url + suffix}
+        os.environ.update(env)
+        try:
+            state = research_batch(**self.parameters(edition), return_state=True)
+        finally:
+            for name in env:
+                os.environ.pop(name, None)
+        runtime.reset()
+        table = state.result(raise_on_failure=False)
+        rows = table if isinstance(table, list) else []
+        return Day(edition=edition, state=state.type.value,
+                   calls=self.provider.successes - before[0],
+                   input_tokens=self.provider.input_tokens - before[1],
+                   output_tokens=self.provider.output_tokens - before[2],
+                   cost_usd=round(self._cost() - before[3], 6), reports=self._reports(),
+                   report_ids=tuple(r["report_id"] for r in rows),
+                   changed=tuple(r.get("changed", "") for r in rows),
+                   repeated=self.provider.repeated_successes - before[4])
+
+    def _cost(self) -> float:
+        if not self.db.exists():
+            return 0.0
+        return float(self._one("SELECT coalesce(sum(cost_usd), 0) FROM llm_calls"))
+
+    def _reports(self) -> int:
+        return int(self._one("SELECT count(*) FROM reports"))
+
+    def _one(self, sql: str):
+        from core.store import query_readonly
+
+        _, rows = query_readonly(self.db, sql)
+        return rows[0][0]
+
+    def report(self, report_id: str) -> dict:
+        from core.store import ResultStore
+
+        return ResultStore(self.db).get_report(report_id) or {}

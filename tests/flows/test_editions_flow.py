@@ -1,0 +1,114 @@
+"""Editions of a batch over days, through the real flows, the real openai SDK against the
+loopback research provider, and a corpus that changes between days."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from flows.cli import app
+from tests.fakes import providers as fake
+from tests.fakes.editions_scenario import SUBJECTS, EditionsScenario
+from tests.fakes.http import Reply
+
+runner = CliRunner()
+
+
+def test_editions_research_again_pay_for_what_changed_and_say_what_changed(tmp_path,
+                                                                         prefect_harness):
+    with EditionsScenario(tmp_path) as days:
+        first = days.day("2026-12-01")
+        assert first.state == "COMPLETED" and first.calls > 0 and first.reports == 2
+        assert first.changed == ("", "")  # a first edition compares with nothing
+
+        # A rerun within the edition skips the stored topics: same reports, no call.
+        again = days.day("2026-12-01")
+        assert (again.report_ids, again.calls, again.reports) == (first.report_ids, 0, 2)
+
+        # A new edition researches every topic again and stores new reports, keeping the old;
+        # nothing changed, so every thinking step is reused and the report says so.
+        quiet = days.day("2026-12-02")
+        assert quiet.state == "COMPLETED" and quiet.reports == 4
+        assert not set(quiet.report_ids) & set(first.report_ids)
+        assert quiet.share_of(first) <= 0.05, quiet
+        assert quiet.changed == ("no change", "no change")
+        markdown = days.report(quiet.report_ids[0])["markdown"]
+        assert "## What changed since 2026-12-01\n\nNothing changed since 2026-12-01." in markdown
+
+        # The corpus changes: a page added, a cited page removed, a number edited. The first
+        # try of the edition is refused at its report; the retry pays only for the reports.
+        days.add_page("locks")
+        gone = days.page(SUBJECTS[2]).as_uri()
+        days.remove_page(SUBJECTS[2])
+        days.edit_number(SUBJECTS[0], 7, 9)
+        days.provider.fail_roles["report"] = Reply(400, fake.error_body(
+            "openai", 400, "Your request was rejected as a result of our safety system.",
+            code="content_policy_violation"))
+        refused = days.day("2026-12-03")
+        assert refused.state == "FAILED" and refused.reports == 4
+        del days.provider.fail_roles["report"]
+        changed = days.day("2026-12-03")
+    assert changed.state == "COMPLETED" and changed.reports == 6
+    assert changed.calls == 2 and changed.repeated == 0  # the two reports, nothing else
+    assert all(c.endswith("changes") for c in changed.changed), changed.changed
+
+    report = days.report(changed.report_ids[0])
+    section = report["markdown"].split("## What changed since 2026-12-02", 1)[1]
+    section = section.split("## References", 1)[0]
+    assert "**New source:** Locks in threading and asyncio [" in section
+    assert "**Source gone:** Memory Use in threading and asyncio ([memory-use.md](" in section
+    assert "**Number changed:** 7 → 9:" in section
+
+    # The same comparison for any two reports of the topic, and in SQL.
+    db = str(days.db)
+    md = runner.invoke(app, ["diff", first.report_ids[0], changed.report_ids[0], "--db", db])
+    assert md.exit_code == 0, md.output
+    assert "What changed since 2026-12-01" in md.output
+    assert "New source" in md.output and "Source gone" in md.output
+    out = runner.invoke(app, ["diff", first.report_ids[0], changed.report_ids[0], "--db", db,
+                              "--format", "json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["counts"]["source_added"] == 1 and data["counts"]["source_gone"] == 1
+    assert gone in {c["url"] for c in data["changes"] if c["kind"] == "source_gone"}
+    rows = runner.invoke(app, ["query", "--db", db, "--format", "json",
+                               "SELECT edition, sources_added, sources_gone, numbers_changed "
+                               "FROM report_changes WHERE changes > 0"])
+    assert rows.exit_code == 0, rows.output
+    assert [r["edition"] for r in json.loads(rows.output)] == ["2026-12-03", "2026-12-03"]
+    editions = runner.invoke(app, ["query", "--db", db, "--format", "json",
+                                   "SELECT topic, count(*) AS n FROM report_editions "
+                                   "GROUP BY topic"])
+    assert {r["n"] for r in json.loads(editions.output)} == {3}
+    latest = runner.invoke(app, ["query", "--db", db, "--format", "json",
+                                 "SELECT DISTINCT edition FROM latest_reports"])
+    assert json.loads(latest.output) == [{"edition": "2026-12-03"}]
+
+
+def test_a_changed_topic_emits_an_event_an_automation_can_match(prefect_harness, monkeypatch):
+    from prefect.events.clients import AssertingEventsClient
+    from prefect.events.worker import EventsWorker
+
+    from core.editions import ClaimView, Snapshot, compare
+    from core.models import Topic
+    from flows.topic import _changed_event
+
+    worker = EventsWorker.instance(AssertingEventsClient)
+    monkeypatch.setattr(EventsWorker, "instance", lambda *_: worker)
+    url = "file:///c/a.md"
+    before = Snapshot("r_1", "2026-12-01", {url: "A"}, (ClaimView("q", "x", ((url, "7 ms"),)),))
+    after = Snapshot("r_2", "2026-12-02", {url: "A", "file:///c/b.md": "B"},
+                     (ClaimView("q", "x", ((url, "9 ms"),)),))
+    topic = Topic(text="Threading or asyncio for sockets", batch_id="nightly",
+                  edition="2026-12-02")
+    _changed_event(topic, compare(before, after))
+    worker.drain()
+    events = [e for e in worker._client.events if e.event == "researchflow.topic.changed"]
+    assert len(events) == 1
+    event = events[0]
+    assert event.resource.id == f"researchflow.topic.{topic.topic_id}"
+    assert event.payload["report_id"] == "r_2" and event.payload["previous_report_id"] == "r_1"
+    assert event.payload["changes"] == 2 and event.payload["edition"] == "2026-12-02"
+    assert event.payload["counts"]["source_added"] == 1
+    assert event.payload["counts"]["number_changed"] == 1

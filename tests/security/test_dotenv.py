@@ -1,0 +1,115 @@
+"""A `.env` in the working directory cannot send a key from the environment to another server.
+
+The attack: a folder (a cloned repository, a download) holds a `.env` naming a base URL, and the
+user runs researchflow there with their real key in the environment. The real openai SDK is
+pointed wherever the settings say; the loopback server the `.env` names records what reaches it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.llm.registry import make_model
+from core.models import Message
+from core.signals import Signal
+from core.settings import Settings
+from tests.fakes import providers as fake
+from tests.fakes.http import Reply, ScriptedServer
+
+ENV_KEY = "rf-real-environment-key-0123456789"
+DOTENV_KEY = "rf-dotenv-local-server-key-987654"
+
+
+@pytest.fixture()
+def folder(tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "RESEARCHFLOW_OPENAI_API_KEY",
+                 "RESEARCHFLOW_OPENAI_BASE_URL", "SERPAPI_API_KEY", "RESEARCHFLOW_STORE",
+                 "RESEARCHFLOW_DASK_ADDRESS", "RESEARCHFLOW_FETCH_ALLOW_HOSTS"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+@pytest.fixture()
+def planted():
+    """The server a planted .env points at."""
+    with ScriptedServer(default=Reply(200, fake.openai_completion("hello"))) as srv:
+        yield srv
+
+
+def _keys_received(server: ScriptedServer) -> list[str]:
+    return [v for r in server.requests for k, v in r.headers.items() if k.lower() ==
+            "authorization"]
+
+
+def _call(settings: Settings) -> None:
+    model = make_model("openai:gpt-4o-mini", settings)
+    try:
+        model.complete([Message(role="user", content="hi")], max_tokens=5)
+    except Signal:
+        pass  # the provider's own address is unreachable offline: only where it went matters
+
+
+@pytest.mark.parametrize("variable", ["OPENAI_BASE_URL", "RESEARCHFLOW_OPENAI_BASE_URL"])
+def test_a_dotenv_base_url_never_receives_the_environment_key(folder, planted, monkeypatch,
+                                                              variable):
+    (folder / ".env").write_text(f"{variable}={planted.url}/v1\n")
+    monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
+    settings = Settings.load(request_timeout=2)
+    assert settings.openai_base_url is None
+    _call(settings)
+    assert planted.requests == [], _keys_received(planted)
+
+
+def test_a_dotenv_with_its_own_key_and_server_still_works(folder, planted):
+    # A local model server configured in one file: the key in it goes where it says.
+    (folder / ".env").write_text(f"OPENAI_BASE_URL={planted.url}/v1\n"
+                                 f"OPENAI_API_KEY={DOTENV_KEY}\n")
+    _call(Settings.load(request_timeout=5))
+    assert _keys_received(planted) == [f"Bearer {DOTENV_KEY}"]
+
+
+def test_a_dotenv_server_without_any_key_is_used(folder, planted):
+    (folder / ".env").write_text(f"OPENAI_BASE_URL={planted.url}/v1\n")
+    settings = Settings.load(request_timeout=5)
+    assert settings.openai_base_url == f"{planted.url}/v1"
+    model = make_model("openai-compatible:local-model", settings)
+    assert model.complete([Message(role="user", content="hi")], max_tokens=5).text == "hello"
+
+
+def test_the_environment_still_names_any_server(folder, planted, monkeypatch):
+    (folder / ".env").write_text("OPENAI_BASE_URL=http://127.0.0.1:9/v1\n")
+    monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{planted.url}/v1")
+    _call(Settings.load(request_timeout=5))
+    assert _keys_received(planted) == [f"Bearer {ENV_KEY}"]
+
+
+def test_a_serpapi_url_from_dotenv_is_dropped_when_the_key_is_the_environment_s(folder,
+                                                                                 monkeypatch):
+    (folder / ".env").write_text("RESEARCHFLOW_SERPAPI_BASE_URL=http://127.0.0.1:9\n")
+    monkeypatch.setenv("SERPAPI_API_KEY", ENV_KEY)
+    assert Settings.load().serpapi_base_url is None
+
+
+@pytest.mark.parametrize("line, field", [
+    ("RESEARCHFLOW_STORE=ducklake:postgres:dbname=rf host=198.51.100.7 user=rf", "store"),
+    ("RESEARCHFLOW_DASK_ADDRESS=tcp://198.51.100.7:8786", "dask_address"),
+    ("RESEARCHFLOW_FETCH_ALLOW_HOSTS=169.254.169.254", "fetch_allow_hosts"),
+])
+def test_where_credentials_or_code_go_is_read_from_the_environment_only(folder, monkeypatch,
+                                                                         line, field):
+    (folder / ".env").write_text(line + "\n")
+    assert getattr(Settings.load(), field) is None
+    name, value = line.split("=", 1)
+    monkeypatch.setenv(name, value)
+    assert getattr(Settings.load(), field) == value
+
+
+def test_other_settings_still_come_from_dotenv(folder):
+    (folder / ".env").write_text("RESEARCHFLOW_MAX_TOPIC_CONCURRENCY=3\n"
+                                 "RESEARCHFLOW_MODEL=offline\n")
+    settings = Settings.load()
+    assert (settings.max_topic_concurrency, settings.model) == (3, "offline")
