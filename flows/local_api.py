@@ -70,12 +70,15 @@ def ensure_api(timeout: float = 120.0) -> str | None:
         return None
     reap_orphans()
     port = _free_port()
+    # The server's own output (its services' shutdown tracebacks among it) goes to a file, not
+    # the user's terminal; it is named when the server does not start.
+    log = records_dir() / f"server-{port}.log"
     process = spawn_owned(
         [sys.executable, "-m", "uvicorn", "--app-dir", str(_prefect_root()), "--factory", MARK,
          "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"],
-        {**server_env(), **LOCAL_SERVER_SETTINGS})
+        {**_without_keys(server_env()), **LOCAL_SERVER_SETTINGS}, log=log)
     # Registered before Prefect's own log and event workers start, so those drain first.
-    atexit.register(_stop, process)
+    atexit.register(_stop, process, forget_log=True)
     url = f"http://127.0.0.1:{port}/api"
     _wait_healthy(url, process, timeout)
     os.environ["PREFECT_API_URL"] = url
@@ -92,6 +95,12 @@ def server_env(base: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def _without_keys(env: dict[str, str]) -> dict[str, str]:
+    """A server of runs needs no provider's key: none is handed to it."""
+    return {name: value for name, value in env.items()
+            if not (name.endswith(("_API_KEY", "_KEY")) or name in ("PGPASSWORD",))}
+
+
 def records_dir() -> Path:
     """Where the servers started here are recorded: `<cache>/local-api`."""
     from core.settings import Settings, default_cache_dir
@@ -104,12 +113,23 @@ def records_dir() -> Path:
 
 
 def spawn_owned(args: list[str], env: dict[str, str], *, records: Path | None = None,
-                die_with_parent: bool = True) -> subprocess.Popen:
+                die_with_parent: bool = True, log: Path | None = None) -> subprocess.Popen:
     """Start a process that this command owns: a fresh token in its environment, a record of
-    it under `records` (default: records_dir()), and (Linux) the kernel ends it with us."""
+    it under `records` (default: records_dir()), and (Linux) the kernel ends it with us. With
+    `log`, its output goes to that file instead of our terminal."""
     token = secrets.token_hex(16)
     preexec = _die_with_parent if die_with_parent and sys.platform.startswith("linux") else None
-    process = subprocess.Popen(args, env={**env, TOKEN_VARIABLE: token}, preexec_fn=preexec)
+    out = None
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        out = open(log, "ab")  # noqa: SIM115 - the child holds it; ours closes below
+    try:
+        process = subprocess.Popen(args, env={**env, TOKEN_VARIABLE: token}, preexec_fn=preexec,
+                                   stdout=out, stderr=subprocess.STDOUT if out else None)
+    finally:
+        if out is not None:
+            out.close()
+    process.log = log  # type: ignore[attr-defined]
     record = records_dir() if records is None else records
     try:
         record.mkdir(parents=True, exist_ok=True)
@@ -182,17 +202,26 @@ def _wait_healthy(url: str, process: subprocess.Popen, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"the local Prefect API exited with code {process.returncode}")
+            raise RuntimeError(f"the local Prefect API exited with code {process.returncode}"
+                               + _log_hint(process))
         try:
             with urllib.request.urlopen(f"{url}/health", timeout=2):
                 return
         except OSError:
             time.sleep(0.1)
     _stop(process)
-    raise RuntimeError(f"the local Prefect API did not answer within {timeout:.0f} s")
+    raise RuntimeError(f"the local Prefect API did not answer within {timeout:.0f} s"
+                       + _log_hint(process))
 
 
-def _stop(process: subprocess.Popen) -> None:
+def _log_hint(process: subprocess.Popen) -> str:
+    log = getattr(process, "log", None)
+    return f" (its output: {log})" if log is not None else ""
+
+
+def _stop(process: subprocess.Popen, *, forget_log: bool = False) -> None:
+    """End `process` and its record; `forget_log`: its log too (a server that served its run
+    has nothing to tell)."""
     if process.poll() is None:
         process.terminate()
         try:
@@ -203,6 +232,9 @@ def _stop(process: subprocess.Popen) -> None:
     record = getattr(process, "record", None)
     if record is not None:
         record.unlink(missing_ok=True)
+    log = getattr(process, "log", None)
+    if forget_log and log is not None:
+        log.unlink(missing_ok=True)
 
 
 def _use(url: str) -> None:

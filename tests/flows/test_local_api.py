@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.local_api import LOCAL_SERVER_SETTINGS, MARK, TOKEN_VARIABLE, reap_orphans
+from flows.local_api import LOCAL_SERVER_SETTINGS, MARK, TOKEN_VARIABLE, reap_orphans, spawn_owned
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,3 +131,21 @@ def test_the_server_settings_are_prefect_s_public_ones():
     fields = {f"PREFECT_SERVER_SERVICES_{n.upper()}_ENABLED"
               for n in ServerServicesSettings.model_fields}
     assert set(LOCAL_SERVER_SETTINGS) - {"PREFECT_UI_ENABLED"} <= fields
+
+
+def test_the_local_server_writes_to_its_log_and_holds_no_key(tmp_path: Path, capfd):
+    """What the command's own server prints (a service's shutdown traceback, say) stays out of
+    the user's terminal, and it is handed no provider's key."""
+    from flows.local_api import _without_keys
+
+    env = {"PATH": os.environ.get("PATH", ""), "OPENAI_API_KEY": "sk-x", "SERPAPI_KEY": "s",
+           "PGPASSWORD": "p", "PREFECT_HOME": "/h"}
+    assert _without_keys(env) == {"PATH": env["PATH"], "PREFECT_HOME": "/h"}
+    log = tmp_path / "server.log"
+    child = spawn_owned([sys.executable, "-c", "import sys; print('out'); "
+                         "print('Traceback (most recent call last):', file=sys.stderr)"],
+                        _without_keys({**os.environ, **env}), records=tmp_path, log=log)
+    child.wait(timeout=60)
+    seen = capfd.readouterr()
+    assert "Traceback" not in seen.err and "out" not in seen.out
+    assert "out" in log.read_text() and "Traceback" in log.read_text()
