@@ -113,6 +113,11 @@ class SubQuestion(_Frozen):
     why: str = ""  # for a follow-up: the gap it was asked to fill
     parent: int | None = None  # for a follow-up: the sub-question whose gap it fills
 
+    @property
+    def number(self) -> int:
+        """The sub-question as people count it (from 1), in task names and artifacts alike."""
+        return self.index + 1
+
 
 class FollowUp(_Frozen):
     """A sub-question the supervisor asks after reviewing a wave of findings."""

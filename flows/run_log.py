@@ -5,6 +5,9 @@ of the flow or task run that wrote them.
 run again is logged on `researchflow.store.lake`, where nobody looks. `forward_store_logs()`
 (idempotent, called when a flow starts and before a task runs on a Dask worker) attaches a
 handler that hands each record to the current run's logger; outside a run it does nothing.
+It also drops the task engine's "Finished in state Completed()" lines: half of a topic's log
+said only that, while the task list shows every state anyway (failures, retries and cache hits
+still log).
 """
 
 from __future__ import annotations
@@ -16,6 +19,11 @@ FORWARDED = ("researchflow.store.lake",)
 
 _installed = False
 _lock = threading.Lock()
+
+
+class _NoCompletedLines(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "Finished in state Completed()"
 
 
 class _ToRunLog(logging.Handler):
@@ -39,6 +47,7 @@ def forward_store_logs() -> None:
     with _lock:
         if _installed:
             return
+        logging.getLogger("prefect.task_runs").addFilter(_NoCompletedLines())
         for name in FORWARDED:
             logger = logging.getLogger(name)
             logger.addHandler(_ToRunLog(logging.INFO))

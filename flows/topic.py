@@ -174,7 +174,7 @@ class Wave:
                                   max_rounds=unmapped(self.topic.max_rounds),
                                   max_pages=unmapped(self.topic.max_pages),
                                   edition=unmapped(self.topic.edition))
-        index = {f.task_run_id: sq.index for f, sq in zip(researched, subquestions)}
+        index = {f.task_run_id: sq.number for f, sq in zip(researched, subquestions)}
         failures: list[StepFailure] = []
         transcripts: list[Transcript] = []
         compressing = []
@@ -224,7 +224,7 @@ def _review(plan: ResearchPlan, findings: list[Finding], waves: int,
 def _wave_artifact(topic: Topic, number: int, asked) -> None:
     lines = [f"### Wave {number}: {len(asked)} follow-up(s) for: {markdown_text(topic.text[:120])}",
              "", "| # | follow-up | completes | why |", "|---|---|---|---|"]
-    lines += [f"| {sq.index + 1} | {markdown_text(sq.question)} | "
+    lines += [f"| {sq.number} | {markdown_text(sq.question)} | "
               f"{'#' + str(sq.parent + 1) if sq.parent is not None else 'new section'} | "
               f"{markdown_text(sq.why)} |" for sq in asked]
     create_markdown_artifact("\n".join(lines), key=f"wave-{number}-{topic.topic_id}",

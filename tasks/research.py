@@ -56,7 +56,7 @@ def review_findings(plan: ResearchPlan, findings: list[Finding], gaps: list[str]
 
 
 @task(name="research-subquestion",
-      task_run_name="research w{subquestion.wave} #{subquestion.index}", **RETRYING, **CACHED)
+      task_run_name="research w{subquestion.wave} #{subquestion.number}", **RETRYING, **CACHED)
 def research(subquestion: SubQuestion, config: RunConfig, max_rounds: int,
              max_pages: int = 6, edition: str = "") -> Transcript:
     """One sub-question's rounds. `edition` is in the cache key: each edition of a schedule
@@ -84,14 +84,14 @@ def search_query(query: str, k: int, config: RunConfig, edition: str = "") -> li
         return current().search(config).search(query, k=k)
 
 
-@task(name="choose-pages", task_run_name="choose #{transcript.subquestion.index}: "
+@task(name="choose-pages", task_run_name="choose #{transcript.subquestion.number}: "
       "{limit} of {candidates_count}", **RETRYING, **LASTING)
 def choose_hits(transcript: Transcript, candidates: list[SearchResult], limit: int,
                 candidates_count: int, config: RunConfig) -> list[int]:
     return choose_pages(current().engine(config), transcript, candidates, limit)
 
 
-@task(name="fetch-page", task_run_name="fetch #{subquestion.index}: {hit.url:.80}", **RETRYING,
+@task(name="fetch-page", task_run_name="fetch #{subquestion.number}: {hit.url:.80}", **RETRYING,
       **CACHED)
 def read_hit(subquestion: SubQuestion, hit: SearchResult, config: RunConfig,
              edition: str = "") -> PageNotes:
@@ -102,14 +102,14 @@ def read_hit(subquestion: SubQuestion, hit: SearchResult, config: RunConfig,
         return fetch_page(current().search(config), hit)
 
 
-@task(name="condense-page", task_run_name="condense #{subquestion.index}: {url:.80}",
+@task(name="condense-page", task_run_name="condense #{subquestion.number}: {url:.80}",
       **RETRYING, **LASTING)
 def condense_hit(subquestion: SubQuestion, url: str, source: Source,
                  config: RunConfig) -> PageNotes:
     return condense_page(current().engine(config), subquestion, url, source)
 
 
-@task(name="next-queries", task_run_name="queries #{transcript.subquestion.index} "
+@task(name="next-queries", task_run_name="queries #{transcript.subquestion.number} "
       "round {round_index}", **RETRYING, **LASTING)
 def choose_queries(transcript: Transcript, round_index: int, config: RunConfig) -> list[str]:
     with acting_as("queries"):
@@ -117,7 +117,7 @@ def choose_queries(transcript: Transcript, round_index: int, config: RunConfig) 
         return queries_with_shrink(engine, transcript, round_index, log=get_run_logger().info)
 
 
-@task(name="rewrite-queries", task_run_name="rewrite #{subquestion.index}", **RETRYING,
+@task(name="rewrite-queries", task_run_name="rewrite #{subquestion.number}", **RETRYING,
       **LASTING)
 def rewrite_searches(subquestion: SubQuestion, failed: list[str], seen: list[SearchResult],
                      config: RunConfig) -> list[str]:

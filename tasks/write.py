@@ -23,7 +23,7 @@ from tasks.caching import LASTING, cache_policy
 from tasks.retry import RETRYING
 
 
-@task(name="compress-findings", task_run_name="compress #{transcript.subquestion.index}",
+@task(name="compress-findings", task_run_name="compress #{transcript.subquestion.number}",
       **RETRYING, **LASTING)
 def compress(transcript: Transcript, config: RunConfig) -> Finding:
     with scoped(subquestion_index=transcript.subquestion.index), acting_as("compress"):
