@@ -249,6 +249,22 @@ def research_batch(csv_path: str, batch_id: str | None = None,
     return _close(batch, outcomes, store, run_id, config.db_path)
 
 
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _shown(o: TopicOutcome) -> dict:
+    """One row of the batch's table artifact, narrow enough for the UI to show every column
+    (at 1,600 px it hid cost and error behind the whole topic): what a person scans first
+    comes first, long text is clipped (the store and `researchflow show` have it whole), and
+    text goes in escaped, since Prefect renders cells as markdown."""
+    return {"row": o.row, "status": o.status, "cost_usd": round(o.cost_usd, 6),
+            "error": markdown_text(_clip(o.error, 120)), "changed": markdown_text(o.changed),
+            "topic": markdown_text(_clip(o.topic, 60)), "report_id": o.report_id,
+            "calls": o.calls, "tokens": o.input_tokens + o.output_tokens,
+            "edition": markdown_text(o.edition), "reused": o.reused}
+
+
 def _tally(outcomes: list[TopicOutcome]) -> str:
     """The batch's last word in its progress artifact: every row, and how each ended."""
     counts: dict[str, int] = {}
@@ -266,9 +282,7 @@ def _close(batch: str, outcomes: list[TopicOutcome], store, run_id: str,
     outcomes.sort(key=lambda o: o.row)
     table = [asdict(o) for o in outcomes]
     total = current().usage(target, run_id) if store is not None else UsageTotals()
-    # Prefect's UI renders table cells and descriptions as markdown: text goes in escaped.
-    shown = [{k: markdown_text(v) if isinstance(v, str) else v for k, v in row.items()}
-             for row in table]
+    shown = [_shown(o) for o in outcomes]
     create_table_artifact(shown, key=f"batch-{_slug(batch)}",
                           description=markdown_text(f"Batch {batch}: {total.line()}"))
     create_markdown_artifact(f"**Batch {markdown_text(batch)}**\n\n{markdown_text(total.line())}",

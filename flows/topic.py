@@ -20,6 +20,7 @@ from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
 from core.escaping import markdown_text
+from core.ui_markdown import tables_as_lists
 from core.failures import NoEvidence, StepFailure, TopicFailed
 from core.ledger import current_scope, scoped
 from core.models import (FollowUp, Finding, ResearchPlan, ResearchResult, Topic, TopicOptions,
@@ -75,7 +76,9 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
         _changed_event(topic, diff)
     usage = usage_line(config, run_id, topic.topic_id)
     progress.update(100.0, f"Report {report_id} stored")
-    create_markdown_artifact(f"{result.report.markdown}\n\n---\n{markdown_text(usage)}",
+    # The UI clips wide tables: its copy of the report lists the comparison's rows instead.
+    create_markdown_artifact(f"{tables_as_lists(result.report.markdown)}\n\n---\n"
+                             f"{markdown_text(usage)}",
                              key=f"report-{report_id.replace('_', '-')}",
                              description=markdown_text(f"Report for: {topic.text[:200]} "
                                                        f"({usage})"))
