@@ -253,16 +253,17 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _shown(o: TopicOutcome) -> dict:
-    """One row of the batch's table artifact, narrow enough for the UI to show every column
-    (at 1,600 px it hid cost and error behind the whole topic): what a person scans first
-    comes first, long text is clipped (the store and `researchflow show` have it whole), and
-    text goes in escaped, since Prefect renders cells as markdown."""
-    return {"row": o.row, "status": o.status, "cost_usd": round(o.cost_usd, 6),
-            "error": markdown_text(_clip(o.error, 120)), "changed": markdown_text(o.changed),
-            "topic": markdown_text(_clip(o.topic, 60)), "report_id": o.report_id,
-            "calls": o.calls, "tokens": o.input_tokens + o.output_tokens,
-            "edition": markdown_text(o.edition), "reused": o.reused}
+def _shown(o: TopicOutcome, changes: bool) -> dict:
+    """One row of the batch's table artifact, narrow enough for the UI at 1,600 px (it hid
+    cost and error behind the whole topic): who, how it ended and what it cost first, long
+    text clipped (the store and `researchflow show` have it whole; calls and tokens are in
+    the usage artifact), text escaped, since Prefect renders cells as markdown."""
+    row = {"row": o.row, "status": o.status, "topic": markdown_text(_clip(o.topic, 36)),
+           "cost_usd": round(o.cost_usd, 6), "error": markdown_text(_clip(o.error, 48)),
+           "report_id": o.report_id}
+    if changes:
+        row["changed"] = markdown_text(o.changed)
+    return row
 
 
 def _tally(outcomes: list[TopicOutcome]) -> str:
@@ -282,7 +283,8 @@ def _close(batch: str, outcomes: list[TopicOutcome], store, run_id: str,
     outcomes.sort(key=lambda o: o.row)
     table = [asdict(o) for o in outcomes]
     total = current().usage(target, run_id) if store is not None else UsageTotals()
-    shown = [_shown(o) for o in outcomes]
+    changes = any(o.changed for o in outcomes)
+    shown = [_shown(o, changes) for o in outcomes]
     create_table_artifact(shown, key=f"batch-{_slug(batch)}",
                           description=markdown_text(f"Batch {batch}: {total.line()}"))
     create_markdown_artifact(f"**Batch {markdown_text(batch)}**\n\n{markdown_text(total.line())}",

@@ -230,7 +230,7 @@ def _wave_artifact(topic: Topic, number: int, asked) -> None:
     lines += [f"| {sq.number} | {markdown_text(sq.question)} | "
               f"{'#' + str(sq.parent + 1) if sq.parent is not None else 'new section'} | "
               f"{markdown_text(sq.why)} |" for sq in asked]
-    create_markdown_artifact("\n".join(lines), key=f"wave-{number}-{topic.topic_id}",
+    create_markdown_artifact(tables_as_lists("\n".join(lines)), key=f"wave-{number}-{topic.topic_id}",
                              description=markdown_text(f"Wave {number} of: {topic.text[:150]}"))
 
 

@@ -363,6 +363,6 @@ def test_the_rewrite_is_its_own_cached_task() -> None:
     from tasks.research import TaskSteps, rewrite_searches
 
     assert rewrite_searches.name == "rewrite-queries"
-    assert rewrite_searches.task_run_name == "rewrite #{subquestion.index}"
+    assert rewrite_searches.task_run_name == "rewrite #{subquestion.number}"
     assert rewrite_searches.cache_policy == CACHE_POLICY
     assert callable(getattr(TaskSteps, "rewrite"))

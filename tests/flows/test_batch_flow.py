@@ -59,7 +59,7 @@ def test_batch_reports_bad_rows_and_failed_topics_and_finishes_the_rest(
     assert table.key == "batch-b1"
     rows = json.loads(table.data) if isinstance(table.data, str) else table.data
     # What a person scans first comes first: the UI hid cost and error behind the topic.
-    assert list(rows[0])[:4] == ["row", "status", "cost_usd", "error"]
+    assert list(rows[0])[:5] == ["row", "status", "topic", "cost_usd", "error"]
     assert sorted(r["status"] for r in rows) == ["failed", "invalid", "invalid", "succeeded",
                                                  "succeeded"]
     progress = next(a for a in shown if a.type == "progress")

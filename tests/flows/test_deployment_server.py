@@ -152,7 +152,8 @@ def test_prefect_yaml_deploys_and_a_worker_runs_the_adhoc_topic(api, tmp_path, c
     assert nightly["pull_steps"] == [
         {"prefect.deployments.steps.set_working_directory": {"directory": str(ROOT)}}]
     assert nightly["parameters"] == {"csv_path": str(ROOT / "examples" / "topics.csv"),
-                                     "db_path": str(ROOT / "researchflow.duckdb")}
+                                     "db_path": str(ROOT / "researchflow.duckdb"),
+                                     "timezone": "UTC"}
     assert nightly["schedules"][0]["schedule"]["timezone"] == "UTC"
 
     elsewhere = tmp_path / "worker-cwd"

@@ -8,6 +8,7 @@ stored. A batch's topic is a subflow: it pauses the same way. A timeout goes on 
 
 from __future__ import annotations
 
+import contextvars
 import os
 import subprocess
 import sys
@@ -38,7 +39,8 @@ def _start(topic: str, corpus: Path, db: Path, **options) -> tuple[threading.Thr
             db_path=str(db), return_state=True,
             options=TopicOptions(max_subquestions=3, max_rounds=1, max_waves=1, **options))
 
-    thread = threading.Thread(target=go, daemon=True)
+    # With this thread's context: Prefect's settings (the session's server) live in it.
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(go,), daemon=True)
     thread.start()
     return thread, out
 
@@ -122,9 +124,12 @@ def test_a_topic_of_a_batch_pauses_as_a_subflow(corpus: Path, db_path: Path,
     csv.write_text("topic,review_plan,max_subquestions,max_rounds,max_waves\n"
                    f"{topic},true,2,1,1\n", encoding="utf-8")
     out: dict = {}
-    thread = threading.Thread(target=lambda: out.setdefault("state", research_batch(
-        csv_path=str(csv), model="offline", search="corpus", corpus_dir=str(corpus),
-        db_path=str(db_path), return_state=True)), daemon=True)
+    def go() -> None:
+        out["state"] = research_batch(
+            csv_path=str(csv), model="offline", search="corpus", corpus_dir=str(corpus),
+            db_path=str(db_path), return_state=True)
+
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(go,), daemon=True)
     thread.start()
     run, form = _paused(topic)
     assert run.parent_task_run_id is not None  # a subflow, paused in its batch's process
