@@ -340,7 +340,6 @@ def main(argv: list[str] | None = None) -> int:
                            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
                            "RESEARCHFLOW_CACHE_DIR": work / "cache"}.items():
             os.environ.setdefault(key, str(value))
-    from core.models import Topic
     from core.runtime import current
     from core.store import ResultStore, query_readonly
     from flows.batch import research_batch
@@ -362,14 +361,14 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
     current().flush()
     store = ResultStore(db)
-    reports = {r["topic_id"]: r["report_id"] for r in store.list_reports(batch)}
+    # By text: a topic's id carries the batch's edition, which the batch chose.
+    reports = {r["topic"]: (r["topic_id"], r["report_id"]) for r in store.list_reports(batch)}
     _, spent = query_readonly(db, "SELECT topic_id, coalesce(sum(cost_usd), 0) FROM llm_calls "
                                   f"WHERE batch_id = '{batch}' GROUP BY topic_id")
     rows = []
     for n, (lang, intent, text) in enumerate(chosen, start=1):
-        topic_id = Topic(text=text, batch_id=batch).topic_id
-        rows.append(TopicScore(n, lang, intent, text, reports.get(topic_id, ""),
-                               dict(spent).get(topic_id)))
+        topic_id, report_id = reports.get(text, ("", ""))
+        rows.append(TopicScore(n, lang, intent, text, report_id, dict(spent).get(topic_id)))
     done = [(r, store.get_report(r.report_id)["markdown"]) for r in rows if r.report_id]
     print(f"judging {len(done)} reports", file=sys.stderr, flush=True)
     with ThreadPoolExecutor(max_workers=4) as pool:

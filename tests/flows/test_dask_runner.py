@@ -76,8 +76,10 @@ def _assert_ran_on_both_workers(client, ran: list[tuple[str, str]], subquestions
 
 
 def test_a_topic_researches_on_dask_worker_processes(on_dask, corpus, db_path):
+    # Two parts, so two sections even on this three-file corpus (its outline comes from it).
     state, ran = _run_on_workers(
-        on_dask, topic=TOPIC, batch_id="dask",
+        on_dask, topic="How do threads share memory, and how does asyncio wait without blocking?",
+        batch_id="dask",
         options=TopicOptions(max_subquestions=4, max_rounds=1),
         model="offline", search="corpus", corpus_dir=str(corpus), db_path=str(db_path))
     report_id = state.result()
@@ -86,7 +88,7 @@ def test_a_topic_researches_on_dask_worker_processes(on_dask, corpus, db_path):
     assert report is not None and report["citations"]
     assert store.unverified_citations(report_id) == []
     subquestions = store.counts()["subquestions"]
-    assert subquestions >= 3
+    assert subquestions >= 2
     _assert_ran_on_both_workers(on_dask, ran, subquestions)
 
 

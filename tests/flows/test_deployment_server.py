@@ -27,7 +27,8 @@ from tests.fakes.http import ScriptedServer
 from tests.fakes.rerun_scenario import RerunScenario
 from tests.fakes.research_provider import SDK_ENV
 
-pytestmark = pytest.mark.slow
+# One worker runs them in turn: each serves deployments of the same names on the shared server.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("deployments")]
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
