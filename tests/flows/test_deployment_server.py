@@ -98,6 +98,13 @@ class Api:
                 raise AssertionError(f"deployment {flow}/{name} never appeared")
             time.sleep(0.5)
 
+    def forget(self, flow: str, name: str) -> None:
+        """Delete a deployment an earlier test served under the same name, so what this test
+        reads and runs is the one its own `serve` registers."""
+        reply = self._send("GET", f"deployments/name/{flow}/{name}")
+        if reply.status_code == 200:
+            self._send("DELETE", f"deployments/{reply.json()['id']}").raise_for_status()
+
     def run(self, deployment: dict, parameters: dict) -> str:
         reply = self._send("POST", f"deployments/{deployment['id']}/create_flow_run",
                            json={"parameters": parameters})
@@ -116,6 +123,7 @@ class Api:
         while time.monotonic() < deadline:
             state = self._send("GET", f"flow_runs/{flow_run_id}").json()["state"]
             if state and state["type"] in FINAL:
+                self.last_message = state.get("message") or ""
                 return state["type"]
             time.sleep(0.5)
         return "TIMED OUT"
@@ -183,6 +191,8 @@ def test_served_batch_retried_as_the_ui_does_reuses_every_finished_call(api, tmp
     with ScriptedServer(default=provider) as llm:
         env = _env(api, tmp_path, **{key_var: "sk-served-not-a-real-key",
                                      url_var: llm.url + suffix})
+        for name in ("nightly-served", "adhoc-served"):
+            rest.forget("research-batch" if name.startswith("nightly") else "research-topic", name)
         serve = [str(BIN / "researchflow"), "serve", "--csv", str(scenario.csv),
                  "--db", str(scenario.db), "--cron", "0 6 1 1 *",
                  "--timezone", "Europe/Berlin"]
@@ -229,6 +239,8 @@ def test_served_batch_researches_again_on_its_next_scheduled_date(api, tmp_path)
     with ScriptedServer(default=provider) as llm:
         env = _env(api, tmp_path, **{key_var: "sk-served-not-a-real-key",
                                      url_var: llm.url + suffix})
+        for name in ("nightly-served", "adhoc-served"):
+            rest.forget("research-batch" if name.startswith("nightly") else "research-topic", name)
         serve = [str(BIN / "researchflow"), "serve", "--csv", str(scenario.csv),
                  "--db", str(scenario.db), "--cron", "0 6 1 1 *",
                  "--timezone", "Europe/Berlin"]
@@ -245,7 +257,8 @@ def test_served_batch_researches_again_on_its_next_scheduled_date(api, tmp_path)
                         "state_details": {"scheduled_time": slot}}})
                 reply.raise_for_status()
                 before = provider.inner.successes
-                assert rest.final_state(reply.json()["id"]) == "COMPLETED", served.tail()
+                assert rest.final_state(reply.json()["id"]) == "COMPLETED", (rest.last_message,
+                                                                             served.tail())
                 calls.append(provider.inner.successes - before)
     _, rows = query_readonly(scenario.db, "SELECT edition, count(*) FROM reports "
                                           "GROUP BY edition ORDER BY edition")
