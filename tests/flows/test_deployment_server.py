@@ -133,6 +133,15 @@ class Api:
                    json={"paused": True}).raise_for_status()
 
 
+def _fresh_serve(rest: "Api", scenario) -> list[str]:
+    """`researchflow serve` of the scenario's batch (a cron that never fires by itself), once
+    the deployments an earlier test served under the same names are gone."""
+    rest.forget("research-batch", "nightly-served")
+    rest.forget("research-topic", "adhoc-served")
+    return [str(BIN / "researchflow"), "serve", "--csv", str(scenario.csv),
+            "--db", str(scenario.db), "--cron", "0 6 1 1 *", "--timezone", "Europe/Berlin"]
+
+
 def _env(api: str, tmp: Path, **extra: str) -> dict:
     """The environment a user's shell would have: the API URL and nothing else of ours
     (no RESEARCHFLOW_HOME); short polling so runs start within a second or two."""
@@ -191,11 +200,7 @@ def test_served_batch_retried_as_the_ui_does_reuses_every_finished_call(api, tmp
     with ScriptedServer(default=provider) as llm:
         env = _env(api, tmp_path, **{key_var: "sk-served-not-a-real-key",
                                      url_var: llm.url + suffix})
-        for name in ("nightly-served", "adhoc-served"):
-            rest.forget("research-batch" if name.startswith("nightly") else "research-topic", name)
-        serve = [str(BIN / "researchflow"), "serve", "--csv", str(scenario.csv),
-                 "--db", str(scenario.db), "--cron", "0 6 1 1 *",
-                 "--timezone", "Europe/Berlin"]
+        serve = _fresh_serve(rest, scenario)
         with Background(serve, cwd=elsewhere, env=env, log=tmp_path / "serve.log") as served:
             batch = rest.deployment("research-batch", "nightly-served")
             assert batch["schedules"][0]["schedule"] == {
@@ -239,11 +244,7 @@ def test_served_batch_researches_again_on_its_next_scheduled_date(api, tmp_path)
     with ScriptedServer(default=provider) as llm:
         env = _env(api, tmp_path, **{key_var: "sk-served-not-a-real-key",
                                      url_var: llm.url + suffix})
-        for name in ("nightly-served", "adhoc-served"):
-            rest.forget("research-batch" if name.startswith("nightly") else "research-topic", name)
-        serve = [str(BIN / "researchflow"), "serve", "--csv", str(scenario.csv),
-                 "--db", str(scenario.db), "--cron", "0 6 1 1 *",
-                 "--timezone", "Europe/Berlin"]
+        serve = _fresh_serve(rest, scenario)
         with Background(serve, cwd=tmp_path, env=env, log=tmp_path / "serve.log") as served:
             batch = rest.deployment("research-batch", "nightly-served")
             assert batch["parameters"]["timezone"] == "Europe/Berlin"
