@@ -131,7 +131,7 @@ def _run_states(flow_run_id) -> list[str]:
             flow_run = await client.read_flow_run(flow_run_id)
             tasks = await client.read_task_runs(
                 flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
-            return [flow_run.state.message or ""] + [t.state.message or "" for t in tasks]
+            return [flow_run.state.message or ""] + [t.state.message or "" for t in tasks if t.state]
 
     return asyncio.run(read())
 
