@@ -259,7 +259,7 @@ def _shown(o: TopicOutcome, changes: bool) -> dict:
     text clipped (the store and `researchflow show` have it whole; calls and tokens are in
     the usage artifact), text escaped, since Prefect renders cells as markdown."""
     row = {"row": o.row, "status": o.status, "topic": markdown_text(_clip(o.topic, 36)),
-           "cost_usd": round(o.cost_usd, 6), "error": markdown_text(_clip(o.error, 48)),
+           "cost_usd": round(o.cost_usd, 6), "error": markdown_text(_clip(o.error, 40)),
            "report_id": o.report_id}
     if changes:
         row["changed"] = markdown_text(o.changed)
