@@ -45,6 +45,20 @@ def pytest_collection_modifyitems(config, items) -> None:
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session) -> None:
+    """A worker under `--dist loadgroup` refuses to run if xdist could not mark its groups
+    (pytest 9.2 with xdist 3.8 silently lost them: grouped tests then ran side by side)."""
+    config = session.config
+    if not getattr(config.option, "loadgroup", False):
+        return
+    lost = [item.nodeid for item in session.items
+            if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if lost:
+        raise RuntimeError(f"xdist_group marks were not applied ({len(lost)} tests, "
+                                f"e.g. {lost[0]}): check the pytest and pytest-xdist pins")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _no_heartbeats() -> Iterator[None]:
     """Flows run here beat no heartbeat: the heartbeat thread sleeps in 1 s steps and a flow
