@@ -24,6 +24,8 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 MODULES: tuple[str, ...] = (
@@ -38,6 +40,7 @@ MODULES: tuple[str, ...] = (
     "inspect", "dis", "ast", "timeit", "secrets", "base64", "gzip", "uuid",
 )
 MANIFEST = "MANIFEST.json"
+_BUILDING = threading.Lock()
 _OVERSTRIKE = re.compile(r".\x08")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _GUTTER = re.compile(r"^[ |]*\|", re.MULTILINE)  # pydoc's " |  " class-body margins
@@ -49,6 +52,16 @@ def materialize_pydocs(cache_dir: Path, modules: tuple[str, ...] = MODULES) -> P
     wanted = _manifest(modules)
     if _read_manifest(cache_dir) == wanted:
         return cache_dir
+    # A batch's topics start together: one thread builds, the others wait and find its corpus
+    # (pydoc rendering in several threads at once also trips over half-imported modules).
+    with _BUILDING:
+        if _read_manifest(cache_dir) == wanted:
+            return cache_dir
+        _build(cache_dir, modules, wanted)
+    return cache_dir
+
+
+def _build(cache_dir: Path, modules: tuple[str, ...], wanted: dict) -> None:
     cache_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.", dir=cache_dir.parent))
     try:
@@ -57,7 +70,6 @@ def materialize_pydocs(cache_dir: Path, modules: tuple[str, ...] = MODULES) -> P
         _swap_into_place(tmp, cache_dir, wanted)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return cache_dir
 
 
 def _manifest(modules: tuple[str, ...]) -> dict:
@@ -106,13 +118,22 @@ def _write_corpus(folder: Path, modules: tuple[str, ...]) -> None:
             (lib_dir / f"{name}.md").write_text(text, encoding="utf-8")
 
 
-def module_doc(name: str) -> str | None:
+def module_doc(name: str, attempts: int = 3) -> str | None:
     """pydoc's plain-text page for module `name` under a markdown title; None if unimportable."""
-    try:
-        module = importlib.import_module(name)
-        body = pydoc.render_doc(module, title="%s", renderer=pydoc.plaintext)
-    except Exception:  # noqa: BLE001 - a module missing from this build is simply left out
-        return None
+    for attempt in range(attempts):
+        try:
+            module = importlib.import_module(name)
+            body = pydoc.render_doc(module, title="%s", renderer=pydoc.plaintext)
+            break
+        except ModuleNotFoundError:
+            return None  # missing from this build: simply left out
+        except Exception:  # noqa: BLE001
+            # Rendering imports a package's lazy submodules (concurrent.futures): while another
+            # thread of the run imports them too, one side may see a half-initialised module.
+            # Once cached, the corpus would lack the page for good, so try again.
+            if attempt == attempts - 1:
+                return None
+            time.sleep(0.2 * (attempt + 1))
     summary = (module.__doc__ or "").strip().splitlines()
     headline = f"{name} — {summary[0].strip()}" if summary else name
     body = _GUTTER.sub(lambda m: " " * len(m.group(0)), _OVERSTRIKE.sub("", body))

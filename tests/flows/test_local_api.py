@@ -70,7 +70,9 @@ def test_a_command_killed_with_sigkill_leaves_no_api_server(tmp_path: Path, corp
         assert not [v for v in environ if v.startswith(b"PREFECT__")]
         assert b"PREFECT_UI_ENABLED=0" in environ
         assert [v for v in environ if v.startswith(TOKEN_VARIABLE.encode() + b"=")]
-        assert (tmp_path / "cache" / "local-api" / f"{servers[0]}.json").exists()
+        # The record is written just after the child starts: the child may be seen first.
+        record = tmp_path / "cache" / "local-api" / f"{servers[0]}.json"
+        assert _wait(record.exists, 10)
     finally:
         command.kill()
         command.wait()
