@@ -11,7 +11,6 @@ computing again.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import os
@@ -78,15 +77,11 @@ def _files(folder: Path) -> list[Path]:
 
 
 def _cached_task_runs(flow_run_id) -> int:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    # States reach the API as events recorded in batches: read them once they have settled,
+    # or a fast run counts task runs still shown Pending (CI once read 0 cached this way).
+    from tests.flows.prefect_api import task_runs
 
-    async def read():
-        async with get_client() as client:
-            return await client.read_task_runs(
-                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
-
-    return sum(1 for r in asyncio.run(read()) if r.state and r.state.name == "Cached")
+    return sum(1 for r in task_runs(flow_run_id) if r.state and r.state.name == "Cached")
 
 
 @pytest.mark.slow

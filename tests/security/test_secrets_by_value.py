@@ -123,17 +123,12 @@ def _logs(flow_run_id) -> list[str]:
 
 
 def _run_states(flow_run_id) -> list[str]:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    # Read once settled: a state still in flight as an event would pass without being looked at.
+    from tests.flows.prefect_api import _ask, task_runs
 
-    async def read():
-        async with get_client() as client:
-            flow_run = await client.read_flow_run(flow_run_id)
-            tasks = await client.read_task_runs(
-                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
-            return [flow_run.state.message or ""] + [t.state.message or "" for t in tasks if t.state]
-
-    return asyncio.run(read())
+    tasks = task_runs(flow_run_id)
+    flow_run = _ask(lambda client: client.read_flow_run(flow_run_id))
+    return [flow_run.state.message or ""] + [t.state.message or "" for t in tasks if t.state]
 
 
 @pytest.mark.slow
