@@ -1,24 +1,29 @@
 """Benchmark: the web layer on a site with the traps a real crawl meets, over two runs.
 
 Two related topics run one after the other (two flow runs, as two scheduled jobs would) in web
-mode — the real serpapi client against a loopback SerpAPI-compatible server, the offline engine
-— over a loopback site serving: four articles (one also linked with tracking parameters), a
-bloated page, a redirect loop, a page that hangs, a PDF paper, and results pointing at loopback
-addresses by another name or address (`localhost`, `127.0.0.2`) that stand in for the private
-and metadata addresses a hostile result would name. The hang and the loop are on hosts of their
-own. Only the three hosts' `127.0.0.1:<port>` are allow-listed. It prints:
+mode — the real serpapi client against a loopback SerpAPI-compatible server, the offline engine,
+`--max-pages` 6 — over a loopback site serving: four articles (one also linked with tracking
+parameters), a 6 MB page, a redirect to a private address, a redirect loop, a page that hangs
+and a PDF paper, with results naming the cloud-metadata address, private and loopback addresses
+(`localhost`, `127.0.0.2`, the stand-ins a hostile result would name) and a file: URL. The first
+six results are traps but two; the PDF and two articles come after them. The hang and the loop
+are on hosts of their own. Only the three hosts' `127.0.0.1:<port>` are allow-listed. It prints:
 
+- per sub-question: readable pages read against readable pages offered (target: all), and the
+  pages tried (readable or not) against the attempt bound (2 x max pages);
 - requests the site saw per distinct page over both runs (target: 1 for every page);
 - requests to the private stand-ins, and stored sources on private addresses (target: 0);
 - bytes the site sent, and what the caps and the cache saved;
 - whether the PDF's text was stored; wall time of each run; citations and how many are verbatim.
 
-    python bench/web.py
+    python bench/web.py [--max-pages 6]
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
 import sys
 import threading
 import time
@@ -102,11 +107,14 @@ class Site:
                                                [PDF_SENTENCE, "Threads block while they wait."])
         self.pages["/secret"] = b"<html><body><p>AWS_SECRET_ACCESS_KEY=leaked</p></body></html>"
         self.searches: list = []  # the SerpAPI stand-in's requests, once serving
+        self.private_url = ""  # where /go redirects: a private address (set once serving)
 
     def __call__(self, rec):
         path = urlsplit(rec.path).path.rstrip("/") or "/"  # /pools/ is /pools, as on most sites
         with self.lock:
             self.requests[path] += 1
+        if path == "/go":  # a link shortener pointing at a private address
+            return self.Reply(302, b"", {"location": f"{self.private_url}/secret"})
         if path == "/loop":
             return self.Reply(302, b"", {"location": "/loop2"})
         if path == "/loop2":
@@ -129,13 +137,44 @@ class Site:
 def results(site_url: str, traps_url: str, loop_url: str, port: int) -> list[dict]:
     # The hang and the loop live on their own hosts, as on the web: a host that hangs or loops
     # is not tried again within the run, which must not cost the articles.
-    links = [f"{traps_url}/hang", f"{site_url}/threads", f"http://localhost:{port}/secret",
+    links = ["http://169.254.169.254/latest/meta-data/iam/security-credentials/",
+             f"{site_url}/threads",
              f"{site_url}/threads?utm_source=news&utm_medium=email&fbclid=abc123",
-             f"{loop_url}/loop", f"{site_url}/paper.pdf", f"http://127.0.0.2:{port}/secret",
-             f"{site_url}/bloated", f"{site_url}/asyncio", f"{site_url}/sockets#waiting",
-             f"{site_url}/pools/"]
+             f"{site_url}/bloated", f"{site_url}/go", f"http://localhost:{port}/secret",
+             f"{site_url}/asyncio", f"{site_url}/paper.pdf", f"{site_url}/sockets#waiting",
+             f"{site_url}/pools/", f"{traps_url}/hang", f"{loop_url}/loop",
+             f"http://127.0.0.2:{port}/secret", "file:///etc/passwd"]
     return [{"position": i + 1, "title": f"Result {i + 1}", "link": link,
              "snippet": "threads asyncio sockets waiting"} for i, link in enumerate(links)]
+
+
+READABLE = (*ARTICLES, "/paper.pdf")
+_LISTED = re.compile(r"^\d+\. .* <([^<>\s]+)>", re.M)  # a search listing's line
+_READ = re.compile(r"^Source: .* <([^<>\s]+)>$", re.M)  # a page read with text
+_TRIED = re.compile(r"^\[(?:not|already) read: ", re.M)  # a page tried that was not read
+
+
+def _path(url: str) -> str:
+    return urlsplit(url).path.rstrip("/") or "/"
+
+
+def reading(db: Path, site_url: str) -> list[tuple[str, int, int, int, int]]:
+    """Per sub-question: (topic, index, readable pages read, readable pages offered, pages
+    tried), from the offline engine's raw notes (every tool result of its transcript: the
+    search listings, and one line per page tried)."""
+    from core.store import query_readonly
+
+    def readable(urls: list[str]) -> set[str]:
+        return {_path(u) for u in urls if u.startswith(site_url) and _path(u) in READABLE}
+
+    _, rows = query_readonly(db, "SELECT DISTINCT t.topic, f.subquestion_index, f.raw_notes "
+                                 "FROM findings f JOIN topics t USING (topic_id) ORDER BY 1, 2")
+    out = []
+    for topic, index, notes in rows:
+        read = _READ.findall(notes or "")
+        out.append((topic, index, len(readable(read)), len(readable(_LISTED.findall(notes or ""))),
+                    len(read) + len(_TRIED.findall(notes or ""))))
+    return out
 
 
 @contextmanager
@@ -147,6 +186,7 @@ def serving(site: Site) -> Iterator[dict[str, str]]:
     with ScriptedServer(default=site) as web, ScriptedServer(default=site) as traps, \
             ScriptedServer(default=site) as looping, ScriptedServer() as serp:
         port = int(web.url.rsplit(":", 1)[1])
+        site.private_url = f"http://127.0.0.2:{port}"
         serp.default = Reply(200, {"search_metadata": {"status": "Success"},
                                    "organic_results": results(web.url, traps.url, looping.url,
                                                               port)})
@@ -154,7 +194,7 @@ def serving(site: Site) -> Iterator[dict[str, str]]:
         yield {"SERPAPI_API_KEY": "serp-bench-key", "RESEARCHFLOW_SERPAPI_BASE_URL": serp.url,
                "RESEARCHFLOW_FETCH_ALLOW_HOSTS": ",".join(
                    u.removeprefix("http://") for u in (web.url, traps.url, looping.url)),
-               "RESEARCHFLOW_RESULTS_PER_QUERY": "12"}
+               "RESEARCHFLOW_RESULTS_PER_QUERY": "14"}
 
 
 def _fetcher():
@@ -169,7 +209,10 @@ def _fetcher():
     return None
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--max-pages", type=int, default=6)
+    args = parser.parse_args(argv)
     from bench.workspace import workspace
 
     work = workspace("rf-bench-web-")  # before Prefect is imported
@@ -186,19 +229,28 @@ def main() -> int:
             started = time.perf_counter()
             state = research_topic(topic=topic, batch_id="web", model="offline",
                                    search="serpapi", db_path=str(db),
-                                   options=TopicOptions(max_pages=12), return_state=True)
+                                   options=TopicOptions(max_pages=args.max_pages),
+                                   return_state=True)
             walls.append(time.perf_counter() - started)
             print(f"  {topic}: {state.type.value} in {walls[-1]:.1f} s", file=sys.stderr,
                   flush=True)
         searches = len(site.searches)
+        site_url = env["RESEARCHFLOW_FETCH_ALLOW_HOSTS"].split(",")[0]
 
+    print(f"max pages {args.max_pages}, at most {2 * args.max_pages} pages tried per "
+          "sub-question")
+    print("| topic | sub-question | readable pages read / offered | pages tried |")
+    print("|---|---|---|---|")
+    for topic, index, read, offered, tried in reading(db, f"http://{site_url}"):
+        print(f"| {topic[:40]} | {index} | {read} / {offered} | {tried} |")
+    print()
     pages = [p for p in site.requests if p not in ("/robots.txt", "/loop2")]
+    pages += [p for p in READABLE if p not in pages]  # a page never fetched: 0 requests
     print("| page | requests over both runs |")
     print("|---|---|")
     for path in sorted(pages):
         print(f"| {path} | {site.requests[path]} |")
-    article_paths = [p for p in pages if p in ARTICLES or p == "/paper.pdf"]
-    per_page = sum(site.requests[p] for p in article_paths) / max(len(article_paths), 1)
+    per_page = sum(site.requests[p] for p in READABLE) / len(READABLE)
     _, sources = query_readonly(db, "SELECT url, text FROM sources")
     private = [u for u, _ in sources if urlsplit(u).hostname in ("localhost", "127.0.0.2")]
     pdf_text = any(PDF_SENTENCE in (t or "") for u, t in sources if u.endswith(".pdf"))

@@ -3,7 +3,16 @@
 From the first round the researcher chooses which results to read from their titles and
 snippets (the offline engine keeps the search ranking), reads at most `max_pages` pages in all,
 and after each round reflects on its notes and either stops (the sub-question is answered) or
-searches again, for at most `max_rounds` rounds. Searches that find nothing readable (no
+searches again, for at most `max_rounds` rounds.
+
+The page budget counts pages read with text. A result whose page the search backend's guard
+refuses before any request (not http(s), a private or metadata address literal, localhost) is
+never offered to choose. A chosen page that turns out unreadable (refused at fetch or at a
+redirect, too large, failed, or a duplicate of a page already read) costs an attempt, not a
+page: the engine is asked again for as many of the candidates not yet tried, so the model's
+choice and the offline ranking both go on down their list. Attempts are bounded at
+`MAX_ATTEMPTS_PER_PAGE` x `max_pages` per sub-question; reading stops when `max_pages` pages
+were read or the candidates run out. Searches that find nothing readable (no
 results, none worth choosing, or only pages that cannot be read) are rewritten once per
 sub-question into more specific ones, run at once as an extra round within the page budget.
 
@@ -25,7 +34,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urldefrag
 from typing import Callable, Protocol, Sequence
 
@@ -43,6 +52,7 @@ from core.signals import Signal
 log = logging.getLogger("researchflow.research")
 
 MAX_REWRITES = 3  # searches one rewrite may add
+MAX_ATTEMPTS_PER_PAGE = 2  # fetch attempts per page of the budget (unreadable pages included)
 _PAGE_FRAGMENT = re.compile(r"(?:page|slide)=\d+")
 
 
@@ -58,6 +68,22 @@ class ResearchSteps(Protocol):
 
     def rewrite(self, subquestion: SubQuestion, failed: Sequence[str],
                 seen: Sequence[SearchResult]) -> list[str]: ...
+
+
+def offerable(backend: SearchBackend, results: list[SearchResult]) -> list[SearchResult]:
+    """`results` without those whose page the backend would refuse before any request (its
+    `refuses(url)`, when it has one): they are never offered to choose, nor listed."""
+    refuses = getattr(backend, "refuses", None)
+    if not callable(refuses):
+        return results
+    kept = []
+    for hit in results:
+        reason = refuses(hit.url)
+        if reason is None:
+            kept.append(hit)
+        else:
+            log.info("not offering %s: %s", hit.url, reason)
+    return kept
 
 
 def read_page(engine: ResearchEngine, search: SearchBackend, subquestion: SubQuestion,
@@ -123,7 +149,7 @@ class DirectSteps:
 
     def search(self, query: str, k: int) -> list[SearchResult]:
         with acting_as("search"):
-            return self.backend.search(query, k=k)
+            return offerable(self.backend, self.backend.search(query, k=k))
 
     def choose(self, transcript: Transcript, candidates: list[SearchResult],
                limit: int) -> list[int]:
@@ -169,34 +195,42 @@ def research_subquestion(steps: ResearchSteps, subquestion: SubQuestion, *, max_
         if progress:
             progress(f"round {round_index + 1}: {len(queries)} queries, read {read} of "
                      f"{offered} new pages")
-        if state.pages >= max_pages:
+        if state.spent:
             break
         failed = [q for q, results in searched if not state.useful(results)]
         if failed and not rewritten:
             rewritten = True  # once per sub-question, whatever comes of it
             state.rewrite(failed, [r for q, results in searched if q in failed for r in results],
                           round_index, progress)
-            if state.pages >= max_pages:
+            if state.spent:
                 break
     return transcript
 
 
 class _Research:
-    """What one researcher has done so far: the transcript, the pages offered and read."""
+    """What one researcher has done so far: the transcript, the pages offered, tried and read."""
 
     def __init__(self, steps: ResearchSteps, transcript: Transcript, max_pages: int,
                  k: int) -> None:
         self.steps = steps
         self.transcript = transcript
         self.max_pages = max_pages
+        self.max_attempts = MAX_ATTEMPTS_PER_PAGE * max_pages
         self.k = k
-        self.pages = 0
+        self.pages = 0  # pages read with text: what the budget counts
+        self.attempts = 0  # pages tried, readable or not
         self.offered: set[str] = set()  # documents offered to choose from (read or passed over)
         self.readable: set[str] = set()  # documents read with text (by hit URL and source URL)
 
+    @property
+    def spent(self) -> bool:
+        """No page can be read any more: the budget is read, or the attempts are used up."""
+        return self.pages >= self.max_pages or self.attempts >= self.max_attempts
+
     def round(self, queries: list[str], tag: str,
               note: str = "") -> tuple[list[tuple[str, list[SearchResult]]], int, int]:
-        """Search `queries`, choose among the new pages, read them: (each query with its
+        """Search `queries`, choose among the new pages, read them, and for each chosen page
+        that could not be read choose again among those not tried: (each query with its
         results, pages read, new pages offered)."""
         searched = _search_round(self.transcript, self.steps, queries, tag, self.k, note)
         hits = list({h.url: h for _, results in searched for h in results}.values())
@@ -205,12 +239,23 @@ class _Research:
         fresh = [h for h in hits if _document(h.url) not in self.offered]
         fresh = list({_document(h.url): h for h in reversed(fresh)}.values())[::-1]
         self.offered.update(_document(h.url) for h in fresh)
-        left = self.max_pages - self.pages
-        picked = self.steps.choose(self.transcript, fresh, left) if fresh else []
-        chosen = [fresh[i] for i in dict.fromkeys(picked) if 0 <= i < len(fresh)][:left]
-        self.readable |= _read_round(self.transcript, self.steps, chosen, tag)
-        self.pages += len(chosen)
-        return searched, len(chosen), len(fresh)
+        untried, read = fresh, 0
+        wanted = self.max_pages - self.pages  # how many to choose: the budget, then the misses
+        while untried and wanted > 0 and not self.spent:
+            left = min(wanted, self.max_pages - self.pages, self.max_attempts - self.attempts)
+            picked = self.steps.choose(self.transcript, untried, left)
+            chosen = [untried[i] for i in dict.fromkeys(picked) if 0 <= i < len(untried)][:left]
+            if not chosen:
+                break
+            got = _read_round(self.transcript, self.steps, chosen, tag, self.attempts)
+            self.readable |= got.documents
+            self.attempts += len(chosen)
+            self.pages += got.pages
+            read += got.pages
+            wanted = len(chosen) - got.pages  # each page that could not be read is replaced
+            tried = {id(h) for h in chosen}
+            untried = [h for h in untried if id(h) not in tried]
+        return searched, read, len(fresh)
 
     def useful(self, results: list[SearchResult]) -> bool:
         """Whether a search found something readable: one of its pages was read with text (in
@@ -277,27 +322,42 @@ def _search_round(transcript: Transcript, steps: ResearchSteps, queries: list[st
     return searched
 
 
+@dataclass
+class _Reads:
+    """What reading a batch of hits gave: pages read with text (new sources), and the documents
+    that had text, duplicates included (by hit URL and source URL)."""
+
+    pages: int = 0
+    documents: set[str] = field(default_factory=set)
+
+
 def _read_round(transcript: Transcript, steps: ResearchSteps, hits: list[SearchResult],
-                tag: str) -> set[str]:
-    """Read `hits`, one AI turn each; the documents that were read with text (by hit URL and
-    by source URL, which may differ after a redirect or for a passage)."""
+                tag: str, first: int = 0) -> _Reads:
+    """Read `hits`, one AI turn each (call ids numbered from `first`). A page counts as read
+    when it has text that is not already a source of the transcript: the same URL after a
+    redirect or a passage, or the same text under another address (a mirror, tracking
+    parameters the URL key does not know)."""
     # One AI turn per page: dropping the last AI turn (the overflow rule) then gives up one
     # page's notes, not every page of the round.
-    readable: set[str] = set()
-    for i, hit in enumerate(hits):
+    reads = _Reads()
+    for i, hit in enumerate(hits, start=first):
         call = ToolCall(id=f"{tag}f{i}", name="read", arguments={"url": hit.url})
         transcript.messages.append(Message(role="assistant", content="", tool_calls=(call,)))
         page = steps.read(transcript.subquestion, hit)
         source = page.source
-        if source is not None:
-            readable.update({_document(hit.url), _document(source.url)})
+        same = None if source is None else next(
+            (s for s in transcript.sources if s.url == source.url
+             or (source.text.strip() and s.text == source.text)), None)
+        if source is not None:  # readable, even when it is a page already read
+            reads.documents.update({_document(hit.url), _document(source.url)})
         if source is None:
             content = f"[not read: {hit.url}: {page.reason}]"
-        elif any(s.url == source.url for s in transcript.sources):  # another hit, same document
-            content = f"[already read: {source.url}]"
+        elif same is not None:  # another hit, same document: no page of the budget
+            content = f"[already read: {same.url}]"
         else:
+            reads.pages += 1
             transcript.sources.append(source)
             content = f"Source: {source.title} <{source.url}>\n{page.notes}"
         transcript.messages.append(Message(role="tool", tool_call_id=call.id, name="read",
                                            content=content))
-    return readable
+    return reads

@@ -21,7 +21,7 @@ from core.ledger import acting_as, scoped
 from core.models import (Finding, FollowUp, PageNotes, ResearchPlan, SearchResult, Source,
                          SubQuestion, Topic, Transcript)
 from core.overflow.roles import plan_with_shrink, queries_with_shrink, review_with_shrink
-from core.researcher import (DirectSteps, choose_pages, condense_page, fetch_page,
+from core.researcher import (DirectSteps, choose_pages, condense_page, fetch_page, offerable,
                              research_subquestion, rewrite_queries, unavailable)
 from core.search.cache import checking_pages
 from core.search.fetch_types import PageFault
@@ -141,7 +141,10 @@ class TaskSteps:
 
     def search(self, query: str, k: int) -> list[SearchResult]:
         with transaction(commit_mode=CommitMode.EAGER):
-            return search_query(query, k, self.config, self.edition)
+            results = search_query(query, k, self.config, self.edition)
+        # Screened after the cache, with this run's allow-list: what the guard refuses without
+        # a request is never offered to choose.
+        return offerable(current().search(self.config), results)
 
     def choose(self, transcript: Transcript, candidates: list[SearchResult],
                limit: int) -> list[int]:

@@ -203,6 +203,12 @@ class CachedFetcher:
         """fetches, hits, bytes_fetched, bytes_saved, revalidated (304s)."""
         return self._counters.snapshot()
 
+    def refuses(self, url: str) -> str | None:
+        """Why the fetcher behind would refuse `url` before any request (None: it cannot tell
+        without one, or has no such check)."""
+        check = getattr(self._fetch, "refuses", None)
+        return check(url) if callable(check) else None
+
     def __call__(self, url: str) -> Source:
         key = self._key(url)
         if not self.caching:

@@ -15,6 +15,9 @@ What it does (the verdict on each address, and the allow-list, come from core.se
   private address. TLS still uses the URL's hostname for SNI and certificate checks (httpcore
   passes the request origin's host to `start_tls`, not the address we connected to).
 * `refusal_of(exc)` tells a refusal from a network error after httpx has wrapped it.
+* `refused_unasked(url, allow)` is the part of `check_url` that needs no resolver: the reason a
+  URL is refused whatever DNS says (not http(s), no host, a forbidden IP literal, a `localhost`
+  name), or None. Search results it refuses are never offered to choose from.
 
 `AllowList`, `forbidden_reason` and `literal_ip` are importable from here as well.
 
@@ -132,6 +135,29 @@ def check_url(url: str, allow: AllowList, *, resolve: Resolver | None = None) ->
     reason = _first_reason(addresses)
     if reason is not None:
         raise UnsafeURL(url, reason)
+
+
+def refused_unasked(url: str, allow: AllowList) -> str | None:
+    """Why `url` is refused before any request or name lookup, or None when only resolving
+    its host (or fetching it) can tell. `localhost` and `*.localhost` always mean loopback
+    (RFC 6761), so they are judged like the literal."""
+    try:
+        parsed = httpx.URL(url.strip())
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return "invalid URL"
+    scheme = parsed.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        return f"unsupported URL scheme ({scheme or 'none'})"
+    host = parsed.raw_host.decode("ascii")
+    if not host:
+        return "URL has no host"
+    if allow.allows(host, parsed.port or _DEFAULT_PORTS[scheme]):
+        return None
+    name = host.lower().rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return "loopback address (localhost)"
+    ip = literal_ip(host)
+    return _first_reason([str(ip)]) if ip is not None else None
 
 
 # --- connect-time enforcement ------------------------------------------------------------------

@@ -33,6 +33,8 @@ import httpx
 
 from core.models import SearchResult, Source
 from core.signals import Fatal, RateLimited, Signal, Transient
+from core.search.addresses import AllowList
+from core.search.guard import refused_unasked
 from core.search.web import PageRefused, fetch_page
 
 log = logging.getLogger(__name__)
@@ -117,6 +119,16 @@ class SearxngSearch:
         except PageRefused as exc:
             log.info("skipping page %s", exc)
             return None
+
+    def refuses(self, url: str) -> str | None:
+        """Why the page of a result would be refused before any request (a scheme other
+        than http(s), a forbidden IP literal, localhost), or None: such a result is never
+        offered to choose from (core.researcher)."""
+        check = getattr(self._fetch, "refuses", None)
+        if callable(check):
+            return check(url)
+        # `fetch_page` allows no host that is not public; another fetcher's rules are its own.
+        return refused_unasked(url, AllowList.parse(None)) if self._fetch is fetch_page else None
 
     def close(self) -> None:
         self._client.close()

@@ -31,7 +31,8 @@ The serpapi client puts the api key in the query string, and requests' exception
 no message raised from here contains it (`_mask` scrubs the key from any text we keep), and the
 original exception is chained as `__cause__` only after its args have been masked.
 
-`read` fetches the page with `web.fetch_page` and returns None for a page that cannot be read.
+`read` fetches the page with `web.fetch_page` and returns None for a page that cannot be read;
+`refuses` says why a result's page would be refused before any request (the fetcher's guard).
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ from typing import Any, Callable
 import serpapi
 
 from core.models import SearchResult, Source
+from core.search.addresses import AllowList
 from core.search.fetch_types import PageFault
+from core.search.guard import refused_unasked
 from core.search.web import PageRefused, PageUnavailable, fetch_page
 from core.signals import Fatal, RateLimited, Signal, Transient
 
@@ -170,6 +173,16 @@ class SerpApiSearch:
         except PageRefused as exc:
             log.info("skipping page %s", exc)
             return None
+
+    def refuses(self, url: str) -> str | None:
+        """Why the page of a result would be refused before any request (a scheme other
+        than http(s), a forbidden IP literal, localhost), or None: such a result is never
+        offered to choose from (core.researcher)."""
+        check = getattr(self._fetch, "refuses", None)
+        if callable(check):
+            return check(url)
+        # `fetch_page` allows no host that is not public; another fetcher's rules are its own.
+        return refused_unasked(url, AllowList.parse(None)) if self._fetch is fetch_page else None
 
     # ---- the SerpAPI call and its errors ----------------------------------------------------
 

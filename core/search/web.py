@@ -13,6 +13,7 @@ Both are exceptions a research step can absorb: a page that cannot be read is a 
 
     fetcher = Fetcher(FetchPolicy.from_settings(settings))   # one per run, shared by threads
     source = fetcher(url)                                     # Source, or PageRefused
+    fetcher.refuses(url)                                      # refused without a request? why
     fetcher.stats.snapshot(); fetcher.close()
     fetch_page(url, allow="127.0.0.1:8080", ...)              # one page, a throwaway Fetcher
 
@@ -38,6 +39,7 @@ from core.search import pdf as pdflib
 from core.search import page_text as textlib
 from core.search.addresses import AllowList
 from core.search.download import Downloader
+from core.search.guard import refused_unasked
 from core.search.fetch_types import (USER_AGENT, FetchPolicy, FetchStats, NotModified,
                                      PageRefused, PageUnavailable, Validators, reason_key)
 
@@ -73,6 +75,10 @@ class Fetcher:
             raise
         self.stats.page()
         return source, found
+
+    def refuses(self, url: str) -> str | None:
+        """Why `url` would be refused before any request (see guard.refused_unasked)."""
+        return refused_unasked(url, self.policy.allow)
 
     def close(self) -> None:
         self._downloader.close()
