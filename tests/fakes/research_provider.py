@@ -127,7 +127,6 @@ class ResearchProvider:
     def __call__(self, rec: Recorded) -> Reply:
         body = rec.json() or {}
         role = next((r for k, r in ROLES.items() if k in system_text(self.provider, body)), "?")
-        digest = hashlib.sha256(rec.path.encode() + rec.body).hexdigest()
         with self._lock:
             self.calls += 1
             self.by_role[role] = self.by_role.get(role, 0) + 1
@@ -139,7 +138,17 @@ class ResearchProvider:
             with self._lock:
                 self.faults += 1
             return fault_reply(self.provider, kind, self.retry_after)
-        text = answer(role, self.provider, body)
+        return self._answered_with(rec, body, answer(role, self.provider, body))
+
+    def prose(self, rec: Recorded, text: str) -> Reply:
+        """A successful reply of `text` whatever was asked (a model that ignored the JSON
+        schema), counted like any other answer."""
+        with self._lock:
+            self.calls += 1
+        return self._answered_with(rec, rec.json() or {}, text)
+
+    def _answered_with(self, rec: Recorded, body: dict[str, Any], text: str) -> Reply:
+        digest = hashlib.sha256(rec.path.encode() + rec.body).hexdigest()
         input_tokens = fake.estimate_tokens(self.provider, body)
         output_tokens = max(1, fake.estimate_tokens("openai", {"messages": [text]}))
         with self._lock:
