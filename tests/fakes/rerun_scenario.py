@@ -11,6 +11,7 @@ does (the same, naming the flow's entrypoint itself).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -23,8 +24,8 @@ from pathlib import Path
 from tests.fakes import providers as fake
 from tests.fakes.http import Recorded, Reply, ScriptedServer
 from tests.fakes.prefect_server import PrefectServer
-from tests.fakes.research_provider import (SDK_ENV, TEST_MODELS, ResearchProvider, role_of,
-                                          write_pages)
+from tests.fakes.research_provider import (SDK_ENV, TEST_MODELS, ResearchProvider, answer,
+                                          last_user_text, role_of, write_pages)
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBJECTS = ("memory use", "blocking calls", "waiting on sockets", "locks")
@@ -60,8 +61,7 @@ class RerunResult:
 #            numbers, so the page is halved), the first half succeeds and the second is refused.
 CASES = ("step", "chunked", "reask", "shrink")
 SECOND = "second topic"  # in every request of the second topic (its sub-questions name it)
-FIRST_SENTENCE = "example 0 shows"  # the first line of every page: only a first piece has it
-CHUNKED_WINDOWS = '{"gpt-4o-mini": 12000}'  # pages of 200 sentences need two pieces
+CHUNKED_WINDOWS = '{"gpt-4o-mini": 6000}'  # a page of 150 sentences needs two pieces
 SHRINK_SENTENCES = 20  # a condense request showing more sentences than this overflows
 
 
@@ -83,6 +83,7 @@ class RefusingProvider:
         self.refusing = True
         self.refused = 0
         self.overflows = 0
+        self._first_piece: dict[tuple[str, ...], str] = {}
         self.on_refuse = on_refuse  # runs before the refusal is sent (e.g. lock the store)
 
     def __call__(self, rec: Recorded) -> Reply:
@@ -96,7 +97,7 @@ class RefusingProvider:
         if SECOND not in text:
             return self.inner(rec)
         if self.case == "chunked" and role == "condense":
-            if self.refusing and FIRST_SENTENCE not in text:
+            if self.refusing and self._later_piece(body):
                 return self._refuse()
         elif self.case == "shrink" and role == "condense":
             if len(re.findall(r"\\n\[\d+\] ", text)) > SHRINK_SENTENCES:
@@ -104,7 +105,7 @@ class RefusingProvider:
                 return Reply(400, fake.error_body(
                     "openai", 400, "The request is too long for this model's context window.",
                     code="context_length_exceeded", param="messages"))
-            if self.refusing and FIRST_SENTENCE not in text:
+            if self.refusing and self._later_piece(body):
                 return self._refuse()
         elif self.case == "reask" and role == "choose":
             asked_again = any(m.get("role") == "assistant" for m in body.get("messages", []))
@@ -112,7 +113,18 @@ class RefusingProvider:
                 return self.inner.prose(rec, "I would read the first three results.")
             if self.refusing:
                 return self._refuse()
+            asked = {**body, "messages": body["messages"][:-2]}  # the question, not the complaint
+            return self.inner.prose(rec, answer("choose", "openai", asked))
         return self.inner(rec)
+
+    def _later_piece(self, body: dict) -> bool:
+        """Whether this condense request shows a piece of a page other than the first one
+        asked about for its sub-question (pieces are asked in page order)."""
+        user = last_user_text("openai", body)
+        page = re.search(r"Sub-question: (.*)\n\nPage title: .*\nPage URL: (.*)\n", user)
+        key = page.groups() if page else ("?", "?")
+        shown = hashlib.sha256(user.encode()).hexdigest()
+        return self._first_piece.setdefault(key, shown) != shown
 
     def _refuse(self) -> Reply:
         self.refused += 1
@@ -133,11 +145,14 @@ class RerunScenario:
         self.case = case
         work.mkdir(parents=True, exist_ok=True)
         self.corpus = write_pages(work / "corpus", SUBJECTS,
-                                  sentences=200 if case == "chunked" else 30)
+                                  sentences=150 if case == "chunked" else 30)
         self.csv = work / "topics.csv"
         self.csv.write_text("topic\n" + "".join(f'"{t}"\n' for t in TOPICS), encoding="utf-8")
         self.db = work / "store.duckdb"
         self.provider = RefusingProvider(refuse_role, case=case)
+        # Pieces follow the token calibration, which a fresh process starts anew: a provider
+        # whose usage does not move it cuts a page alike in the first run and the rerun.
+        self.provider.inner.calibrating = case != "chunked"
         self.batch_id = "rerun"
 
     def parameters(self) -> dict:
