@@ -44,6 +44,7 @@ Every term is a lower bound, so their maximum is one; it ignores robots.txt in t
     python bench/overhead.py                      # 10 topics, all three configurations
     python bench/overhead.py --topics 4 --llm-ms 100 --only server plain
     python bench/overhead.py --root /tmp/ovh      # flows/tasks/core from another checkout
+    python bench/overhead.py --only server --before /work/old   # old and new, one run, side by side
     python bench/overhead.py --py-spy /tmp/pyspy/bin/py-spy   # GIL samples of each process
 
 It also prints each Prefect configuration's API traffic (requests by route, time waited, time
@@ -72,9 +73,10 @@ if str(ROOT) not in sys.path:  # run as a script: make core/ and tests.fakes imp
 
 from bench.overhead_bound import bound, calls_of, timeline  # noqa: E402
 
-TARGET = 1.3
-# configuration -> its topics' letter
+TARGET = 1.2
+# configuration -> its topics' letter (and, with --before, the other checkout's letter)
 MODES = {"ephemeral": "e", "server": "s", "server-pg": "g", "plain": "p"}
+BEFORE = {"ephemeral": "f", "server": "b", "server-pg": "h", "plain": "q"}
 SERVERS = ("server", "server-pg")
 MODEL = "openai:gpt-4o-mini"
 
@@ -196,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--py-spy", help="path of py-spy: sample each configuration's process")
     parser.add_argument("--root", default=str(ROOT), help="checkout whose flows/tasks/core run")
+    parser.add_argument("--before", help="another checkout: each configuration runs from it as "
+                                         "well, right after, in the same run (rows '... before')")
     args = parser.parse_args(argv)
     if args.child:
         child(json.loads(args.child))
@@ -229,13 +233,17 @@ def run(args) -> int:
     with rig.serving(lat, args.hosts) as (env, recorder):
         env = {**env, "RESEARCHFLOW_MAX_SUBQUESTION_WORKERS": str(sq_workers),
                "RESEARCHFLOW_MAX_FETCHES_PER_HOST": str(per_host), "BENCH_VERBOSE": "1"}
-        for mode in args.only:
-            letter = MODES[mode]
-            csv = work / f"{mode}.csv"
+        runs = [(mode, mode, args.root, MODES[mode]) for mode in args.only]
+        if args.before:  # interleaved, so both see the same load on the machine
+            runs = [r for mode, run in zip(args.only, runs) for r in
+                    (run, (f"{mode} before", mode, args.before, BEFORE[mode]))]
+        for label, mode, root, letter in runs:
+            name = label.replace(" ", "-")
+            csv = work / f"{name}.csv"
             csv.write_text("topic\n" + "".join(f"{rig.topic_text(letter, i)}\n"
                                                for i in range(args.topics)), encoding="utf-8")
-            spec = {"mode": mode, "root": args.root, "csv": str(csv), "batch": f"ovh-{mode}",
-                    "db": str(work / f"{mode}.duckdb"), "topic_workers": topic_workers,
+            spec = {"mode": mode, "root": root, "csv": str(csv), "batch": f"ovh-{name}",
+                    "db": str(work / f"{name}.duckdb"), "topic_workers": topic_workers,
                     "sq_workers": sq_workers, "py_spy": args.py_spy,
                     "env": {**env, "TMPDIR": str(work)}}
             mark = len(recorder.requests)
@@ -243,11 +251,11 @@ def run(args) -> int:
             with contextlib.ExitStack() as stack:
                 if mode in SERVERS:
                     started = time.monotonic()
-                    server = stack.enter_context(_server(mode, work))
+                    server = stack.enter_context(_server(mode, work, name))
                     spec["env"]["PREFECT_API_URL"] = server.url
                     server_start = time.monotonic() - started
                 before = rig.tree_cpu(server.process.pid) if mode in SERVERS else 0.0
-                result = launch(mode, spec, work / f"{mode}.log")
+                result = launch(mode, spec, work / f"{name}.log")
                 if mode in SERVERS:
                     result["server_cpu"] = rig.tree_cpu(server.process.pid) - before
             requests = recorder.since(mark)
@@ -256,8 +264,8 @@ def run(args) -> int:
                           timeline=timeline(requests, result), calls=rig_calls,
                           requests=Counter(r.kind for r in requests), server_start=server_start,
                           slots=topic_workers, log=[list(vars(r).values()) for r in requests])
-            rows[mode] = result
-            print(f"  {mode}: {result['state']} in {result['t1'] - result['t0']:.1f} s "
+            rows[label] = result
+            print(f"  {label}: {result['state']} in {result['t1'] - result['t0']:.1f} s "
                   f"(bound {result['bound']['bound']:.1f} s)", file=sys.stderr, flush=True)
     report(rows, lat, args.topics)
     print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}")
@@ -342,8 +350,8 @@ def report(rows: dict, lat, n_topics: int) -> None:
         if api.get("retried"):  # when the back-offs fell: the lead-in shows, the rest may hide
             print("    retried (s after start, for s): " + ", ".join(
                 f"{route} {at - r['t0']:.1f}/{took:.1f}" for at, took, route in api["retried"]))
-    for mode in SERVERS:
-        if mode in rows:
+    for mode in rows:
+        if mode.split(" ")[0] in SERVERS:
             server = rows[mode]
             ratio = (server["t1"] - server["t0"]) / server["bound"]["bound"]
             print(f"target: wall / bound <= {TARGET}x against a running server ({mode}): "
@@ -351,7 +359,7 @@ def report(rows: dict, lat, n_topics: int) -> None:
 
 
 @contextlib.contextmanager
-def _server(mode: str, work: Path):
+def _server(mode: str, work: Path, name: str | None = None):
     """A running `prefect server start`: its database in SQLite (`server`), or in a PostgreSQL
     started here (`server-pg`, what Prefect advises for concurrent runs; the README says how)."""
     from tests.fakes.prefect_server import PrefectServer
@@ -365,7 +373,7 @@ def _server(mode: str, work: Path):
             pg.start()
             stack.callback(pg.stop)
             url = pg.sqlalchemy_url(pg.new_database())
-        server = PrefectServer(work / f"prefect-{mode}", database_url=url)
+        server = PrefectServer(work / f"prefect-{name or mode}", database_url=url)
         server.url = server.__enter__()
         stack.callback(server.__exit__, None, None, None)
         yield server

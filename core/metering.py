@@ -6,6 +6,10 @@ a call: the budget check (spent + projected cost of input estimate and output ca
 call succeeded or raised a signal, with the provider's own token counts (estimated, and marked
 so, only when the provider reported none). A rate limit pauses the whole provider's gate.
 
+Before all of that, the call memo (core.memo): a request already answered in this edition is
+served its recorded answer, with a ledger row of outcome 'served' at $0 and no budget, gate or
+provider involved; every successful answer is recorded for the next repeat.
+
 What it does not do: retry (Prefect does), shrink (core.overflow.recovery does), or swallow anything:
 every signal is re-raised untouched after it is recorded.
 """
@@ -20,6 +24,8 @@ from typing import Any, Iterator, Sequence
 
 from core.ledger import Ledger, current_role, current_scope
 from core.llm.base import ChatModel, Completion
+from core.memo import (CallMemo, completion_answer, completion_from, results_answer,
+                       results_from)
 from core.models import Message, SearchResult, Source
 from core.pacing import ProviderGate
 from core.prices import PriceTable
@@ -67,6 +73,10 @@ class _Meter:
                                 output_tokens=usage.get("output_tokens"))
         self._record(provider, model, role, started, outcome="ok", cost_usd=cost, **usage)
 
+    def served(self, *, provider: str, model: str, role: CallRole) -> None:
+        """A repeat answered from the call memo: recorded as served, at no cost."""
+        self._record(provider, model, role, time.monotonic(), outcome="served", cost_usd=0.0)
+
     def _record(self, provider: str, model: str, role: CallRole, started: float,
                 **fields: Any) -> None:
         scope = current_scope()
@@ -81,10 +91,11 @@ class MeteredModel:
     """A `ChatModel` that paces, budgets and records each call of the model it wraps."""
 
     def __init__(self, inner: ChatModel, ledger: Ledger, prices: PriceTable, gate: ProviderGate,
-                 estimator: TokenEstimator | None = None) -> None:
+                 estimator: TokenEstimator | None = None, memo: CallMemo | None = None) -> None:
         self.inner = inner
         self.meter = _Meter(ledger, prices, gate)
         self.estimator = estimator if estimator is not None else default_estimator()
+        self.memo = memo if memo is not None and memo.enabled else None
 
     # The wrapped model's identity, so callers see the real provider and model.
     @property
@@ -106,6 +117,37 @@ class MeteredModel:
                  json_schema: dict[str, Any] | None = None,
                  temperature: float = 0.0) -> Completion:
         role = current_role()
+        key = None
+        if self.memo is not None:
+            key = self.memo.key("llm", self._request(messages, max_tokens, json_schema,
+                                                     temperature))
+            found = self.memo.answer(key)
+            served = completion_from(found) if found is not None else None
+            if served is not None:
+                self.meter.served(provider=self.provider, model=self.model, role=role)
+                self.memo.note_served()
+                return served
+        completion = self._complete(messages, max_tokens, json_schema, temperature, role)
+        if key is not None:
+            self.memo.keep(key, completion_answer(completion), kind="llm",  # type: ignore
+                           provider=self.provider, model=self.model, role=role)
+        return completion
+
+    def _request(self, messages: Sequence[Message], max_tokens: int,
+                 json_schema: dict[str, Any] | None, temperature: float) -> dict[str, Any]:
+        """What decides the answer, for the memo's fingerprint: never the key."""
+        inner = self.inner
+        return {"provider": self.provider, "model": self.model,
+                "base_url": getattr(inner, "base_url", None),
+                "messages": [m.model_dump(mode="json") if hasattr(m, "model_dump") else m
+                             for m in messages],
+                "max_tokens": max_tokens, "temperature": temperature, "schema": json_schema,
+                "reasoning_effort": getattr(inner, "reasoning_effort", None),
+                "thinking_budget": getattr(inner, "thinking_budget", None)}
+
+    def _complete(self, messages: Sequence[Message], max_tokens: int,
+                  json_schema: dict[str, Any] | None, temperature: float,
+                  role: CallRole) -> Completion:
         estimate = self.estimator.estimate(messages, model=self.model)
         if json_schema:
             estimate += self.estimator.estimate(str(json_schema), model=self.model)
@@ -135,13 +177,34 @@ class MeteredSearch:
     """A billed `SearchBackend`: each search is a ledger row priced per call; reads are free."""
 
     def __init__(self, inner: SearchBackend, ledger: Ledger, prices: PriceTable,
-                 gate: ProviderGate, *, provider: str = "serpapi") -> None:
+                 gate: ProviderGate, *, provider: str = "serpapi",
+                 memo: CallMemo | None = None) -> None:
         self.inner = inner
         self.name = inner.name
         self.provider = provider
         self.meter = _Meter(ledger, prices, gate)
+        self.memo = memo if memo is not None and memo.enabled else None
 
     def search(self, query: str, k: int = 5) -> list[SearchResult]:
+        key = None
+        if self.memo is not None:
+            key = self.memo.key("search", {
+                "provider": self.provider, "name": self.name, "query": query, "k": k,
+                "params": getattr(self.inner, "params", None),
+                "base_url": getattr(self.inner, "base_url", None)})
+            found = self.memo.answer(key)
+            served = results_from(found) if found is not None else None
+            if served is not None:
+                self.meter.served(provider=self.provider, model=self.provider, role="search")
+                self.memo.note_served()
+                return served
+        results = self._search(query, k)
+        if key is not None:
+            self.memo.keep(key, results_answer(results), kind="search",  # type: ignore
+                           provider=self.provider, model=self.provider, role="search")
+        return results
+
+    def _search(self, query: str, k: int) -> list[SearchResult]:
         with self.meter.held(self.provider, "search"):
             started = time.monotonic()
             try:

@@ -7,6 +7,7 @@
     rt.store(target)               the ResultStore of a target (its schema ensured once)
     rt.pages(target)               the web cache (pages, searches) of a target
     rt.ledger(target)              running spend and the durable usage records of a target
+    rt.memo(config)                the call memo of a config's store (core.memo), per refresh salt
     rt.prices(spec)                a price table
     rt.gate(provider, per_minute)  the pacing of one provider, shared by every worker
     rt.estimator()                 token estimates, calibrated by what providers report
@@ -35,6 +36,7 @@ from typing import Any, Callable, Hashable, TypeVar
 
 from core.engine.base import ResearchEngine
 from core.ledger import Ledger
+from core.memo import CallMemo
 from core.overflow.windows import ContextLimits
 from core.overflow.tokens import TokenEstimator, default_estimator
 from core.pacing import ProviderGate
@@ -101,6 +103,19 @@ class Runtime:
     def ledger(self, target: str | Path) -> Ledger:
         return self.shared("ledger", _target(target), lambda: Ledger(
             self.store(target), batch_seconds=LEDGER_BATCH_SECONDS))
+
+    def memo(self, config: RunConfig) -> CallMemo:
+        """The call memo of the config's store: one per (store, expiry, refresh salt), so every
+        billed backend a config builds shares it."""
+        key = (_target(config.db_path), config.memo_ttl_hours, config.refresh)
+
+        def build() -> CallMemo:
+            from core.store.call_memo import MemoStore
+
+            return CallMemo(MemoStore(_target(config.db_path)), ttl_hours=config.memo_ttl_hours,
+                            salt=config.refresh, batch_seconds=LEDGER_BATCH_SECONDS)
+
+        return self.shared("memo", key, build)
 
     def usage(self, target: str | Path, run_id: str, topic_id: str | None = None) -> UsageTotals:
         """A run's (or one topic's) spend from the store, after this process's records are in.
@@ -173,7 +188,7 @@ class Runtime:
             model = make_model(spec, config)
             metered = MeteredModel(model, self.ledger(config.db_path), self.prices(config.prices),
                                    self.gate(model.provider, config.max_calls_per_minute),
-                                   estimator=estimator)
+                                   estimator=estimator, memo=self.memo(config))
             return LLMEngine(metered, limits=self.limits(config), estimator=estimator,
                              max_output_tokens=config.max_output_tokens,
                              spill_dir=Path(config.cache_dir) / "spill")
@@ -207,7 +222,7 @@ class Runtime:
             backend = MeteredSearch(backend, self.ledger(config.db_path),
                                     self.prices(config.prices),
                                     self.gate(config.search, config.max_calls_per_minute),
-                                    provider=config.search)
+                                    provider=config.search, memo=self.memo(config))
             # Outside the meter: a search served from the cache is not billed, nor recorded.
             backend = CachedSearch(backend, self.pages(config.db_path),
                                    ttl_hours=config.page_ttl_hours, params=params)
@@ -215,7 +230,10 @@ class Runtime:
 
     # -- the end ------------------------------------------------------------------------------
     def flush(self) -> None:
-        """Write every usage record still waiting (batched, or kept back by a locked store)."""
+        """Write every usage record and memo answer still waiting (batched, or kept back by a
+        locked store)."""
+        for memo in self.built("memo"):
+            memo.flush()
         for ledger in self.built("ledger"):
             ledger.flush()
 

@@ -135,6 +135,9 @@ class Settings(BaseSettings):
     # there is refused, on every redirect hop and again at connect time.
     fetch_allow_hosts: str | None = None
     page_ttl_hours: float = Field(default=24.0, ge=0)  # page and search cache freshness; 0: off
+    # How old a recorded answer of a billed call may be when a repeat is served it (core.memo;
+    # retries and reruns of the same edition); 0: the memo is off.
+    memo_ttl_hours: float = Field(default=24.0, ge=0)
     respect_robots: bool = True
     max_fetches_per_host: int = Field(default=2, ge=1, le=16)  # at once, per host
     fetch_connect_timeout: float = Field(default=5.0, gt=0)
@@ -328,6 +331,8 @@ class RunConfig(BaseModel):
     store_lock_timeout: float = Field(default=30.0, exclude=True)
     store_hold_seconds: float = Field(default=0.5, exclude=True)
     lake_data_path: str | None = Field(default=None, exclude=True)
+    # Whether a repeat is served, not what is asked: a memo's answer is the request's own.
+    memo_ttl_hours: float = Field(default=24.0, exclude=True)
 
     @property
     def billed(self) -> bool:
@@ -362,7 +367,7 @@ _SAME = ("results_per_query", "max_output_tokens", "default_context_window", "re
          "max_fetches_per_host", "prices", "store_lock_timeout", "store_hold_seconds",
          "lake_data_path", "searxng_url", "searxng_engines", "searxng_categories",
          "searxng_language", "corpus_follow_symlinks", "corpus_max_file_bytes",
-         "corpus_max_html_bytes")
+         "corpus_max_html_bytes", "memo_ttl_hours")
 _BASE_URLS = ("openai", "anthropic", "gemini", "serpapi")
 
 

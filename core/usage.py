@@ -23,7 +23,8 @@ def _now() -> datetime:
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One call to a billed service. `outcome` is "ok" or the signal's class name."""
+    """One call to a billed service. `outcome` is "ok", the signal's class name, or "served":
+    a repeat answered from the call memo (core.memo), no request made and cost 0."""
 
     call_id: str
     run_id: str
@@ -58,6 +59,7 @@ class UsageTotals:
     reasoning_tokens: int = 0
     cost_usd: float = 0.0
     unpriced_calls: int = 0  # calls whose model had no known price: cost_usd is a lower bound
+    served_calls: int = 0  # repeats answered from the call memo (core.memo): part of calls, $0
     unknown: str = ""  # why the totals could not be read ("" when they were)
 
     def line(self) -> str:
@@ -72,6 +74,7 @@ class UsageTotals:
         cached = f" ({self.cached_input_tokens:,} cached)" if self.cached_input_tokens else ""
         reasoning = f" ({self.reasoning_tokens:,} reasoning)" if self.reasoning_tokens else ""
         failed = f", {self.failed_calls} failed" if self.failed_calls else ""
+        failed += f", {self.served_calls} served from the memo" if self.served_calls else ""
         searches = f", {self.searches} searches" if self.searches else ""
         return (f"usage: {self.calls} calls{failed}{searches}; tokens {self.input_tokens:,} in"
                 f"{cached} / {self.output_tokens:,} out{reasoning}; cost {cost}")

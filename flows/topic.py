@@ -269,7 +269,7 @@ def research_topic(topic: str, options: TopicOptions = TopicOptions(), batch_id:
     store = (start_run(config, settings, run_id, batch_id) if alone
              else current().store(config.db_path, config))
     scope = dict(run_id=run_id, batch_id=batch_id, topic_id=item.topic_id,
-                 max_topic_cost_usd=settings.max_cost_usd)
+                 max_topic_cost_usd=settings.max_cost_usd, edition=item.edition)
     if alone:
         scope["max_batch_cost_usd"] = None
     try:

@@ -1,12 +1,16 @@
 """Plan a topic, research one sub-question, review a wave: thin Prefect wrappers around core.
 
 The research task runs the core loop with `TaskSteps` whenever a step costs money (an LLM
-provider or SerpAPI): every search, every choice of pages to read, every page fetch and every
-condensing of a page, every choice of follow-up queries and every rewrite of searches that found nothing
-readable is its own task run, retried on its own and cached on its inputs plus the code. A
-fault in one provider call therefore repeats only that call, and a retry of the research task
-(or of the whole run, from the CLI or the UI) is served every step that had finished from the
-cache.
+provider or SerpAPI): every choice of pages to read, every condensing of a page, every choice of
+follow-up queries and every rewrite of searches that found nothing readable is its own task run,
+retried on its own and cached on its inputs plus the code (so a new edition reuses it when its
+input did not change). A search and a page fetch run in-line, in the research task: within an
+edition a repeat is served by the search and page caches and by the call memo (core.memo), so
+their task runs (~8 ms of CPU each, 40% of a batch's) bought nothing; only when one fails for a
+passing reason does it become a task run, retried by Prefect with backoff and shown as such in
+the UI. A fault in one provider call therefore repeats only that call, and a retry of the
+research task (or of the whole run, from the CLI or the UI) is served every call that had
+succeeded.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from core.researcher import (DirectSteps, choose_pages, condense_page, fetch_pag
 from core.search.cache import checking_pages
 from core.search.fetch_types import PageFault
 from core.runtime import current
+from core.signals import RateLimited, Transient
 from core.settings import RunConfig
 from tasks.caching import CACHED, LASTING
 from tasks.retry import RETRYING
@@ -129,7 +134,9 @@ def rewrite_searches(subquestion: SubQuestion, failed: list[str], seen: list[Sea
 
 @dataclass(frozen=True)
 class TaskSteps:
-    """`core.researcher.ResearchSteps` as task runs, each committed as soon as it finishes.
+    """`core.researcher.ResearchSteps` as task runs, each committed as soon as it finishes
+    (searches and fetches in-line unless they fail for a passing reason: see the module's
+    docstring).
 
     A step runs inside the research task's transaction; without an eager commit its cached
     result would be rolled back when the research task fails, and the retry would pay again
@@ -140,8 +147,12 @@ class TaskSteps:
     edition: str = ""
 
     def search(self, query: str, k: int) -> list[SearchResult]:
-        with transaction(commit_mode=CommitMode.EAGER):
-            results = search_query(query, k, self.config, self.edition)
+        try:
+            with acting_as("search"):
+                results = current().search(self.config).search(query, k=k)
+        except (RateLimited, Transient):  # its retries are Prefect's, with backoff, in the UI
+            with transaction(commit_mode=CommitMode.EAGER):
+                results = search_query(query, k, self.config, self.edition)
         # Screened after the cache, with this run's allow-list: what the guard refuses without
         # a request is never offered to choose.
         return offerable(current().search(self.config), results)
@@ -153,10 +164,14 @@ class TaskSteps:
 
     def read(self, subquestion: SubQuestion, hit: SearchResult) -> PageNotes:
         try:
-            with transaction(commit_mode=CommitMode.EAGER):
-                fetched = read_hit(subquestion, hit, self.config, self.edition)
-        except PageFault as fault:  # retried by Prefect and still down: skipped in this run
-            return unavailable(fault)
+            with checking_pages(self.edition):
+                fetched = fetch_page(current().search(self.config), hit)
+        except PageFault:  # a passing fault: read again as a task run Prefect retries
+            try:
+                with transaction(commit_mode=CommitMode.EAGER):
+                    fetched = read_hit(subquestion, hit, self.config, self.edition)
+            except PageFault as fault:  # retried by Prefect and still down: skipped in this run
+                return unavailable(fault)
         if fetched.source is None:
             return fetched
         with transaction(commit_mode=CommitMode.EAGER):

@@ -94,6 +94,11 @@ class SerpApiSearch:
         return self._engine
 
     @property
+    def base_url(self) -> str | None:
+        """The server searched (None: SerpAPI's own), for the call memo's fingerprint."""
+        return self._base_url
+
+    @property
     def params(self) -> dict[str, str]:
         """The engine and its locale parameters as sent (no key, no query): for a cache key."""
         return {"engine": self._engine, **self._locale}

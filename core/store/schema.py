@@ -35,6 +35,9 @@ Version history:
      changed since it, one row per item, core.editions); `pages.etag` and
      `pages.last_modified` for conditional fetches; views `report_editions` and
      `report_changes`, `latest_reports` gains `edition`
+  10 the call memo `call_memo` (core.memo): one answer per fingerprint of a successful billed
+     request, so a retry or rerun is served it instead of paying again; the ledger's
+     outcome 'served' (cost 0) and the usage sums' `served_calls`
 """
 
 from __future__ import annotations
@@ -46,11 +49,12 @@ import duckdb
 
 from core.store.connection import StoreError
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # Order matters for counts() and nothing else; meta is bookkeeping, not data.
 TABLES = ("runs", "topics", "subquestions", "sources", "topic_sources", "findings",
           "citations", "reports", "llm_calls", "model_limits", "pages", "searches", "changes")
+# Not counted: `call_memo` (core.memo), answers kept for repeats of billed calls.
 
 _META = "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);"
 
@@ -120,20 +124,28 @@ CREATE TABLE IF NOT EXISTS pages (
 CREATE TABLE IF NOT EXISTS searches (
     key VARCHAR PRIMARY KEY, engine VARCHAR, query VARCHAR, results JSON,
     fetched_at TIMESTAMPTZ NOT NULL);
+-- The call memo (core.memo): the answer of one successful billed call (an LLM completion or a
+-- search's results, as JSON) under a hash of its request and edition; never the request
+-- itself, never a key.
+CREATE TABLE IF NOT EXISTS call_memo (
+    fingerprint VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, provider VARCHAR NOT NULL,
+    model VARCHAR NOT NULL, role VARCHAR, answer JSON NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL);
 """
 
 # The sums behind core.usage.UsageTotals, over `llm_calls l`; the aliases are its field names.
 # Shared by the views and by ledger.usage_totals so both always count the same way.
 USAGE_COLUMNS = """
     count(*) AS calls,
-    count(*) FILTER (WHERE l.outcome <> 'ok') AS failed_calls,
+    count(*) FILTER (WHERE l.outcome NOT IN ('ok', 'served')) AS failed_calls,
     count(*) FILTER (WHERE l.role = 'search') AS searches,
     coalesce(sum(l.input_tokens), 0)::BIGINT AS input_tokens,
     coalesce(sum(l.cached_input_tokens), 0)::BIGINT AS cached_input_tokens,
     coalesce(sum(l.output_tokens), 0)::BIGINT AS output_tokens,
     coalesce(sum(l.reasoning_tokens), 0)::BIGINT AS reasoning_tokens,
     coalesce(sum(l.cost_usd), 0)::DOUBLE AS cost_usd,
-    count(*) FILTER (WHERE l.outcome = 'ok' AND l.cost_usd IS NULL) AS unpriced_calls"""
+    count(*) FILTER (WHERE l.outcome = 'ok' AND l.cost_usd IS NULL) AS unpriced_calls,
+    count(*) FILTER (WHERE l.outcome = 'served') AS served_calls"""
 
 # Views are recreated by every migration (CREATE OR REPLACE), so a later version may redefine them.
 _VIEWS = f"""
@@ -335,10 +347,21 @@ def _v8_to_v9(con: duckdb.DuckDBPyConnection) -> None:
             before VARCHAR, PRIMARY KEY (report_id, idx))""")
 
 
+def _add_call_memo(con: duckdb.DuckDBPyConnection) -> None:
+    """The call memo; the ledger's 'served' outcome needs no column (the views, recreated after
+    the last step, count it). Frozen: the v10 shape. Self-contained, so it can take another
+    number if another version lands first."""
+    con.execute("""
+        CREATE TABLE call_memo (
+            fingerprint VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, provider VARCHAR NOT NULL,
+            model VARCHAR NOT NULL, role VARCHAR, answer JSON NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL)""")
+
+
 # MIGRATIONS[n] takes a file from version n to n + 1.
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7,
-    7: _v7_to_v8, 8: _v8_to_v9}
+    7: _v7_to_v8, 8: _v8_to_v9, 9: _add_call_memo}
 
 
 def _foreign(con: duckdb.DuckDBPyConnection) -> bool:

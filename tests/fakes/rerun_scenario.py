@@ -11,8 +11,10 @@ does (the same, naming the flow's entrypoint itself).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,8 +24,8 @@ from pathlib import Path
 from tests.fakes import providers as fake
 from tests.fakes.http import Recorded, Reply, ScriptedServer
 from tests.fakes.prefect_server import PrefectServer
-from tests.fakes.research_provider import (SDK_ENV, TEST_MODELS, ResearchProvider, role_of,
-                                          write_pages)
+from tests.fakes.research_provider import (SDK_ENV, TEST_MODELS, ResearchProvider, answer,
+                                          last_user_text, role_of, write_pages)
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBJECTS = ("memory use", "blocking calls", "waiting on sockets", "locks")
@@ -50,42 +52,107 @@ class RerunResult:
                 f"({self.distinct_reports} distinct)")
 
 
-class RefusingProvider:
-    """The research provider, refusing one role of the second topic while `refusing` is set."""
+# Multi-call steps, each refused after an earlier call of the same step succeeded:
+#   chunked  a page too long for the (configured) window is condensed in pieces: the second
+#            piece of a second-topic page is refused;
+#   reask    a second-topic choice of pages is answered with prose first (a successful call),
+#            and the re-ask that quotes the parse error is refused;
+#   shrink   a second-topic condense of a whole page overflows the window (an error naming no
+#            numbers, so the page is halved), the first half succeeds and the second is refused.
+CASES = ("step", "chunked", "reask", "shrink")
+SECOND = "second topic"  # in every request of the second topic (its sub-questions name it)
+CHUNKED_WINDOWS = '{"gpt-4o-mini": 6000}'  # a page of 150 sentences needs two pieces
+SHRINK_SENTENCES = 20  # a condense request showing more sentences than this overflows
 
-    def __init__(self, refuse_role: str, on_refuse: Callable[[], None] | None = None) -> None:
+
+def _refusal() -> Reply:
+    return Reply(400, fake.error_body(
+        "openai", 400, "Your request was rejected as a result of our safety system.",
+        code="content_policy_violation"))
+
+
+class RefusingProvider:
+    """The research provider, refusing one role of the second topic (or, for a multi-call
+    `case`, the call after one that succeeded in the same step) while `refusing` is set."""
+
+    def __init__(self, refuse_role: str, on_refuse: Callable[[], None] | None = None,
+                 case: str = "step") -> None:
         self.inner = ResearchProvider("openai")
         self.refuse_role = refuse_role
+        self.case = case
         self.refusing = True
         self.refused = 0
+        self.overflows = 0
+        self._first_piece: dict[tuple[str, ...], str] = {}
         self.on_refuse = on_refuse  # runs before the refusal is sent (e.g. lock the store)
 
     def __call__(self, rec: Recorded) -> Reply:
         body = rec.json() or {}
-        if (self.refusing and role_of("openai", body) == self.refuse_role
-                and MARKER in json.dumps(body, ensure_ascii=False)):
-            self.refused += 1
-            if self.on_refuse is not None:
-                self.on_refuse()
-            return Reply(400, fake.error_body(
-                "openai", 400, "Your request was rejected as a result of our safety system.",
-                code="content_policy_violation"))
+        text = json.dumps(body, ensure_ascii=False)
+        role = role_of("openai", body)
+        if self.case == "step":
+            if self.refusing and role == self.refuse_role and MARKER in text:
+                return self._refuse()
+            return self.inner(rec)
+        if SECOND not in text:
+            return self.inner(rec)
+        if self.case == "chunked" and role == "condense":
+            if self.refusing and self._later_piece(body):
+                return self._refuse()
+        elif self.case == "shrink" and role == "condense":
+            if len(re.findall(r"\\n\[\d+\] ", text)) > SHRINK_SENTENCES:
+                self.overflows += 1
+                return Reply(400, fake.error_body(
+                    "openai", 400, "The request is too long for this model's context window.",
+                    code="context_length_exceeded", param="messages"))
+            if self.refusing and self._later_piece(body):
+                return self._refuse()
+        elif self.case == "reask" and role == "choose":
+            asked_again = any(m.get("role") == "assistant" for m in body.get("messages", []))
+            if not asked_again:  # prose, not JSON: a successful call the engine re-asks
+                return self.inner.prose(rec, "I would read the first three results.")
+            if self.refusing:
+                return self._refuse()
+            asked = {**body, "messages": body["messages"][:-2]}  # the question, not the complaint
+            return self.inner.prose(rec, answer("choose", "openai", asked))
         return self.inner(rec)
+
+    def _later_piece(self, body: dict) -> bool:
+        """Whether this condense request shows a piece of a page other than the first one
+        asked about for its sub-question (pieces are asked in page order)."""
+        user = last_user_text("openai", body)
+        page = re.search(r"Sub-question: (.*)\n\nPage title: .*\nPage URL: (.*)\n", user)
+        key = page.groups() if page else ("?", "?")
+        shown = hashlib.sha256(user.encode()).hexdigest()
+        return self._first_piece.setdefault(key, shown) != shown
+
+    def _refuse(self) -> Reply:
+        self.refused += 1
+        if self.on_refuse is not None:
+            self.on_refuse()
+        return _refusal()
 
     @property
     def calls(self) -> int:
-        return self.inner.calls + self.refused
+        return self.inner.calls + self.refused + self.overflows
 
 
 class RerunScenario:
-    def __init__(self, work: Path, refuse_role: str = "report") -> None:
+    def __init__(self, work: Path, refuse_role: str = "report", case: str = "step") -> None:
+        if case not in CASES:
+            raise ValueError(f"case: one of {CASES}, not {case!r}")
         self.work = work
+        self.case = case
         work.mkdir(parents=True, exist_ok=True)
-        self.corpus = write_pages(work / "corpus", SUBJECTS, sentences=30)
+        self.corpus = write_pages(work / "corpus", SUBJECTS,
+                                  sentences=150 if case == "chunked" else 30)
         self.csv = work / "topics.csv"
         self.csv.write_text("topic\n" + "".join(f'"{t}"\n' for t in TOPICS), encoding="utf-8")
         self.db = work / "store.duckdb"
-        self.provider = RefusingProvider(refuse_role)
+        self.provider = RefusingProvider(refuse_role, case=case)
+        # Pieces follow the token calibration, which a fresh process starts anew: a provider
+        # whose usage does not move it cuts a page alike in the first run and the rerun.
+        self.provider.inner.calibrating = case != "chunked"
         self.batch_id = "rerun"
 
     def parameters(self) -> dict:
@@ -102,6 +169,8 @@ class RerunScenario:
         key_var, url_var, suffix = SDK_ENV["openai"]
         with ScriptedServer(default=self.provider) as server:
             env = {key_var: "sk-rerun-not-a-real-key", url_var: server.url + suffix}
+            if self.case == "chunked":
+                env["RESEARCHFLOW_CONTEXT_WINDOWS"] = CHUNKED_WINDOWS
             os.environ.update(env)
             try:
                 if way == "cli":

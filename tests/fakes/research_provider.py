@@ -118,6 +118,9 @@ class ResearchProvider:
     input_tokens: int = 0  # as reported in successful replies
     output_tokens: int = 0
     by_role: dict[str, int] = field(default_factory=dict)
+    # False: usage too small to calibrate the client's token estimate, so a page is cut into
+    # the same pieces in every process (a piece's size follows the calibration).
+    calibrating: bool = True
     _answered: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -127,7 +130,6 @@ class ResearchProvider:
     def __call__(self, rec: Recorded) -> Reply:
         body = rec.json() or {}
         role = next((r for k, r in ROLES.items() if k in system_text(self.provider, body)), "?")
-        digest = hashlib.sha256(rec.path.encode() + rec.body).hexdigest()
         with self._lock:
             self.calls += 1
             self.by_role[role] = self.by_role.get(role, 0) + 1
@@ -139,8 +141,18 @@ class ResearchProvider:
             with self._lock:
                 self.faults += 1
             return fault_reply(self.provider, kind, self.retry_after)
-        text = answer(role, self.provider, body)
-        input_tokens = fake.estimate_tokens(self.provider, body)
+        return self._answered_with(rec, body, answer(role, self.provider, body))
+
+    def prose(self, rec: Recorded, text: str) -> Reply:
+        """A successful reply of `text` whatever was asked (a model that ignored the JSON
+        schema), counted like any other answer."""
+        with self._lock:
+            self.calls += 1
+        return self._answered_with(rec, rec.json() or {}, text)
+
+    def _answered_with(self, rec: Recorded, body: dict[str, Any], text: str) -> Reply:
+        digest = hashlib.sha256(rec.path.encode() + rec.body).hexdigest()
+        input_tokens = fake.estimate_tokens(self.provider, body) if self.calibrating else 1
         output_tokens = max(1, fake.estimate_tokens("openai", {"messages": [text]}))
         with self._lock:
             self.successes += 1

@@ -31,7 +31,9 @@ CHANGED = {
 }
 # How the process runs: never a reason to pay for a cached call again.
 OPERATIONAL = {"max_calls_per_minute": 10, "max_fetches_per_host": 5, "prices": '{"m": {}}',
-               "store_lock_timeout": 1.0, "store_hold_seconds": 0.0, "lake_data_path": "/x"}
+               "store_lock_timeout": 1.0, "store_hold_seconds": 0.0, "lake_data_path": "/x",
+               # the call memo's expiry says which repeats are served, not what is asked
+               "memo_ttl_hours": 2.0}
 
 
 def key(settings: Settings) -> str:

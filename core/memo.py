@@ -1,0 +1,199 @@
+"""The call memo: every successful billed call is paid once (ARCHITECTURE.md, "Caching and
+reruns").
+
+A step task can make several provider calls (a page condensed in pieces, a JSON answer asked
+again, a shrink loop); when a later one fails, the task's cache has nothing for the earlier
+ones. So below the tasks, `core.metering` asks this memo before every billed call: an answer
+recorded under the same fingerprint is served (the ledger writes an 'served' row at $0), and
+every successful answer is recorded. That holds in a run, in Prefect's retry of the same flow
+run, and in a rerun by the CLI, whatever task the call sits in.
+
+The fingerprint is a sha256 over what decides the answer: provider, model, base URL, the
+messages, parameters (output cap, temperature, reasoning effort, thinking budget), the schema,
+and two things that are not the request: the edition (a scheduled topic's new edition must
+observe the world again, so it pays anew while a retry or rerun of the same edition is served)
+and the refresh salt (a `--refresh` run's root run id: it asks everything again, and its own
+retry is served what it asked). Never the key. The store keeps the fingerprint and the answer,
+never the request.
+
+Records are kept in memory at once (so the same process is served at once) and written to the
+store (`core.store.call_memo`) in batches, like the ledger; a record the store could not take
+waits for the next write. `ttl_hours` bounds how old a served answer may be; 0 turns the memo
+off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Protocol, Sequence
+
+from core.ledger import current_scope
+from core.llm.base import Completion, Usage
+from core.models import SearchResult
+from core.secrets import mask
+
+_VERSION = 1  # bump when the answer's encoding changes: older records are then never served
+
+
+class MemoSink(Protocol):
+    """Where records live (core.store.call_memo.MemoStore)."""
+
+    def fingerprints(self, since: datetime) -> set[str] | None: ...
+
+    def answers(self, fingerprints: Sequence[str], since: datetime) -> dict[str, str] | None: ...
+
+    def keep(self, rows: Sequence[Any]) -> bool: ...
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def fingerprint(kind: str, request: dict[str, Any], *, edition: str, salt: str = "") -> str:
+    """The hash of one request (no key in it), its edition and refresh salt."""
+    payload = json.dumps({"v": _VERSION, "kind": kind, "request": request, "edition": edition,
+                          "salt": salt}, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class MemoKey:
+    key: str
+    plain: str | None = None  # a refreshing run's unsalted twin, also written on success
+
+
+class CallMemo:
+    """Answers of billed calls by fingerprint, shared by every worker of a store."""
+
+    def __init__(self, sink: MemoSink | None, *, ttl_hours: float, salt: str = "",
+                 batch_seconds: float = 0.5) -> None:
+        self.sink = sink
+        self.ttl = timedelta(hours=max(0.0, ttl_hours))
+        self.salt = salt
+        self.batch_seconds = batch_seconds
+        self._known: dict[str, tuple[datetime, str]] = {}
+        self._stored: set[str] | None = None  # fingerprints in the store when first looked
+        self._pending: list[Any] = []
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self.served = 0  # counters for benches and tests
+        self.kept = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.ttl > timedelta(0)
+
+    def key(self, kind: str, request: dict[str, Any]) -> MemoKey:
+        """The fingerprint of a request in the current scope's edition."""
+        edition = current_scope().edition
+        return MemoKey(fingerprint(kind, request, edition=edition, salt=self.salt),
+                       fingerprint(kind, request, edition=edition) if self.salt else None)
+
+    def answer(self, memo_key: MemoKey) -> str | None:
+        """The recorded answer (JSON) under the key while fresh, else None."""
+        if not self.enabled:
+            return None
+        key = memo_key.key
+        since = _now() - self.ttl
+        with self._lock:
+            found = self._known.get(key)
+        if found is not None and found[0] >= since:
+            return found[1]
+        if self.sink is None or not self._maybe_stored(key, since):
+            return None
+        stored = (self.sink.answers([key], since) or {}).get(key)
+        if stored is not None:
+            with self._lock:
+                self._known[key] = (_now(), stored)
+        return stored
+
+    def _maybe_stored(self, key: str, since: datetime) -> bool:
+        """Whether the store may hold `key`. The fingerprints stored when this memo first
+        looked are read once: a first call (most calls of a run) then costs no read of the
+        store (~3-6 ms each on a DuckDB file); what another process records meanwhile is not
+        seen, which costs a repeat only when two processes ask the same at once. Unreadable:
+        every key may be there, and is asked."""
+        with self._lock:
+            known = self._stored
+        if known is None:
+            known = self.sink.fingerprints(since)  # type: ignore[union-attr]
+            if known is None:
+                return True
+            with self._lock:
+                self._stored = known
+        return key in known
+
+    def keep(self, memo_key: MemoKey, answer: str, *, kind: str, provider: str, model: str,
+             role: str | None) -> None:
+        """Record a successful call's answer, under `key` and, for a refreshing run, also
+        under its unsalted key: the next ordinary run is served the newest answer."""
+        if not self.enabled:
+            return
+        from core.store.call_memo import MemoRow  # the row's shape; core.store stays lazy
+
+        now = _now()
+        with self._lock:
+            for k in filter(None, (memo_key.key, memo_key.plain)):
+                self._known[k] = (now, answer)
+                self._pending.append(MemoRow(k, kind, provider, model, role, answer, now))
+            self.kept += 1
+            if self.batch_seconds > 0 and self.sink is not None:
+                if self._timer is None:
+                    self._timer = threading.Timer(self.batch_seconds, self.flush)
+                    self._timer.daemon = True
+                    self._timer.start()
+                return
+        self.flush()
+
+    def flush(self) -> None:
+        """Write waiting records; what the store could not take waits for the next flush."""
+        with self._lock:
+            batch, self._pending = self._pending, []
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        if not batch or self.sink is None:
+            return
+        if not self.sink.keep(batch):
+            with self._lock:
+                self._pending[:0] = batch
+
+    def note_served(self) -> None:
+        with self._lock:
+            self.served += 1
+
+
+# -- what an answer is, as JSON ----------------------------------------------------------------
+
+def completion_answer(completion: Completion) -> str:
+    u = completion.usage
+    return json.dumps({"text": mask(completion.text), "model": completion.model,
+                       "finish_reason": completion.finish_reason,
+                       "usage": [u.input_tokens, u.output_tokens, u.cached_input_tokens,
+                                 u.reasoning_tokens]}, ensure_ascii=False)
+
+
+def completion_from(answer: str) -> Completion | None:
+    try:
+        data = json.loads(answer)
+        usage = Usage(*data["usage"])
+        return Completion(text=str(data["text"]), model=str(data["model"]), usage=usage,
+                          finish_reason=data.get("finish_reason"))
+    except (ValueError, KeyError, TypeError):  # not what this code wrote: a miss
+        return None
+
+
+def results_answer(results: Sequence[SearchResult]) -> str:
+    return json.dumps([{**r.model_dump(), "snippet": mask(r.snippet)} for r in results],
+                      ensure_ascii=False)
+
+
+def results_from(answer: str) -> list[SearchResult] | None:
+    try:
+        return [SearchResult(**item) for item in json.loads(answer)]
+    except (ValueError, TypeError):
+        return None
