@@ -25,7 +25,6 @@ answers, infoboxes or suggestions.
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
@@ -35,9 +34,7 @@ from core.models import SearchResult, Source
 from core.signals import Fatal, RateLimited, Signal, Transient
 from core.search.addresses import AllowList
 from core.search.guard import refused_unasked
-from core.search.web import PageRefused, fetch_page
-
-log = logging.getLogger(__name__)
+from core.search.web import fetch_page, read_listed
 
 URL_HINT = ("set RESEARCHFLOW_SEARXNG_URL to the instance's root, e.g. http://127.0.0.1:8888 "
             "(the address its web page is served at)")
@@ -114,11 +111,9 @@ class SearxngSearch:
         return results
 
     def read(self, result: SearchResult) -> Source | None:
-        try:
-            return self._fetch(result.url)
-        except PageRefused as exc:
-            log.info("skipping page %s", exc)
-            return None
+        """The page as a Source, or None, or PageFault (core.search.web.read_listed): a page
+        that failed for a passing reason is read again, never taken for one without text."""
+        return read_listed(self._fetch, result.url)
 
     def refuses(self, url: str) -> str | None:
         """Why the page of a result would be refused before any request (a scheme other

@@ -45,9 +45,8 @@ import serpapi
 
 from core.models import SearchResult, Source
 from core.search.addresses import AllowList
-from core.search.fetch_types import PageFault
 from core.search.guard import refused_unasked
-from core.search.web import PageRefused, PageUnavailable, fetch_page
+from core.search.web import fetch_page, read_listed
 from core.signals import Fatal, RateLimited, Signal, Transient
 
 log = logging.getLogger(__name__)
@@ -165,19 +164,8 @@ class SerpApiSearch:
                             rank=rank)
 
     def read(self, result: SearchResult) -> Source | None:
-        """The page as a Source; None when it is refused (remembered for the page TTL) or given
-        up on for this run; `PageFault` when its fetch failed in a way that may pass (retried,
-        never remembered)."""
-        try:
-            return self._fetch(result.url)
-        except PageUnavailable as exc:
-            if exc.passing:
-                raise PageFault(result.url, exc.reason, exc.retry_after) from exc
-            log.info("skipping page %s", exc)
-            return None
-        except PageRefused as exc:
-            log.info("skipping page %s", exc)
-            return None
+        """The page as a Source, or None, or PageFault (core.search.web.read_listed)."""
+        return read_listed(self._fetch, result.url)
 
     def refuses(self, url: str) -> str | None:
         """Why the page of a result would be refused before any request (a scheme other

@@ -31,6 +31,7 @@ What it does not do: JavaScript, caching (core.search.cache wraps a Fetcher), re
 
 from __future__ import annotations
 
+import logging
 from dataclasses import fields, replace
 from typing import Any, Callable
 
@@ -40,11 +41,13 @@ from core.search import page_text as textlib
 from core.search.addresses import AllowList
 from core.search.download import Downloader
 from core.search.guard import refused_unasked
-from core.search.fetch_types import (USER_AGENT, FetchPolicy, FetchStats, NotModified,
+from core.search.fetch_types import (USER_AGENT, FetchPolicy, FetchStats, NotModified, PageFault,
                                      PageRefused, PageUnavailable, Validators, reason_key)
 
 __all__ = ["USER_AGENT", "FetchPolicy", "FetchStats", "Fetcher", "NotModified", "PageRefused",
-           "PageUnavailable", "Validators", "fetch_page", "reason_key"]
+           "PageUnavailable", "Validators", "fetch_page", "read_listed", "reason_key"]
+
+log = logging.getLogger(__name__)
 
 
 class Fetcher:
@@ -110,6 +113,23 @@ def fetch_page(url: str, *, timeout: float | None = None, allow: AllowList | str
                        read_timeout=min(base.read_timeout, timeout))
     with Fetcher(base, resolve=resolve) as fetcher:
         return fetcher(url)
+
+
+def read_listed(fetch: Callable[[str], Source], url: str) -> Source | None:
+    """What a web search backend's `read` does with the page of a result it listed: the page
+    as a Source; None when it is refused (remembered for the page TTL) or given up on for this
+    run; `PageFault` when its fetch failed in a way that may pass (a 5xx, a 429, a timeout:
+    retried by the caller, never remembered as unreadable)."""
+    try:
+        return fetch(url)
+    except PageUnavailable as exc:
+        if exc.passing:
+            raise PageFault(url, exc.reason, exc.retry_after) from exc
+        log.info("skipping page %s", exc)
+        return None
+    except PageRefused as exc:
+        log.info("skipping page %s", exc)
+        return None
 
 
 def _to_source(url: str, kind: str, charset: str | None, body: bytes,

@@ -9,6 +9,7 @@ search.formats, 429 from its limiter, an HTML page where the URL is not the inst
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -18,8 +19,10 @@ from core import runtime
 from core.models import SearchResult
 from core.signals import Fatal, RateLimited, Transient
 from core.search.base import SearchBackend
+from core.search.fetch_types import PageFault
 from core.search.registry import make_search
 from core.search.searxng import SearxngSearch, check_url
+from core.search.web import fetch_page
 from core.settings import Settings, run_config
 from core.store import query_readonly
 from tests.fakes.http import Reply, ScriptedServer
@@ -130,6 +133,24 @@ def test_read_goes_through_the_guarded_fetcher(server: ScriptedServer, monkeypat
                                       headers={"content-type": "text/html"})) as private:
         assert backend.read(SearchResult(url=private.url + "/admin", title="admin")) is None
         assert private.requests == []
+
+
+def test_a_listed_page_that_answers_503_is_a_fault_to_retry_not_a_page_without_text(
+        server: ScriptedServer) -> None:
+    """Before: SearXNG's read took a 503 for a refusal, so the page counted as 'no readable
+    text' and was never asked again in the run (SerpAPI's read already raised PageFault)."""
+    fetcher = partial(fetch_page, allow=urlsplit(server.url).netloc, respect_robots=False)
+    backend = SearxngSearch(server.url, fetcher=fetcher)
+    server.push(Reply(503, "busy", {"retry-after": "1"}),
+                Reply(200, b"<html><body><article><p>The event loop runs callbacks one at a "
+                           b"time, so code between awaits never races.</p></article></body>"
+                           b"</html>", {"content-type": "text/html; charset=utf-8"}))
+    hit = SearchResult(url=server.url + "/article", title="Loops")
+    with pytest.raises(PageFault, match="HTTP 503") as caught:
+        backend.read(hit)
+    assert caught.value.retry_after == 1.0
+    source = backend.read(hit)  # the retry reads the page
+    assert source is not None and "runs callbacks one at a time" in source.text
 
 
 def test_runtime_caches_and_records_every_search_at_no_cost(server: ScriptedServer,
