@@ -10,7 +10,8 @@ hammering the provider at once:
   (1 s, 2 s, 4 s ... up to 60 s) and resets after a success. A retry-after longer than
   `max_pause` is not waited on here (the task fails with that number instead).
 
-It only waits; retries are Prefect's (tasks.retry). `gate_for` keeps one gate per provider.
+It only waits; retries are Prefect's (tasks.retry). The process's Runtime holds one gate per
+provider (core.runtime `gate`).
 """
 
 from __future__ import annotations
@@ -74,20 +75,3 @@ class ProviderGate:
     def succeeded(self) -> None:
         with self._lock:
             self._blind_pause = _FIRST_PAUSE
-
-
-_gates: dict[str, ProviderGate] = {}
-_gates_lock = threading.Lock()
-
-
-def gate_for(provider: str, calls_per_minute: int | None = None) -> ProviderGate:
-    """The process-wide gate of a provider; its per-minute cap follows the latest setting."""
-    with _gates_lock:
-        gate = _gates.setdefault(provider, ProviderGate(calls_per_minute))
-        gate.calls_per_minute = calls_per_minute
-        return gate
-
-
-def reset_gates() -> None:
-    with _gates_lock:
-        _gates.clear()

@@ -11,7 +11,7 @@
     rt.prices(spec)                a price table
     rt.gate(provider, per_minute)  the pacing of one provider, shared by every worker
     rt.estimator()                 token estimates, calibrated by what providers report
-    rt.shared(kind, key, build)    anything else a process must hold once (a batch's slots)
+    rt.shared(kind, key, build)    anything else a process must hold once (a corpus index)
     rt.usage(target, run_id, ...)  what a run (or one topic of it) has spent, ledgers flushed
     rt.close()                     flush every ledger, release store connections, forget all
 
@@ -22,8 +22,9 @@ RunConfig. Every billed service is wrapped in `core.metering`, so each call is p
 and recorded in the usage ledger of the run's store.
 
 What stays per process and not here: what providers taught about request shapes
-(`core.llm.quirks`), and the store's pools of open connections (`core.store.connection` and
-`core.store.lake`), which `close()` releases.
+(`core.llm.quirks`), the store's pools of open connections (`core.store.connection` and
+`core.store.lake`), which `close()` releases, and a running batch's topic slots
+(`flows.slots`), which live only while the batch runs.
 """
 
 from __future__ import annotations

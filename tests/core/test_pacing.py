@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from core.pacing import ProviderGate, gate_for, reset_gates
+from core.pacing import ProviderGate
+from core.runtime import Runtime
 from tests.fakes.clock import FakeTime
 
 
@@ -151,36 +152,30 @@ def test_pause_and_cap_together(t) -> None:
     assert g.wait() == pytest.approx(60.0)  # 5 s of pause, then 55 s for the cap
 
 
-# --- one gate per provider ----------------------------------------------------------------------
+# --- one gate per provider (the runtime's) ----------------------------------------------------
 
-@pytest.fixture
-def fresh_gates():
-    reset_gates()
-    yield
-    reset_gates()
+def test_the_runtime_holds_one_gate_per_provider() -> None:
+    rt = Runtime()
+    openai = rt.gate("openai", 10)
 
-
-def test_gate_for_returns_one_gate_per_provider(fresh_gates) -> None:
-    openai = gate_for("openai", 10)
-
-    assert gate_for("openai", 10) is openai
-    assert gate_for("anthropic", 10) is not openai
+    assert rt.gate("openai", 10) is openai
+    assert rt.gate("anthropic", 10) is not openai
     assert openai.calls_per_minute == 10
 
 
-def test_gate_for_follows_the_latest_cap(fresh_gates) -> None:
-    first = gate_for("openai", 10)
+def test_a_gate_follows_the_latest_cap_and_keeps_its_pause() -> None:
+    rt = Runtime()
+    first = rt.gate("openai", 10)
     first.rate_limited(3.0)
 
-    again = gate_for("openai", 2)
+    again = rt.gate("openai", 2)
 
     assert again is first and again.calls_per_minute == 2
     assert again._paused_until > 0  # the same gate: its pause is kept
-    assert gate_for("openai").calls_per_minute is None
+    assert rt.gate("openai").calls_per_minute is None
 
 
-def test_reset_gates_forgets_them(fresh_gates) -> None:
-    first = gate_for("serpapi")
-    reset_gates()
+def test_a_fresh_runtime_has_fresh_gates() -> None:
+    first = Runtime().gate("serpapi")
 
-    assert gate_for("serpapi") is not first
+    assert Runtime().gate("serpapi") is not first
