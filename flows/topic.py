@@ -30,7 +30,7 @@ from core.report import fixed_heading, report_id_for
 from core.runtime import current
 from core.settings import RunConfig, Settings, run_config
 from core.waves import MAX_FOLLOWUPS, affordable_followups, gaps
-from core.plan_review import PlanRejected
+from core.plan_edits import PlanRejected
 from flows.plan_review import review_plan
 from flows.progress import ProgressArtifact, emit
 from flows.records import finish_run, record, start_run, usage_line

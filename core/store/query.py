@@ -33,7 +33,7 @@ from typing import Any
 import duckdb
 
 from core.editions import Snapshot
-from core.store.editions import snapshot_from
+from core.store.report_snapshots import snapshot_from
 from core.models import Citation, Report
 from core.store import lake, llm_calls
 from core.store.backend import lake_target

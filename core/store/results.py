@@ -29,7 +29,7 @@ from core.models import ResearchResult, Topic
 from core.secrets import mask
 from core.store import llm_calls, model_limits, runs
 from core.store.backend import open_backend
-from core.store.editions import snapshot_from
+from core.store.report_snapshots import snapshot_from
 from core.store.connection import StoreError, dicts, lock_wait, one_dict
 from core.store.redaction import public_settings
 from core.store.schema import TABLES, read_version

@@ -1,4 +1,4 @@
-"""The reviewer's answer and the plan it makes (core.plan_review): no Prefect involved."""
+"""The reviewer's answer and the plan it makes (core.plan_edits): no Prefect involved."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from core.models import ResearchPlan, SubQuestion
-from core.plan_review import MAX_REVIEWED, PlanEdit, PlanRejected, edit_of, reviewed
+from core.plan_edits import MAX_REVIEWED, PlanEdit, PlanRejected, edit_of, reviewed
 
 PLAN = ResearchPlan(topic="Threads or asyncio?", brief="b", intent="compare",
                     targets=("threads", "asyncio"), language="en", subquestions=(
