@@ -28,7 +28,12 @@ CHANGED = {
     "fetch_connect_timeout": 1.0, "fetch_read_timeout": 1.0, "page_deadline": 3.0,
     "max_redirects": 1, "serpapi_engine": "bing", "serpapi_location": "Berlin",
     "serpapi_language": "de", "serpapi_country": "de", "model_condense": "openai:gpt-4.1-nano",
+    "corpus_follow_symlinks": True, "corpus_max_file_bytes": 1000, "corpus_max_html_bytes": 1000,
+    "searxng_url": "http://127.0.0.1:9", "searxng_engines": "wikipedia",
+    "searxng_categories": "science", "searxng_language": "de",
 }
+# RunConfig fields that hold several settings, or none (a refreshing run's salt, set by a flow).
+GATHERED = {"role_models": "model_condense", "base_urls": "openai_base_url", "refresh": None}
 # How the process runs: never a reason to pay for a cached call again.
 OPERATIONAL = {"max_calls_per_minute": 10, "max_fetches_per_host": 5, "prices": '{"m": {}}',
                "store_lock_timeout": 1.0, "store_hold_seconds": 0.0, "lake_data_path": "/x",
@@ -52,6 +57,17 @@ def test_every_setting_is_either_in_the_run_config_or_read_by_the_flows() -> Non
                                                ("openai", "anthropic", "gemini", "serpapi")}
     undecided = set(Settings.model_fields) - in_config - FLOW_SETTINGS
     assert not undecided, f"settings that neither key the cache nor are flow settings: {undecided}"
+
+
+def test_every_hashed_field_is_changed_by_a_test_and_every_unhashed_one_is_operational() -> None:
+    """A field added to RunConfig later must be added here too, so its key is checked."""
+    for name, field in RunConfig.model_fields.items():
+        if field.exclude:
+            assert name in OPERATIONAL, f"{name} is left out of the cache key: add it to OPERATIONAL"
+        elif name in GATHERED:
+            assert GATHERED[name] is None or GATHERED[name] in CHANGED
+        else:
+            assert name in CHANGED, f"{name} keys the cache: give it a changed value in CHANGED"
 
 
 @pytest.mark.parametrize("name", sorted(CHANGED))
