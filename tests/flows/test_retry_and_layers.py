@@ -42,11 +42,21 @@ def test_a_wait_longer_than_a_run_should_sleep_is_not_retried():
 def test_the_predicate_never_waits_the_gate_does(monkeypatch):
     """Prefect cannot see a wait inside retry_condition_fn: the provider's retry-after pauses
     its gate instead, where the next attempt starts (a running task the UI shows)."""
+    import threading
     import time
 
     from core.pacing import ProviderGate
 
-    monkeypatch.setattr(time, "sleep", lambda s: pytest.fail(f"the predicate slept {s} s"))
+    # Only this thread's sleeps fail: a daemon thread of an earlier test (the store's reaper)
+    # sleeps too, and a failure raised there would end it for the rest of the worker's tests.
+    real_sleep, mine = time.sleep, threading.get_ident()
+
+    def sleep(seconds: float) -> None:
+        if threading.get_ident() == mine:
+            pytest.fail(f"the predicate slept {seconds} s")
+        real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep)
     assert _check(RateLimited("wait", retry_after=9.0), delays=(2.0, 4.0), run_count=1)
     now = [100.0]
     slept: list[float] = []
