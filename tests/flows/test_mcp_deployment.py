@@ -18,42 +18,45 @@ from mcp import Client, StdioServerParameters
 
 from tests.flows.test_deployment_server import BIN, Api, Background, _env
 from tests.flows.test_mcp_server import data
-from tests.fakes.prefect_server import PrefectServer
 
-pytestmark = pytest.mark.slow
+# The session's server (tests/conftest.py), on the worker that runs test_deployment_server:
+# both serve `research-topic/adhoc-served` there.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("deployments")]
 
 
-def test_a_topic_runs_as_the_served_deployment(tmp_path: Path, corpus: Path) -> None:
+def test_a_topic_runs_as_the_served_deployment(tmp_path: Path, corpus: Path,
+                                               prefect_server: str) -> None:
     store = tmp_path / "store.duckdb"
-    with PrefectServer(tmp_path / "prefect-server") as api:
-        env = _env(api, tmp_path, RESEARCHFLOW_CACHE_DIR=str(tmp_path / "cache"))
-        serve = [str(BIN / "researchflow"), "serve", "--db", str(store)]
-        with Background(serve, cwd=tmp_path, env=env, log=tmp_path / "serve.log") as served:
-            Api(api).deployment("research-topic", "adhoc-served")
-            params = StdioServerParameters(
-                command=str(BIN / "researchflow"),
-                args=["mcp", "--db", str(store), "--corpus", str(corpus), "--model", "offline"],
-                env=env, cwd=str(tmp_path))
+    api = prefect_server
+    Api(api).forget("research-topic", "adhoc-served")  # one an earlier test served
+    env = _env(api, tmp_path, RESEARCHFLOW_CACHE_DIR=str(tmp_path / "cache"))
+    serve = [str(BIN / "researchflow"), "serve", "--db", str(store)]
+    with Background(serve, cwd=tmp_path, env=env, log=tmp_path / "serve.log") as served:
+        Api(api).deployment("research-topic", "adhoc-served")
+        params = StdioServerParameters(
+            command=str(BIN / "researchflow"),
+            args=["mcp", "--db", str(store), "--corpus", str(corpus), "--model", "offline"],
+            env=env, cwd=str(tmp_path))
 
-            async def session() -> dict:
-                async with Client(params, read_timeout_seconds=120) as client:
-                    started = data(await client.call_tool("research_topic", {
-                        "topic": "How do threads share memory?",
-                        "options": {"max_subquestions": 2, "max_rounds": 1, "max_waves": 1}}))
-                    assert started["how"] == "deployment", started
-                    deadline = time.monotonic() + 240
-                    status = started
-                    while status["status"] not in ("COMPLETED", "FAILED", "CRASHED",
-                                                   "CANCELLED"):
-                        assert time.monotonic() < deadline, (status, served.tail())
-                        await asyncio.sleep(1)
-                        status = data(await client.call_tool(
-                            "run_status", {"run_id": started["run_id"]}))
-                    assert status["status"] == "COMPLETED", (status, served.tail())
-                    report = await client.call_tool("get_report",
-                                                    {"report_id": status["report_id"]})
-                    assert not report.is_error and "## References" in report.content[0].text
-                    return status
+        async def session() -> dict:
+            async with Client(params, read_timeout_seconds=120) as client:
+                started = data(await client.call_tool("research_topic", {
+                    "topic": "How do threads share memory?",
+                    "options": {"max_subquestions": 2, "max_rounds": 1, "max_waves": 1}}))
+                assert started["how"] == "deployment", started
+                deadline = time.monotonic() + 240
+                status = started
+                while status["status"] not in ("COMPLETED", "FAILED", "CRASHED",
+                                               "CANCELLED"):
+                    assert time.monotonic() < deadline, (status, served.tail())
+                    await asyncio.sleep(1)
+                    status = data(await client.call_tool(
+                        "run_status", {"run_id": started["run_id"]}))
+                assert status["status"] == "COMPLETED", (status, served.tail())
+                report = await client.call_tool("get_report",
+                                                {"report_id": status["report_id"]})
+                assert not report.is_error and "## References" in report.content[0].text
+                return status
 
-            status = asyncio.run(session())
+        status = asyncio.run(session())
     assert status["run_id"] and status["report_id"].startswith("r_")
