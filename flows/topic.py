@@ -76,12 +76,7 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
         _changed_event(topic, diff)
     usage = usage_line(config, run_id, topic.topic_id)
     progress.update(100.0, f"Report {report_id} stored")
-    # The UI clips wide tables: its copy of the report lists the comparison's rows instead.
-    create_markdown_artifact(f"{tables_as_lists(result.report.markdown)}\n\n---\n"
-                             f"{markdown_text(usage)}",
-                             key=f"report-{report_id.replace('_', '-')}",
-                             description=markdown_text(f"Report for: {topic.text[:200]} "
-                                                       f"({usage})"))
+    _report_artifact(topic, result.report.markdown, report_id, usage)
     emit("topic_done", topic.text, detail=report_id)
     return report_id
 
@@ -222,6 +217,14 @@ def _review(plan: ResearchPlan, findings: list[Finding], waves: int,
         return []
     return _step(f"review #{waves}", review_findings, plan, findings, gaps(plan, findings),
                  waves, limit, config)
+
+
+def _report_artifact(topic: Topic, markdown: str, report_id: str, usage: str) -> None:
+    # The UI clips wide tables: its copy of the report lists the comparison's rows instead.
+    create_markdown_artifact(f"{tables_as_lists(markdown)}\n\n---\n{markdown_text(usage)}",
+                             key=f"report-{report_id.replace('_', '-')}",
+                             description=markdown_text(f"Report for: {topic.text[:200]} "
+                                                       f"({usage})"))
 
 
 def _wave_artifact(topic: Topic, number: int, asked) -> None:

@@ -42,6 +42,8 @@ class PrefectServer:
         env.pop("PREFECT_API_URL", None)
         if self.database_url:
             env["PREFECT_API_DATABASE_CONNECTION_URL"] = self.database_url
+        # The UI asks its settings, not --port, where the API is (else :4200, not this one).
+        env["PREFECT_UI_API_URL"] = f"http://127.0.0.1:{self.port}/api"
         self.process = subprocess.Popen(
             [str(Path(sys.executable).parent / "prefect"), "server", "start", "--host",
              "127.0.0.1", "--port", str(self.port)], env=env, stdout=subprocess.DEVNULL,
