@@ -62,6 +62,10 @@ TOKEN_VARIABLE = "RESEARCHFLOW_LOCAL_API_TOKEN"
 _PR_SET_PDEATHSIG = 1
 
 
+class LocalApiError(RuntimeError):
+    """The command's own Prefect API did not start (its output file is named)."""
+
+
 def ensure_api(timeout: float = 120.0) -> str | None:
     """The API URL this process will use: the configured one, else a fresh local server's."""
     from prefect.settings import PREFECT_API_URL
@@ -202,7 +206,7 @@ def _wait_healthy(url: str, process: subprocess.Popen, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"the local Prefect API exited with code {process.returncode}"
+            raise LocalApiError(f"the local Prefect API exited with code {process.returncode}"
                                + _log_hint(process))
         try:
             with urllib.request.urlopen(f"{url}/health", timeout=2):
@@ -210,7 +214,7 @@ def _wait_healthy(url: str, process: subprocess.Popen, timeout: float) -> None:
         except OSError:
             time.sleep(0.1)
     _stop(process)
-    raise RuntimeError(f"the local Prefect API did not answer within {timeout:.0f} s"
+    raise LocalApiError(f"the local Prefect API did not answer within {timeout:.0f} s"
                        + _log_hint(process))
 
 
