@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import functools
 import json
 import os
 import secrets
@@ -82,9 +83,15 @@ def ensure_api(timeout: float = 120.0) -> str | None:
          "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"],
         {**_without_keys(server_env()), **LOCAL_SERVER_SETTINGS}, log=log)
     # Registered before Prefect's own log and event workers start, so those drain first.
-    atexit.register(_stop, process, forget_log=True)
+    stop = functools.partial(_stop, process, forget_log=True)
+    atexit.register(stop)
     url = f"http://127.0.0.1:{port}/api"
-    _wait_healthy(url, process, timeout)
+    try:
+        _wait_healthy(url, process, timeout)
+    except LocalApiError:
+        atexit.unregister(stop)  # keep the log: the error tells the user to read it
+        _stop(process)
+        raise
     os.environ["PREFECT_API_URL"] = url
     _use(url)
     return url
