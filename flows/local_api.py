@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import functools
 import json
 import os
 import secrets
@@ -62,6 +63,10 @@ TOKEN_VARIABLE = "RESEARCHFLOW_LOCAL_API_TOKEN"
 _PR_SET_PDEATHSIG = 1
 
 
+class LocalApiError(RuntimeError):
+    """The command's own Prefect API did not start (its output file is named)."""
+
+
 def ensure_api(timeout: float = 120.0) -> str | None:
     """The API URL this process will use: the configured one, else a fresh local server's."""
     from prefect.settings import PREFECT_API_URL
@@ -78,9 +83,15 @@ def ensure_api(timeout: float = 120.0) -> str | None:
          "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"],
         {**_without_keys(server_env()), **LOCAL_SERVER_SETTINGS}, log=log)
     # Registered before Prefect's own log and event workers start, so those drain first.
-    atexit.register(_stop, process, forget_log=True)
+    stop = functools.partial(_stop, process, forget_log=True)
+    atexit.register(stop)
     url = f"http://127.0.0.1:{port}/api"
-    _wait_healthy(url, process, timeout)
+    try:
+        _wait_healthy(url, process, timeout)
+    except LocalApiError:
+        atexit.unregister(stop)  # keep the log: the error tells the user to read it
+        _stop(process)
+        raise
     os.environ["PREFECT_API_URL"] = url
     _use(url)
     return url
@@ -202,7 +213,7 @@ def _wait_healthy(url: str, process: subprocess.Popen, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"the local Prefect API exited with code {process.returncode}"
+            raise LocalApiError(f"the local Prefect API exited with code {process.returncode}"
                                + _log_hint(process))
         try:
             with urllib.request.urlopen(f"{url}/health", timeout=2):
@@ -210,7 +221,7 @@ def _wait_healthy(url: str, process: subprocess.Popen, timeout: float) -> None:
         except OSError:
             time.sleep(0.1)
     _stop(process)
-    raise RuntimeError(f"the local Prefect API did not answer within {timeout:.0f} s"
+    raise LocalApiError(f"the local Prefect API did not answer within {timeout:.0f} s"
                        + _log_hint(process))
 
 

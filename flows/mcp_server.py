@@ -167,12 +167,16 @@ def _prefect_errors() -> Iterator[None]:
     from mcp.server.mcpserver.exceptions import ToolError
     from prefect.exceptions import PrefectHTTPStatusError
 
+    from flows.local_api import LocalApiError
     from flows.mcp_runs import RunNotFound
 
     try:
         yield
     except (ToolError, RunNotFound):
         raise
+    except LocalApiError as exc:  # else the client reads only "Error executing tool ..."
+        raise ToolError(f"{exc}; try again, or start a Prefect server (`make ui`) and set "
+                        "PREFECT_API_URL") from exc
     except (httpx.HTTPError, PrefectHTTPStatusError, OSError) as exc:
         from prefect.settings import PREFECT_API_URL
 

@@ -151,3 +151,17 @@ def test_the_local_server_writes_to_its_log_and_holds_no_key(tmp_path: Path, cap
     seen = capfd.readouterr()
     assert "Traceback" not in seen.err and "out" not in seen.out
     assert "out" in log.read_text() and "Traceback" in log.read_text()
+
+
+def test_a_server_that_does_not_start_keeps_the_log_its_error_names(tmp_path: Path) -> None:
+    # The error says "its output: <log>"; the command's exit must not delete that file.
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect"), RESEARCHFLOW_CACHE_DIR=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-c", "from flows.local_api import LocalApiError, ensure_api\n"
+         "try:\n    ensure_api(timeout=0.2)\nexcept LocalApiError as exc:\n    print(exc)"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert "did not answer within 0 s (its output: " in done.stdout, done.stdout + done.stderr
+    log = Path(done.stdout.rsplit("its output: ", 1)[1].split(")")[0])
+    assert log.parent == tmp_path / "local-api" and log.is_file()
+    assert not list(log.parent.glob("*.json"))  # its record is gone, as the server is

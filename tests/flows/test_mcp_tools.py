@@ -66,3 +66,25 @@ def test_a_plan_review_without_a_ui_to_review_it_is_a_tool_error(tmp_path: Path)
         "topic": "What is asyncio?", "options": {"review_plan": True}}))
     assert reviewed.is_error and "review_plan needs a Prefect server" in reviewed.content[0].text
     assert not runs._local  # nothing was started
+
+
+def test_a_local_api_that_does_not_start_is_a_tool_error_saying_why(tmp_path: Path,
+                                                                      monkeypatch) -> None:
+    # Without PREFECT_API_URL the server starts its own API on the first topic; on a loaded
+    # machine it may not answer in time. The client must read why, not only "Error executing
+    # tool research_topic" (the SDK's text for an exception it does not know).
+    from flows import local_api
+
+    def slow(timeout: float = 120.0) -> None:
+        raise local_api.LocalApiError("the local Prefect API did not answer within 120 s "
+                                      "(its output: /x/server-1.log)")
+
+    monkeypatch.setattr(local_api, "ensure_api", slow)
+    settings = Settings.load(db_path=tmp_path / "none.duckdb")
+    runs = TopicRuns(settings, deployment=None, external_api=False)
+    (started,) = call(build_server(settings, runs),
+                      ("research_topic", {"topic": "What is asyncio?"}))
+    assert started.is_error
+    text = started.content[0].text
+    assert "did not answer within 120 s" in text and "PREFECT_API_URL" in text, text
+    assert not runs._local
