@@ -10,8 +10,8 @@ research provider (tests/fakes/editions_scenario.py), over a corpus of three pag
 Per day it prints the provider calls that succeeded, the LLM tokens they used, their cost from
 the ledger, the share of day 1's tokens (target for an unchanged edition: at most 5%), how many
 reports the store holds, whether the day's reports are new ones (an edition per run) or
-yesterday's reused, and how many calls were byte-identical to a request answered before (what a
-call-level memo of provider requests would serve on top of the task caches).
+yesterday's reused, and how many calls were byte-identical to a request answered before (paid
+again although the call memo could have served them; target 0).
 
     python bench/editions.py
 """

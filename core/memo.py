@@ -10,16 +10,21 @@ run, and in a rerun by the CLI, whatever task the call sits in.
 
 The fingerprint is a sha256 over what decides the answer: provider, model, base URL, the
 messages, parameters (output cap, temperature, reasoning effort, thinking budget), the schema,
-and two things that are not the request: the edition (a scheduled topic's new edition must
-observe the world again, so it pays anew while a retry or rerun of the same edition is served)
-and the refresh salt (a `--refresh` run's root run id: it asks everything again, and its own
-retry is served what it asked). Never the key. The store keeps the fingerprint and the answer,
-never the request.
+and two things that are not the request: for a search, the edition (a search observes the
+world, so a scheduled topic's new edition asks again while a retry or rerun of the same edition
+is served), and the refresh salt (a `--refresh` run's root run id: it asks everything again,
+and its own retry is served what it asked). Never the key. An LLM call only thinks about what
+it is shown, so its fingerprint has no edition: a new edition that sends a byte-identical
+request (an unchanged page condensed for an unchanged sub-question, an unchanged transcript
+compressed) is served the answer (issue 22, part 2). The store keeps the fingerprint and the
+answer, never the request.
 
 Records are kept in memory at once (so the same process is served at once) and written to the
 store (`core.store.call_memo`) in batches, like the ledger; a record the store could not take
 waits for the next write. `ttl_hours` bounds how old a served answer may be; 0 turns the memo
-off.
+off. An LLM answer is served for at least as long as the thinking steps' task caches keep
+theirs (8 days, `tasks.caching.LASTING_EXPIRATION`), so next night's or next week's edition
+finds it.
 """
 
 from __future__ import annotations
@@ -37,6 +42,11 @@ from core.models import SearchResult
 from core.secrets import mask
 
 _VERSION = 1  # bump when the answer's encoding changes: older records are then never served
+# Kinds of call that observe the world: their fingerprint carries the edition.
+OBSERVING = frozenset({"search"})
+# How long an LLM answer is served at least: as long as the thinking steps' task caches
+# (tasks.caching.LASTING_EXPIRATION; core does not import tasks).
+LASTING = timedelta(days=8)
 
 
 class MemoSink(Protocol):
@@ -64,6 +74,7 @@ def fingerprint(kind: str, request: dict[str, Any], *, edition: str, salt: str =
 class MemoKey:
     key: str
     plain: str | None = None  # a refreshing run's unsalted twin, also written on success
+    kind: str = "llm"
 
 
 class CallMemo:
@@ -88,22 +99,27 @@ class CallMemo:
         return self.ttl > timedelta(0)
 
     def key(self, kind: str, request: dict[str, Any]) -> MemoKey:
-        """The fingerprint of a request in the current scope's edition."""
-        edition = current_scope().edition
+        """The fingerprint of a request: a search's in the current scope's edition, an LLM
+        call's in any edition."""
+        edition = current_scope().edition if kind in OBSERVING else ""
         return MemoKey(fingerprint(kind, request, edition=edition, salt=self.salt),
-                       fingerprint(kind, request, edition=edition) if self.salt else None)
+                       fingerprint(kind, request, edition=edition) if self.salt else None, kind)
+
+    def window(self, kind: str) -> timedelta:
+        """How old an answer of this kind may be when it is served."""
+        return self.ttl if kind in OBSERVING else max(self.ttl, LASTING)
 
     def answer(self, memo_key: MemoKey) -> str | None:
         """The recorded answer (JSON) under the key while fresh, else None."""
         if not self.enabled:
             return None
         key = memo_key.key
-        since = _now() - self.ttl
+        since = _now() - self.window(memo_key.kind)
         with self._lock:
             found = self._known.get(key)
         if found is not None and found[0] >= since:
             return found[1]
-        if self.sink is None or not self._maybe_stored(key, since):
+        if self.sink is None or not self._maybe_stored(key):
             return None
         stored = (self.sink.answers([key], since) or {}).get(key)
         if stored is not None:
@@ -111,7 +127,7 @@ class CallMemo:
                 self._known[key] = (_now(), stored)
         return stored
 
-    def _maybe_stored(self, key: str, since: datetime) -> bool:
+    def _maybe_stored(self, key: str) -> bool:
         """Whether the store may hold `key`. The fingerprints stored when this memo first
         looked are read once: a first call (most calls of a run) then costs no read of the
         store (~3-6 ms each on a DuckDB file); what another process records meanwhile is not
@@ -119,7 +135,8 @@ class CallMemo:
         every key may be there, and is asked."""
         with self._lock:
             known = self._stored
-        if known is None:
+        if known is None:  # the longest window: answers() checks each key's own
+            since = _now() - max(self.window(k) for k in ("llm", *OBSERVING))
             known = self.sink.fingerprints(since)  # type: ignore[union-attr]
             if known is None:
                 return True

@@ -156,5 +156,9 @@ def ui(host: str = HostOpt, port: int = PortOpt) -> None:
     from flows.local_api import server_env
 
     prefect = shutil.which("prefect", path=str(Path(sys.executable).parent)) or "prefect"
-    os.execvpe(prefect, [prefect, "server", "start", "--host", host, "--port", str(port)],
-               server_env())
+    env = server_env()
+    # The UI asks the API at PREFECT_SERVER_API_PORT (4200 unless set), whatever --port says:
+    # on another port it showed nothing but "Can't connect to Server API at ...:4200".
+    # PREFECT_UI_API_URL or PREFECT_API_URL, when set, still name the UI's API.
+    env["PREFECT_SERVER_API_PORT"] = str(port)
+    os.execvpe(prefect, [prefect, "server", "start", "--host", host, "--port", str(port)], env)

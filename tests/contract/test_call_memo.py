@@ -1,7 +1,8 @@
 """The call memo (core.memo) around the real openai SDK against a loopback server, stored in a
 real DuckDB file: a repeated request is served its recorded answer without a request, in this
 process and in the next (a fresh memo on the same store), and the ledger says so at $0; a new
-edition, a refreshing run, an expired record, a different parameter or a failed call pays.
+edition is served an LLM call's answer but asks a search again; a refreshing run, an expired
+record, a different parameter or a failed call pays.
 Neither the key nor the request reaches the memo's table."""
 
 from __future__ import annotations
@@ -78,41 +79,67 @@ def test_a_repeat_is_served_without_a_request_and_recorded_as_served_at_no_cost(
     assert "1 served from the memo" in rerun.line()
 
 
-def test_a_new_edition_a_refresh_an_expiry_or_another_parameter_pays_again(db) -> None:
+def test_a_new_edition_is_served_an_unchanged_llm_request(db) -> None:
+    # An LLM call observes nothing: tomorrow's edition sending the same bytes (an unchanged page
+    # condensed for an unchanged sub-question) pays nothing, in a fresh process too.
+    with ScriptedServer(default=answering()) as server:
+        model, _, _ = model_on(server, db)
+        first = ask(model)
+        tomorrow, _, _ = model_on(server, db)
+        assert ask(tomorrow, edition="2026-12-05", run_id="run-next") == first
+        assert len(server.requests) == 1
+    tomorrow.meter.ledger.flush()
+    served = ResultStore(db).usage(run_id="run-next")
+    assert (served.calls, served.served_calls, served.cost_usd) == (1, 1, 0.0)
+
+
+def test_a_refresh_an_expiry_or_another_parameter_pays_again(db) -> None:
     with ScriptedServer(default=answering()) as server:
         model, _, _ = model_on(server, db)
         ask(model)
-        ask(model, edition="2026-12-05")  # tomorrow's edition observes the world again
-        assert len(server.requests) == 2
+        assert len(server.requests) == 1
         fresh, _, _ = model_on(server, db, salt="refresh-run")
         ask(fresh)
         ask(fresh)  # the refreshing run's own repeat (its retry) is served
-        assert len(server.requests) == 3
+        assert len(server.requests) == 2
         expired, _, _ = model_on(server, db, ttl_hours=0)
         ask(expired)
-        assert len(server.requests) == 4
+        assert len(server.requests) == 3
         effort, _, _ = model_on(server, db, reasoning_effort="high")
         ask(effort)
-        assert len(server.requests) == 5
+        assert len(server.requests) == 4
         with scoped(**SCOPE), acting_as("condense"):  # another output cap is another request
             model.complete(PROMPT, max_tokens=51)
-        assert len(server.requests) == 6
+        assert len(server.requests) == 5
         # What the refreshing run asked is the newest answer for the next ordinary run.
         after, _, _ = model_on(server, db)
         ask(after)
-        assert len(server.requests) == 6
+        assert len(server.requests) == 5
 
 
-def test_a_record_older_than_the_expiry_is_not_served(db) -> None:
+def _age_records(db: Path, age: timedelta) -> None:
+    release_all()
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE call_memo SET created_at = ?", [datetime.now(timezone.utc) - age])
+
+
+def test_an_llm_answer_lasts_as_long_as_the_thinking_caches_and_no_longer(db) -> None:
     with ScriptedServer(default=answering()) as server:
-        model, memo, _ = model_on(server, db, ttl_hours=1)
+        model, _, _ = model_on(server, db, ttl_hours=1)
         ask(model)
-        release_all()
-        with duckdb.connect(str(db)) as con:
-            con.execute("UPDATE call_memo SET created_at = ?",
-                        [datetime.now(timezone.utc) - timedelta(hours=2)])
+        # Past the TTL, within 8 days (next week's edition): still served.
+        _age_records(db, timedelta(days=7))
+        week, _, _ = model_on(server, db, ttl_hours=1)
+        ask(week, edition="2026-12-11")
+        assert len(server.requests) == 1
+        _age_records(db, timedelta(days=9))
         later, _, _ = model_on(server, db, ttl_hours=1)
-        ask(later)
+        ask(later, edition="2026-12-13")
+        assert len(server.requests) == 2
+        # A TTL longer than 8 days is the LLM answers' too.
+        _age_records(db, timedelta(days=9))
+        longer, _, _ = model_on(server, db, ttl_hours=24 * 10)
+        ask(longer, edition="2026-12-13")
         assert len(server.requests) == 2
 
 
@@ -172,3 +199,21 @@ def test_a_repeated_search_is_served_in_its_edition_and_asked_again_in_the_next(
     with scoped(**(SCOPE | {"edition": "2026-12-05"})), acting_as("search"):
         search.search("gil", k=3)
     assert inner.calls == 3
+
+
+def test_a_search_older_than_the_expiry_is_not_served(db) -> None:
+    store = ResultStore(db)
+    inner = _Search()
+
+    def search() -> None:
+        metered = MeteredSearch(inner, Ledger(store), PriceTable(), ProviderGate(),
+                                memo=CallMemo(MemoStore(db), ttl_hours=1, batch_seconds=0))
+        with scoped(**SCOPE), acting_as("search"):
+            metered.search("gil", k=3)
+
+    search()
+    search()
+    assert inner.calls == 1  # a fresh memo, served from the store
+    _age_records(db, timedelta(hours=2))
+    search()
+    assert inner.calls == 2

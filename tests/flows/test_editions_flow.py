@@ -47,6 +47,9 @@ def test_editions_research_again_pay_for_what_changed_and_say_what_changed(tmp_p
             code="content_policy_violation"))
         refused = days.day("2026-12-03")
         assert refused.state == "FAILED" and refused.reports == 4
+        # An LLM request sent before (a sub-question's next queries, an unchanged transcript
+        # compressed) is served from the call memo, in a new edition too.
+        assert refused.repeated == 0, refused
         del days.provider.fail_roles["report"]
         changed = days.day("2026-12-03")
     assert changed.state == "COMPLETED" and changed.reports == 6

@@ -29,7 +29,11 @@ def _settings(port: int, env: dict[str, str]) -> dict:
         while True:
             try:
                 with urllib.request.urlopen(f"{url}/admin/settings", timeout=2) as answer:
-                    return json.load(answer)
+                    settings = json.load(answer)
+                # What the UI in a browser is told to call (Prefect's /ui-settings).
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/ui-settings",
+                                            timeout=10) as answer:
+                    return {**settings, "ui_settings": json.load(answer)}
             except OSError:
                 assert server.poll() is None, "the server exited"
                 assert time.monotonic() < deadline, "the server did not start in time"
@@ -46,7 +50,11 @@ def test_ui_runs_the_server_with_batched_event_writes(tmp_path: Path, shared_pre
     env.pop("PREFECT_API_URL", None)
     # One server shows both: a setting the user made wins over ours, and ours apply elsewhere.
     env["PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE"] = "7"
-    services = _settings(free_port(), env)["server"]["services"]
+    port = free_port()
+    settings = _settings(port, env)
+    # The browser's UI calls this server's API, not port 4200's.
+    assert settings["ui_settings"]["api_url"] == f"http://127.0.0.1:{port}/api"
+    services = settings["server"]["services"]
     recorder, persister = services["task_run_recorder"], services["event_persister"]
     assert recorder["batch_size"] == 7
     # Ours, each unlike Prefect's default (recorder: 1 per write, every 5 s; persister: 20, 5 s).
