@@ -141,10 +141,22 @@ def _attach_once(spec: str, data_path: str | None, read_only: bool
         con.execute(f"USE {ALIAS}")
     except duckdb.Error as exc:
         con.close()
-        hint = (" (a new lake needs a data path: RESEARCHFLOW_LAKE_DATA_PATH)"
-                if "data_path is not set" in str(exc) else "")
-        raise StoreError(f"cannot open the DuckLake {masked(spec)}: {exc}{hint}") from exc
+        raise StoreError(f"cannot open the DuckLake {masked(spec)}: {_why(exc)}") from exc
     return con
+
+
+def _why(exc: duckdb.Error) -> str:
+    """DuckDB's error, with what to do for the two a first run meets."""
+    text = str(exc)
+    if "permission denied for schema public" in text:
+        # PostgreSQL 15 took CREATE on schema public from everyone but the database's owner;
+        # DuckDB's text goes on with the whole CREATE TABLE, which buries this.
+        return ("permission denied for schema public: the lake's role must own the database "
+                "(createdb -O ROLE DBNAME, or ALTER DATABASE DBNAME OWNER TO ROLE) or hold "
+                "CREATE on it (GRANT CREATE ON SCHEMA public TO ROLE, in that database)")
+    if "data_path is not set" in text:
+        return f"{text} (a new lake needs a data path: RESEARCHFLOW_LAKE_DATA_PATH)"
+    return text
 
 
 class LakeConnection:

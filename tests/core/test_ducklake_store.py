@@ -21,6 +21,7 @@ from core.models import Source, Topic
 from core.settings import Settings, run_config
 from core.store import PageRecord, PageStore, ReadOnlyQueryError, ResultStore, query_readonly
 from core.store import lake
+from core.store.connection import StoreError
 from core.store.backend import lake_target
 from core.usage import CallRecord
 from tests.fakes.postgres import Postgres, pg_bin
@@ -228,3 +229,24 @@ def test_settings_choose_the_lake(lake_store: tuple[str, str],
     monkeypatch.setenv("RESEARCHFLOW_STORE", target + " password=hunter2")
     with pytest.raises(Exception, match="PGPASSWORD"):
         ResultStore(Settings.load().store_target())
+
+
+def test_the_readmes_role_creates_the_lake_and_a_role_without_create_is_told_why(
+        postgres: Postgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's setup: a LOGIN role that owns its database (`createdb -O rf`). Without it,
+    PostgreSQL 15 refuses the role CREATE in schema public, and the error says what to run."""
+    role = f"rf_{uuid.uuid4().hex[:6]}"
+    postgres.psql(f"CREATE ROLE {role} LOGIN")  # not a superuser, as in the README
+    monkeypatch.setenv("RESEARCHFLOW_LAKE_DATA_PATH", f"{tmp_path}/")
+    not_owned = postgres.target(postgres.new_database(), role)
+    with pytest.raises(StoreError) as refused:
+        ResultStore(not_owned).counts()
+    message = str(refused.value)
+    assert "permission denied for schema public" in message and "\n" not in message
+    assert "createdb -O" in message and "GRANT CREATE ON SCHEMA public" in message
+
+    owned = postgres.target(postgres.new_database(owner=role), role)
+    store = ResultStore(owned)
+    store.save_result(make_result("Owned by its role?", batch="readme"), run_id="r",
+                      engine="offline")
+    assert store.counts()["reports"] == 1

@@ -62,11 +62,21 @@ class Postgres:
         return (f"ducklake:postgres:dbname={name} host={self.dir} port={self.port} "
                 f"user={self.user}", f"{data}/")
 
-    def new_database(self) -> str:
-        """A fresh, empty database; returns its name."""
+    def new_database(self, owner: str | None = None) -> str:
+        """A fresh, empty database (owned by `owner`, else the superuser); returns its name."""
         name = f"db_{uuid.uuid4().hex[:8]}"
-        self.run("createdb", "-h", str(self.dir), "-p", str(self.port), "-U", self.user, name)
+        self.run("createdb", "-h", str(self.dir), "-p", str(self.port), "-U", self.user,
+                 *(["-O", owner] if owner else []), name)
         return name
+
+    def target(self, database: str, user: str) -> str:
+        """The DuckLake target of `database`, connecting as `user`."""
+        return f"ducklake:postgres:dbname={database} host={self.dir} port={self.port} user={user}"
+
+    def psql(self, sql: str, database: str = "postgres") -> None:
+        """Run one statement as the server's superuser, as `psql -c` does."""
+        self.run("psql", "-h", str(self.dir), "-p", str(self.port), "-U", self.user,
+                 "-d", database, "-v", "ON_ERROR_STOP=1", "-c", sql)
 
     def sqlalchemy_url(self, database: str) -> str:
         """What PREFECT_API_DATABASE_CONNECTION_URL takes (asyncpg over the unix socket)."""
