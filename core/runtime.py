@@ -129,6 +129,20 @@ class Runtime:
             log.warning("usage unavailable: %s", exc)
             return UsageTotals(unknown=str(exc))
 
+    def fallback_roles(self, config: RunConfig, topic_id: str | None) -> str:
+        """The roles of a topic the extractive engine answered for the model (core.engine.
+        fallback), from the ledger of every run of it; "" for none, or for the offline engine."""
+        from core.store import StoreError
+
+        if config.model == "offline" or topic_id is None:
+            return ""
+        self.flush()
+        try:
+            return self.store(config.db_path).usage(topic_id=topic_id).fallback_roles
+        except StoreError as exc:
+            log.warning("fallbacks unavailable: %s", exc)
+            return ""
+
     # -- what calls are made with -------------------------------------------------------------
     def prices(self, spec: str | None) -> PriceTable:
         return self.shared("prices", spec, lambda: PriceTable(spec))
@@ -193,14 +207,32 @@ class Runtime:
                              max_output_tokens=config.max_output_tokens,
                              spill_dir=Path(config.cache_dir) / "spill")
 
-        engine = engine_for(config.model)
-        if not config.role_models:
-            return engine
-        from core.engine.model_driven.routed import RoutedEngine
+        engine: Any = engine_for(config.model)
+        if config.role_models:
+            from core.engine.model_driven.routed import RoutedEngine
 
-        specs = dict(config.role_models)
-        built = {spec: engine_for(spec) for spec in set(specs.values())}
-        return RoutedEngine(engine, {role: built[spec] for role, spec in specs.items()})
+            specs = dict(config.role_models)
+            built = {spec: engine_for(spec) for spec in set(specs.values())}
+            engine = RoutedEngine(engine, {role: built[spec] for role, spec in specs.items()})
+        return self._with_fallback(engine, config)
+
+    def _with_fallback(self, engine: Any, config: RunConfig) -> ResearchEngine:
+        """The model's engine with the extractive engine behind each role (core.engine.fallback);
+        each fallback is a 'fallback' row of the topic's usage ledger."""
+        from core.engine.fallback import FallbackEngine
+        from core.engine.offline.extractive import ExtractiveEngine
+
+        ledger = self.ledger(config.db_path)
+        offline = self._build_engine(config.model_copy(update={"model": "offline",
+                                                               "role_models": ()}))
+
+        def record(role: str, signal: Any) -> None:
+            from core.ledger import fallback_record
+
+            ledger.record(fallback_record(role, str(signal)))
+
+        assert isinstance(offline, ExtractiveEngine)
+        return FallbackEngine(engine, offline, policy=config.fallback, on_fallback=record)
 
     def search(self, config: RunConfig) -> SearchBackend:
         # One backend whatever the model: the model's fields are not part of its key.

@@ -106,6 +106,11 @@ class Settings(BaseSettings):
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
     thinking_budget: int | None = Field(default=None, ge=0)
 
+    # A role whose answers stay invalid after its bounded re-asks (a weak model): "extractive"
+    # lets the offline engine answer it (core.engine.fallback; the report says so), "none"
+    # fails the topic naming the role. Env: RESEARCHFLOW_FALLBACK; `--fallback` on the CLI.
+    fallback: Literal["extractive", "none"] = "extractive"
+
     results_per_query: int = Field(default=4, ge=1, le=20)
     max_topic_concurrency: int = Field(default=2, ge=1, le=16)
     max_subquestion_workers: int = Field(default=4, ge=1, le=32)
@@ -301,6 +306,8 @@ class RunConfig(BaseModel):
     reasoning_effort: str | None = None
     thinking_budget: int | None = None
     request_timeout: float = 60.0
+    # Who answers a role the model cannot (core.engine.fallback): a different report.
+    fallback: Literal["extractive", "none"] = "extractive"
     # Servers (never keys): a different server is a different answer.
     base_urls: tuple[tuple[str, str], ...] = ()  # (settings prefix, URL), e.g. ("openai", ...)
     # -- what a page read yields ----------------------------------------------------------------
@@ -367,7 +374,7 @@ _SAME = ("results_per_query", "max_output_tokens", "default_context_window", "re
          "max_fetches_per_host", "prices", "store_lock_timeout", "store_hold_seconds",
          "lake_data_path", "searxng_url", "searxng_engines", "searxng_categories",
          "searxng_language", "corpus_follow_symlinks", "corpus_max_file_bytes",
-         "corpus_max_html_bytes", "memo_ttl_hours")
+         "corpus_max_html_bytes", "memo_ttl_hours", "fallback")
 _BASE_URLS = ("openai", "anthropic", "gemini", "serpapi")
 
 

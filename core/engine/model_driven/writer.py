@@ -19,11 +19,10 @@ from typing import Sequence
 from core.engine.base import ReportDraft
 from core.engine.model_driven import prompts
 from core.engine.model_driven.answers import InvalidOutput, draft_from_markdown, split_markdown
-from core.engine.model_driven.calls import ModelCalls
+from core.engine.model_driven.calls import ModelCalls, invalid_output
 from core.language import is_cjk
 from core.models import Finding, Message, ResearchPlan
 from core.overflow.shrink import finding_blocks
-from core.signals import Fatal
 
 log = logging.getLogger("researchflow.engine")
 
@@ -94,13 +93,12 @@ class ReportWriter:
         return self.engine.system(prompts.REPORT_SYSTEM, self.plan.language)
 
     def _text(self, messages: list[Message], tokens: int, *, what: str) -> str:
+        """A part's prose within its cap (sized by its word target: a larger cap would only let
+        a looping model loop longer); a part cut off there keeps what came."""
         completion = self.engine.complete(messages, max_tokens=tokens)
         if completion.truncated:
-            room = self.engine.out_room(messages)
-            if room > tokens * 1.25:
-                completion = self.engine.complete(messages, max_tokens=room)
-            if completion.truncated:
-                log.warning("%s was cut at its output cap; keeping what came", what)
+            log.warning("%s was cut at its output cap (%d tokens); keeping what came", what,
+                        tokens)
         return completion.text
 
     def _ask(self, messages: list[Message], tokens: int, *, what: str) -> ReportDraft:
@@ -108,14 +106,8 @@ class ReportWriter:
         error: InvalidOutput | None = None
         for attempt in range(2):
             completion = self.engine.complete(messages, max_tokens=tokens)
-            if completion.truncated:
-                room = self.engine.out_room(messages)
-                if room <= tokens * 1.25:
-                    raise _CutOff()
-                tokens = room
-                completion = self.engine.complete(messages, max_tokens=tokens)
-                if completion.truncated:
-                    raise _CutOff()
+            if completion.truncated:  # shorter parts, each with its own cap
+                raise _CutOff()
             try:
                 return draft_from_markdown(self.plan, completion.text)
             except InvalidOutput as exc:
@@ -124,10 +116,8 @@ class ReportWriter:
                 messages = [*messages, Message(role="assistant", content=completion.text),
                             Message(role="user", content=prompts.complaint_report_outline(
                                 str(error)))]
-        model = self.engine.model
-        raise Fatal(f"{self.engine.name}: the model could not write a {what} that follows the "
-                    f"outline (twice; last problem: {error})", provider=model.provider,
-                    model=model.model, hint="try a stronger model")
+        raise invalid_output(self.engine, f"{what} that follows the outline",
+                             f"twice; last problem: {error}")
 
 
 class _CutOff(Exception):
