@@ -49,6 +49,10 @@ SCHEMA_REFUSALS = [
                  id="unavailable-now"),
     pytest.param({"error": "json_schema response_format is not supported by this model"},
                  id="string-error"),
+    # llama.cpp's own check, as its server-common.cpp words it (builds before json_schema)
+    pytest.param({"error": {"code": 400, "message": 'response_format type must be one of "text" '
+                            'or "json_object", but got: json_schema',
+                            "type": "invalid_request_error"}}, id="llama-cpp-older"),
 ]
 
 
