@@ -200,6 +200,7 @@ class Runtime:
 
         def engine_for(spec: str) -> LLMEngine:
             model = make_model(spec, config)
+            self._window_from_server(model, self.limits(config))
             metered = MeteredModel(model, self.ledger(config.db_path), self.prices(config.prices),
                                    self.gate(model.provider, config.max_calls_per_minute),
                                    estimator=estimator, memo=self.memo(config))
@@ -233,6 +234,19 @@ class Runtime:
 
         assert isinstance(offline, ExtractiveEngine)
         return FallbackEngine(engine, offline, policy=config.fallback, on_fallback=record)
+
+    @staticmethod
+    def _window_from_server(model: Any, limits: ContextLimits) -> None:
+        """Before a compatible server's model is first called, ask the server its window when
+        nothing better than the default is known (no override, table entry or learned limit)."""
+        base_url = getattr(model, "base_url", None)
+        if model.provider != "openai-compatible" or not base_url or limits.known(model.model):
+            return
+        from core.llm.discovery import discover_window
+
+        found = discover_window(base_url, model.model, api_key=getattr(model, "api_key", None))
+        if found is not None:
+            limits.teach_window(model.model, found.tokens, found.source)
 
     def search(self, config: RunConfig) -> SearchBackend:
         # One backend whatever the model: the model's fields are not part of its key.

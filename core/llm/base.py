@@ -202,7 +202,7 @@ class SDKBackend:
                  build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The request in the form the model accepts, when `signal` is a 400 refusing one of
         our parameters and learning that changes what we send; else `signal` is re-raised."""
-        fix = fix_for(signal.__cause__) if signal.reason == "bad_request" else None
+        fix = fix_for(signal.__cause__, sent) if signal.reason == "bad_request" else None
         if fix is None:
             raise signal
         QUIRKS.learn(self.provider, self.model, fix)

@@ -18,23 +18,25 @@ from pydantic import SecretStr
 from core.llm.anthropic import AnthropicChat
 from core.llm.base import ChatModel
 from core.llm.gemini import GeminiChat
-from core.llm.openai import JsonMode, OpenAIChat
+from core.llm.openai import OpenAIChat
 from core.settings import RunConfig, Settings, api_key, run_config
 from core.signals import Fatal
 
 
 @dataclass
 class OpenAICompatibleChat(OpenAIChat):
-    """An OpenAI-compatible server (vLLM, Ollama, LiteLLM, ...): base URL required, key optional.
+    """An OpenAI-compatible server (llama.cpp, vLLM, Ollama, LM Studio, LiteLLM, ...): base URL
+    required, key optional.
 
-    JSON mode defaults to `json_object` plus an instruction, which far more servers accept than
-    `json_schema`; pass `json_mode="json_schema"` to `make_model` for servers that support it.
+    Structured output asks for `json_schema` first, as on OpenAI: llama.cpp and vLLM enforce it
+    with a grammar, which a small model needs (it ignores a schema given as an instruction). A
+    server that refuses it moves that model to `json_object`, then to an instruction
+    (`core.llm.quirks`); RESEARCHFLOW_JSON_MODE fixes the mode instead.
     """
 
     provider: ClassVar[str] = "openai-compatible"
     needs_key: ClassVar[bool] = False
     needs_base_url: ClassVar[bool] = True
-    json_mode: JsonMode = "json_object"
 
 
 BACKENDS: dict[str, type] = {
@@ -56,6 +58,7 @@ def make_model(spec: str, config: RunConfig | Settings, *, key: SecretStr | None
     thinking budget from `config`, and its key (`key`, else the environment's).
 
     Tasks pass their RunConfig; scripts and tests may pass Settings, whose own keys are used.
+    The OpenAI backends get `config.json_mode` (RESEARCHFLOW_JSON_MODE; "auto" learns it).
     `options` go to the backend's constructor (e.g. `stream=True`, `json_mode="instruction"`).
     Raises ValueError for an unknown provider, `Fatal` when a required key or URL is missing.
     """
@@ -83,4 +86,6 @@ def make_model(spec: str, config: RunConfig | Settings, *, key: SecretStr | None
     fields = {"model": model, "api_key": key, "base_url": base_url,
               "timeout": config.request_timeout, "reasoning_effort": config.reasoning_effort,
               "thinking_budget": config.thinking_budget}
+    if issubclass(cls, OpenAIChat):  # the one backend with a choice of JSON modes
+        fields["json_mode"] = config.json_mode
     return cls(**(fields | options))  # options may override, e.g. a shorter timeout
