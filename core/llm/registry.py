@@ -23,6 +23,10 @@ from core.settings import RunConfig, Settings, api_key, run_config
 from core.signals import Fatal
 
 
+LOCAL_TOKENS_PER_SECOND = 5.0
+LOCAL_FIRST_TOKEN_SECONDS = 120.0
+
+
 @dataclass
 class OpenAICompatibleChat(OpenAIChat):
     """An OpenAI-compatible server (llama.cpp, vLLM, Ollama, LM Studio, LiteLLM, ...): base URL
@@ -32,11 +36,18 @@ class OpenAICompatibleChat(OpenAIChat):
     with a grammar, which a small model needs (it ignores a schema given as an instruction). A
     server that refuses it moves that model to `json_object`, then to an instruction
     (`core.llm.quirks`); RESEARCHFLOW_JSON_MODE fixes the mode instead.
+
+    Such a server is often a small machine's CPU: its read timeout allows two minutes to read
+    the prompt and 5 tokens a second for the whole output cap (a cloud model: 30 s and 25), so
+    a slow local answer is waited for rather than abandoned as a passing fault and asked again
+    from the start (measured here: SmolLM2 on one busy core, 30-130 tokens a second of prompt).
     """
 
     provider: ClassVar[str] = "openai-compatible"
     needs_key: ClassVar[bool] = False
     needs_base_url: ClassVar[bool] = True
+    min_output_rate: float | None = LOCAL_TOKENS_PER_SECOND
+    first_token_seconds: float = LOCAL_FIRST_TOKEN_SECONDS
 
 
 BACKENDS: dict[str, type] = {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -20,6 +21,7 @@ class Exchange:
     status: int
     usage: dict[str, Any] | None
     finish_reason: str | None
+    seconds: float
 
 
 @dataclass
@@ -42,10 +44,11 @@ class UsageProxy:
             def _relay(self, body: bytes | None) -> None:
                 headers = {k: v for k, v in self.headers.items()
                            if k.lower() in ("content-type", "authorization", "accept")}
-                with httpx.Client(timeout=600) as client:
+                started = time.monotonic()
+                with httpx.Client(timeout=900) as client:
                     reply = client.request(self.command, proxy.upstream + self.path,
                                            content=body, headers=headers)
-                proxy._note(self.path, body, reply)
+                proxy._note(self.path, body, reply, time.monotonic() - started)
                 self.send_response(reply.status_code)
                 self.send_header("content-type", reply.headers.get("content-type",
                                                                    "application/json"))
@@ -79,7 +82,8 @@ class UsageProxy:
         with self._lock:
             return [e for e in self.exchanges if e.path.endswith("/chat/completions")]
 
-    def _note(self, path: str, body: bytes | None, reply: httpx.Response) -> None:
+    def _note(self, path: str, body: bytes | None, reply: httpx.Response,
+              seconds: float) -> None:
         request = json.loads(body) if body else {}
         usage, finish = None, None
         text = reply.text
@@ -97,4 +101,13 @@ class UsageProxy:
                 choices = data.get("choices") or [{}]
                 finish = choices[0].get("finish_reason")
         with self._lock:
-            self.exchanges.append(Exchange(path, request, reply.status_code, usage, finish))
+            self.exchanges.append(Exchange(path, request, reply.status_code, usage, finish,
+                                           round(seconds, 1)))
+
+    def table(self) -> str:
+        """One line per completion: what it asked for and what the server did."""
+        return "\n".join(
+            f"{e.status} max_tokens={e.request.get('max_tokens')} "
+            f"format={(e.request.get('response_format') or {}).get('type')} "
+            f"in={(e.usage or {}).get('prompt_tokens')} out={(e.usage or {}).get('completion_tokens')} "
+            f"finish={e.finish_reason} {e.seconds}s" for e in self.completions())

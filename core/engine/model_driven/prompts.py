@@ -74,6 +74,12 @@ def complaint_cut_off(tokens: int) -> str:
             "Reply with only the JSON object, no prose and no code fences.")
 
 
+def complaint_report_cut_off(tokens: int, words: int) -> str:
+    return (f"Your report ran past {tokens} tokens and was cut off. Write it again, much "
+            f"shorter: about {words} words in all, each heading once, no repetition, citing "
+            "the evidence keys as before.")
+
+
 def complaint_invalid_json(error: str, truncated: bool) -> str:
     why = ("Your answer was cut off before the JSON ended; answer more concisely."
            if truncated else f"Your answer was not valid JSON of the requested shape: {error}")
