@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 
-.PHONY: install demo test bench ui serve clean
+.PHONY: install demo test llama bench ui serve clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,13 @@ demo: $(STAMP)
 # The suite on parallel pytest-xdist workers (one per core; TEST_WORKERS=0: one process). Tests
 # that must share a worker carry an xdist_group mark (see tests/conftest.py).
 TEST_WORKERS ?= auto
-test: $(STAMP)
+test: $(STAMP) llama
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+
+# llama.cpp's llama-server for the real-model tests (tests/local_model): built from the pinned
+# source once per machine (~16 min on 2 cores), then found in ~/.cache/researchflow/llama-server.
+llama: $(STAMP)
+	$(PY) -m tests.local_model.llama
 
 bench: $(STAMP)
 	$(PY) bench/overflow.py
@@ -34,6 +39,7 @@ bench: $(STAMP)
 	$(PY) bench/depth.py
 	$(PY) bench/web.py
 	$(PY) bench/rerun.py
+	$(PY) bench/local_model.py
 	$(PY) bench/overhead.py
 	$(PY) bench/scale.py
 

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Iterator, Protocol, Sequence
 
+from core.secrets import mask
 from core.signals import BudgetExceeded, Transient
 from core.usage import CallRecord, CallRole
 
@@ -74,6 +76,16 @@ def acting_as(role: CallRole) -> Iterator[None]:
         yield
     finally:
         _role.reset(token)
+
+
+def fallback_record(role: str, why: str) -> CallRecord:
+    """The ledger's row for a role the extractive engine answered (core.engine.fallback): in the
+    current scope, at no cost, with why the model's answers were refused (masked, short)."""
+    scope = current_scope()
+    return CallRecord(call_id=uuid.uuid4().hex, run_id=scope.run_id, batch_id=scope.batch_id,
+                      topic_id=scope.topic_id, subquestion_index=scope.subquestion_index,
+                      role=role, provider="offline", model="extractive",  # type: ignore[arg-type]
+                      outcome="fallback", cost_usd=0.0, error=mask(why)[:500])
 
 
 class SpendUnknown(Transient):

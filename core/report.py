@@ -157,10 +157,12 @@ def thin_evidence(quotes: int, pages: int, empty: int, sections: int) -> bool:
 
 
 def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft, *,
-             report_id: str, engine: str, notice: str | None = None) -> Report:
+             report_id: str, engine: str, notice: str | None = None,
+             fallbacks: str = "") -> Report:
     """The report in the intent's shape: executive summary, comparison table (compare), one
     section per section of the plan, recommendation (recommend), conclusion, disputed
-    findings, references."""
+    findings, references. `fallbacks` names the roles the extractive engine answered because
+    the model's answers stayed invalid (core.engine.fallback): the header says so."""
     catalog = dict(evidence_catalog(findings))
     numberer = _Numberer(catalog)
     flags: list[str] = []
@@ -186,6 +188,9 @@ def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft
         parts += [f"> {notice}", ""]
     parts += [f"**{fixed_heading('topic', lang)}:** {markdown_text(plan.topic)}  ",
               f"**{fixed_heading('intent', lang)}:** {fixed_heading(plan.intent, lang)}", ""]
+    if fallbacks:
+        parts += [f"**Fallbacks:** the extractive engine answered for the model in: "
+                  f"{markdown_text(fallbacks)} (its answers stayed invalid)", ""]
     header_end = len(parts) - 1  # a report on thin evidence says so here, once it is counted
     empty = 0
     parts += part("summary", draft.summary)

@@ -130,6 +130,20 @@ class Runtime:
             log.warning("usage unavailable: %s", exc)
             return UsageTotals(unknown=str(exc))
 
+    def fallback_roles(self, config: RunConfig, topic_id: str | None) -> str:
+        """The roles of a topic the extractive engine answered for the model (core.engine.
+        fallback), from the ledger of every run of it; "" for none, or for the offline engine."""
+        from core.store import StoreError
+
+        if config.model == "offline" or topic_id is None:
+            return ""
+        self.flush()
+        try:
+            return self.store(config.db_path).usage(topic_id=topic_id).fallback_roles
+        except StoreError as exc:
+            log.warning("fallbacks unavailable: %s", exc)
+            return ""
+
     # -- what calls are made with -------------------------------------------------------------
     def prices(self, spec: str | None) -> PriceTable:
         return self.shared("prices", spec, lambda: PriceTable(spec))
@@ -187,6 +201,7 @@ class Runtime:
 
         def engine_for(spec: str) -> LLMEngine:
             model = make_model(spec, config)
+            self._window_from_server(model, self.limits(config))
             metered = MeteredModel(model, self.ledger(config.db_path), self.prices(config.prices),
                                    self.gate(model.provider, config.max_calls_per_minute),
                                    estimator=estimator, memo=self.memo(config))
@@ -194,14 +209,45 @@ class Runtime:
                              max_output_tokens=config.max_output_tokens,
                              spill_dir=Path(config.cache_dir) / "spill")
 
-        engine = engine_for(config.model)
-        if not config.role_models:
-            return engine
-        from core.engine.model_driven.routed import RoutedEngine
+        engine: Any = engine_for(config.model)
+        if config.role_models:
+            from core.engine.model_driven.routed import RoutedEngine
 
-        specs = dict(config.role_models)
-        built = {spec: engine_for(spec) for spec in set(specs.values())}
-        return RoutedEngine(engine, {role: built[spec] for role, spec in specs.items()})
+            specs = dict(config.role_models)
+            built = {spec: engine_for(spec) for spec in set(specs.values())}
+            engine = RoutedEngine(engine, {role: built[spec] for role, spec in specs.items()})
+        return self._with_fallback(engine, config)
+
+    def _with_fallback(self, engine: Any, config: RunConfig) -> ResearchEngine:
+        """The model's engine with the extractive engine behind each role (core.engine.fallback);
+        each fallback is a 'fallback' row of the topic's usage ledger."""
+        from core.engine.fallback import FallbackEngine
+        from core.engine.offline.extractive import ExtractiveEngine
+
+        ledger = self.ledger(config.db_path)
+        offline = self._build_engine(config.model_copy(update={"model": "offline",
+                                                               "role_models": ()}))
+
+        def record(role: str, signal: Any) -> None:
+            from core.ledger import fallback_record
+
+            ledger.record(fallback_record(role, str(signal)))
+
+        assert isinstance(offline, ExtractiveEngine)
+        return FallbackEngine(engine, offline, policy=config.fallback, on_fallback=record)
+
+    @staticmethod
+    def _window_from_server(model: Any, limits: ContextLimits) -> None:
+        """Before a compatible server's model is first called, ask the server its window when
+        nothing better than the default is known (no override, table entry or learned limit)."""
+        base_url = getattr(model, "base_url", None)
+        if model.provider != "openai-compatible" or not base_url or limits.known(model.model):
+            return
+        from core.llm.discovery import discover_window
+
+        found = discover_window(base_url, model.model, api_key=getattr(model, "api_key", None))
+        if found is not None:
+            limits.teach_window(model.model, found.tokens, found.source)
 
     def search(self, config: RunConfig) -> SearchBackend:
         # One backend whatever the model: the model's fields are not part of its key.

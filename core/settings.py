@@ -105,6 +105,15 @@ class Settings(BaseSettings):
     # allowance. Env: RESEARCHFLOW_REASONING_EFFORT, RESEARCHFLOW_THINKING_BUDGET.
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
     thinking_budget: int | None = Field(default=None, ge=0)
+    # How OpenAI and compatible servers are asked for JSON. "auto": json_schema first, stepping
+    # down to json_object, then to the schema as an instruction, when a server refuses (learned
+    # per model). Any other value is sent as is. Env: RESEARCHFLOW_JSON_MODE.
+    json_mode: Literal["auto", "json_schema", "json_object", "instruction"] = "auto"
+
+    # A role whose answers stay invalid after its bounded re-asks (a weak model): "extractive"
+    # lets the offline engine answer it (core.engine.fallback; the report says so), "none"
+    # fails the topic naming the role. Env: RESEARCHFLOW_FALLBACK; `--fallback` on the CLI.
+    fallback: Literal["extractive", "none"] = "extractive"
 
     results_per_query: int = Field(default=4, ge=1, le=20)
     max_topic_concurrency: int = Field(default=2, ge=1, le=16)
@@ -300,7 +309,10 @@ class RunConfig(BaseModel):
     context_windows: tuple[tuple[str, int], ...] = ()
     reasoning_effort: str | None = None
     thinking_budget: int | None = None
+    json_mode: Literal["auto", "json_schema", "json_object", "instruction"] = "auto"
     request_timeout: float = 60.0
+    # Who answers a role the model cannot (core.engine.fallback): a different report.
+    fallback: Literal["extractive", "none"] = "extractive"
     # Servers (never keys): a different server is a different answer.
     base_urls: tuple[tuple[str, str], ...] = ()  # (settings prefix, URL), e.g. ("openai", ...)
     # -- what a page read yields ----------------------------------------------------------------
@@ -360,14 +372,14 @@ FLOW_SETTINGS = frozenset({
 
 # Settings copied into a RunConfig under the same name.
 _SAME = ("results_per_query", "max_output_tokens", "default_context_window", "reasoning_effort",
-         "thinking_budget", "request_timeout", "max_page_bytes", "max_source_chars",
+         "thinking_budget", "json_mode", "request_timeout", "max_page_bytes", "max_source_chars",
          "page_ttl_hours", "fetch_allow_hosts", "respect_robots", "fetch_connect_timeout",
          "fetch_read_timeout", "page_deadline", "max_redirects", "serpapi_engine",
          "serpapi_location", "serpapi_language", "serpapi_country", "max_calls_per_minute",
          "max_fetches_per_host", "prices", "store_lock_timeout", "store_hold_seconds",
          "lake_data_path", "searxng_url", "searxng_engines", "searxng_categories",
          "searxng_language", "corpus_follow_symlinks", "corpus_max_file_bytes",
-         "corpus_max_html_bytes", "memo_ttl_hours")
+         "corpus_max_html_bytes", "memo_ttl_hours", "fallback")
 _BASE_URLS = ("openai", "anthropic", "gemini", "serpapi")
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Literal
 
-CallRole = Literal["plan", "choose", "queries", "condense", "compress", "review", "report",
-                   "checkpoint", "search", "other"]
+CallRole = Literal["plan", "choose", "queries", "rewrite", "condense", "compress", "review",
+                   "report", "checkpoint", "search", "other"]
 
 
 def _now() -> datetime:
@@ -23,8 +23,10 @@ def _now() -> datetime:
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One call to a billed service. `outcome` is "ok", the signal's class name, or "served":
-    a repeat answered from the call memo (core.memo), no request made and cost 0."""
+    """One call to a billed service. `outcome` is "ok", the signal's class name, "served": a
+    repeat answered from the call memo (core.memo), no request made and cost 0, or
+    "fallback": not a call but a role the extractive engine answered because the model's
+    answers stayed invalid (core.engine.fallback; provider "offline", cost 0)."""
 
     call_id: str
     run_id: str
@@ -60,6 +62,8 @@ class UsageTotals:
     cost_usd: float = 0.0
     unpriced_calls: int = 0  # calls whose model had no known price: cost_usd is a lower bound
     served_calls: int = 0  # repeats answered from the call memo (core.memo): part of calls, $0
+    fallbacks: int = 0  # roles the extractive engine answered (core.engine.fallback): not calls
+    fallback_roles: str = ""  # those roles, comma-separated
     unknown: str = ""  # why the totals could not be read ("" when they were)
 
     def line(self) -> str:
@@ -76,5 +80,8 @@ class UsageTotals:
         failed = f", {self.failed_calls} failed" if self.failed_calls else ""
         failed += f", {self.served_calls} served from the memo" if self.served_calls else ""
         searches = f", {self.searches} searches" if self.searches else ""
+        fallbacks = (f"; {self.fallbacks} answer(s) from the extractive engine "
+                     f"({self.fallback_roles}): the model's stayed invalid"
+                     if self.fallbacks else "")
         return (f"usage: {self.calls} calls{failed}{searches}; tokens {self.input_tokens:,} in"
-                f"{cached} / {self.output_tokens:,} out{reasoning}; cost {cost}")
+                f"{cached} / {self.output_tokens:,} out{reasoning}; cost {cost}{fallbacks}")

@@ -9,6 +9,8 @@ at import.
 
 from __future__ import annotations
 
+import os
+from enum import Enum
 from pathlib import Path
 from typing import Optional
 
@@ -69,8 +71,23 @@ CorpusOpt = typer.Option(None, "--corpus", help="Folder of .html/.md/.txt/.pdf/.
                          "files to search instead of the bundled CPython documentation.")
 RefreshHelp = ("Make every provider and search call again instead of reusing cached ones "
                "(a retry of the same run still reuses its own).")
+class Fallback(str, Enum):
+    extractive = "extractive"
+    none = "none"
+
+
+FallbackOpt = typer.Option(None, "--fallback", help="When the model's answers for a role stay invalid (a weak "
+                           "model): 'extractive' (default) lets the offline engine answer that "
+                           "role and the report says so; 'none' fails the topic naming the role "
+                           "(RESEARCHFLOW_FALLBACK).")
 CostOpt = typer.Option(None, "--max-cost-usd", min=0.0, help="Stop a topic before a provider "
                        "call would take its spend past this many USD (RESEARCHFLOW_MAX_COST_USD).")
+
+
+def _use_fallback(fallback: Optional[Fallback]) -> None:
+    """--fallback for the flows this command runs (they read their settings when they start)."""
+    if fallback is not None:
+        os.environ["RESEARCHFLOW_FALLBACK"] = fallback.value
 
 
 def _check_corpus(corpus: Optional[Path]) -> None:
@@ -108,9 +125,11 @@ def run(topic: str = typer.Argument(..., help="What to research."),
         corpus: Optional[Path] = CorpusOpt, db: Optional[str] = DbOpt,
         max_cost_usd: Optional[float] = CostOpt,
         refresh: bool = typer.Option(False, "--refresh", help=RefreshHelp),
+        fallback: Optional[Fallback] = FallbackOpt,
         options: TopicOptions = TopicOptions()) -> None:
     """Research one topic and store its report."""
     _check_topic(topic)
+    _use_fallback(fallback)
     _check_corpus(corpus)
     _check_store(db)
     prefect_env()
@@ -165,6 +184,7 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
               None, "--edition", help="The edition this run belongs to (default: today's "
               "date). A new edition researches every topic again, reusing what did not change, "
               "and its reports say what changed since the previous edition."),
+          fallback: Optional[Fallback] = FallbackOpt,
           options: TopicOptions = TopicOptions()) -> None:
     """Research every topic of a CSV; bad rows are reported and the rest still run.
 
@@ -180,6 +200,7 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
 
     _check_corpus(corpus)
     _check_store(db)
+    _use_fallback(fallback)
     try:  # validate up front so a bad file costs no Prefect start-up
         rows, bad = read_topics_csv(csv_path, batch_id=batch_id or csv_path.stem,
                                     warn=lambda line: err.print(plain(f"warning: {line}")))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 
-FORWARDED = ("researchflow.store.lake",)
+FORWARDED = ("researchflow.store.lake", "researchflow.fallback")
 
 _installed = False
 _lock = threading.Lock()

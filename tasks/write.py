@@ -12,7 +12,7 @@ from typing import Sequence
 from prefect import get_run_logger, task
 
 from core.engine.offline.words import notice_of
-from core.ledger import acting_as, scoped
+from core.ledger import acting_as, current_scope, scoped
 from core.models import Finding, ResearchPlan, Report, Transcript
 from core.overflow.recovery import compress_with_shrink, report_with_shrink
 from core.report import assemble
@@ -45,4 +45,5 @@ def write_report(plan: ResearchPlan, findings: Sequence[Finding], config: RunCon
             writer, plan, sections, window=writer.context_window(),
             max_output_tokens=config.max_output_tokens, log=get_run_logger().info)
     return assemble(plan, kept, draft, report_id=report_id, engine=engine.name,
-                    notice=notice_of(engine, plan.language))
+                    notice=notice_of(engine, plan.language),
+                    fallbacks=current().fallback_roles(config, current_scope().topic_id))

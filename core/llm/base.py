@@ -174,6 +174,7 @@ class SDKBackend:
     stream_above: int = 16_384  # output cap (thinking included) above which a call streams
     # The read timeout is at least 30 s + cap / this many tokens a second; None: `timeout` only.
     min_output_rate: float | None = _MIN_TOKENS_PER_SECOND
+    first_token_seconds: float = _FIRST_TOKEN_SECONDS  # the prompt read before the first token
     _client: Any = field(default=None, init=False, repr=False, compare=False)
     _client_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False,
                                          compare=False)
@@ -202,7 +203,7 @@ class SDKBackend:
                  build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The request in the form the model accepts, when `signal` is a 400 refusing one of
         our parameters and learning that changes what we send; else `signal` is re-raised."""
-        fix = fix_for(signal.__cause__) if signal.reason == "bad_request" else None
+        fix = fix_for(signal.__cause__, sent) if signal.reason == "bad_request" else None
         if fix is None:
             raise signal
         QUIRKS.learn(self.provider, self.model, fix)
@@ -222,10 +223,11 @@ class SDKBackend:
 
     def read_timeout(self, output_cap: int) -> float:
         """Seconds to wait for a reply of up to `output_cap` tokens: the configured timeout, or
-        long enough for a slow model to write the whole cap, whichever is longer."""
+        long enough for a slow model to read its prompt and write the whole cap, whichever is
+        longer."""
         if not self.min_output_rate:
             return self.timeout
-        return max(self.timeout, _FIRST_TOKEN_SECONDS + output_cap / self.min_output_rate)
+        return max(self.timeout, self.first_token_seconds + output_cap / self.min_output_rate)
 
     def streams(self, output_cap: int) -> bool:
         """Whether a call with this cap streams (long outputs do, on every provider)."""

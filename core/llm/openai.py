@@ -5,9 +5,11 @@ class serves OpenAI and any server that copies its wire format (vLLM, Ollama, Gr
 LiteLLM, Azure) via `base_url`. It does not retry (Prefect does: `max_retries=0`), does not
 validate structured output (the caller parses), and does not classify errors (`core.signals` does).
 
-Structured output is one of three `json_mode`s, because many compatible servers reject
-`json_schema`: "json_schema" (native), "json_object" (JSON mode plus the schema as an instruction),
-"instruction" (the schema as an instruction only).
+Structured output is one of three modes: "json_schema" (native, grammar-constrained on llama.cpp
+and vLLM), "json_object" (JSON mode plus the schema as an instruction), "instruction" (the schema
+as an instruction only). `json_mode="auto"` (the default) asks for json_schema first and steps
+down when the server refuses it (`core.llm.quirks` learns that per model); any other value is
+the user's choice (RESEARCHFLOW_JSON_MODE) and is sent as is.
 
 Reasoning models (o-series, gpt-5) take `max_completion_tokens`, which covers their reasoning as
 well as the answer, and refuse `max_tokens` and any temperature but the default. The name is
@@ -24,9 +26,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Sequence
 
 from core.llm.base import Completion, SDKBackend, Usage, count, read, split_cap
+from core.llm.quirks import JsonMode
 from core.models import Message
 
-JsonMode = Literal["json_schema", "json_object", "instruction"]
+JsonSetting = Literal["auto", "json_schema", "json_object", "instruction"]
 
 # The first guess only (see the module docstring): models named so refuse `max_tokens` and any
 # temperature but the default.
@@ -132,7 +135,7 @@ class OpenAIChat(SDKBackend):
     settings_prefix: ClassVar[str] = "openai"  # reads openai_api_key / openai_base_url
     can_stream: ClassVar[bool] = True
 
-    json_mode: JsonMode = "json_schema"
+    json_mode: JsonSetting = "auto"
     # Some servers report an overflow inside a 200 SSE stream; streaming lets us see it.
     stream: bool = False
 
@@ -149,6 +152,13 @@ class OpenAIChat(SDKBackend):
         learned = self.form().token_param
         return learned == "max_completion_tokens" or (learned is None
                                                        and is_reasoning_model(self.model))
+
+    def structured_mode(self) -> JsonMode:
+        """How a schema is asked for: the configured mode, else what the server has accepted
+        so far (json_schema until it refuses)."""
+        if self.json_mode != "auto":
+            return self.json_mode
+        return self.form().json_mode or "json_schema"
 
     def output_cap(self, max_tokens: int) -> int:
         if not self.reasoning():
@@ -173,11 +183,12 @@ class OpenAIChat(SDKBackend):
         if self.reasoning_effort and form.reasoning_effort:
             params["reasoning_effort"] = self.reasoning_effort
         if json_schema is not None:
-            if self.json_mode == "json_schema":
+            mode = self.structured_mode()
+            if mode == "json_schema":
                 params["response_format"] = {"type": "json_schema", "json_schema": {
                     "name": _schema_name(json_schema), "schema": json_schema, "strict": False}}
             else:
-                if self.json_mode == "json_object":
+                if mode == "json_object":
                     params["response_format"] = {"type": "json_object"}
                 wire.append({"role": "system", "content": json_instruction(json_schema)})
         if self.stream or self.streams(cap):

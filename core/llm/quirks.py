@@ -17,6 +17,13 @@ request and sends it again, once per fix. The messages it understands, as the pr
 - Gemini: "thinking is not supported by this model"; "Thinking budget is not supported for this
   model."; "thinking is not configurable in this model; please remove the thinking_config";
   "Thinking can't be disabled for this model" / "This model only works in thinking mode."
+- Structured output, on OpenAI-compatible servers: any 400 that names `response_format` or
+  `json_schema` as refused or invalid ("response_format json_schema is not supported",
+  "'response_format.type' must be 'json_object' or 'text'", "Invalid value: 'json_schema'",
+  "This response_format type is unavailable now") steps that model down from the JSON mode it
+  was sent: json_schema -> json_object -> instruction (the schema as a system message only).
+  Which mode was refused is read from the request sent, not the wording: LM Studio refuses
+  json_object with "must be 'json_schema' or 'text'".
 
 What it does not do: classify errors (that stays `core.signals.translate_errors`; this
 module only reads the SDK exception a `Fatal(reason="bad_request")` keeps as `__cause__`), retry
@@ -36,7 +43,12 @@ from core.signals.bodies import read_body
 log = logging.getLogger("researchflow.llm")
 
 Fix = Literal["max_completion_tokens", "max_tokens", "no_temperature", "no_top_p",
-              "no_reasoning_effort", "no_thinking", "adaptive_thinking", "thinks"]
+              "no_reasoning_effort", "no_thinking", "adaptive_thinking", "thinks",
+              "json_object", "json_instruction"]
+JsonMode = Literal["json_schema", "json_object", "instruction"]
+# Structured output modes from the most to the least the server enforces; learning only steps
+# down, so two threads refused the same mode at once still land one step lower, not two.
+_JSON_ORDER: tuple[JsonMode, ...] = ("json_schema", "json_object", "instruction")
 
 
 @dataclass(frozen=True)
@@ -46,6 +58,7 @@ class Form:
     `token_param` None: the backend's guess from the name. `thinking`: "enabled" sends the
     configured thinking, "adaptive" the Anthropic adaptive form, "off" none at all. `thinks`:
     the model was seen thinking without being asked (Gemini), so its output cap needs room.
+    `json_mode` None: the backend's first choice (json_schema); else the mode the server took.
     """
 
     token_param: Literal["max_tokens", "max_completion_tokens"] | None = None
@@ -54,8 +67,13 @@ class Form:
     reasoning_effort: bool = True
     thinking: Literal["enabled", "adaptive", "off"] = "enabled"
     thinks: bool = False
+    json_mode: JsonMode | None = None
 
     def with_fix(self, fix: Fix) -> "Form":
+        if fix in ("json_object", "json_instruction"):
+            wanted: JsonMode = "json_object" if fix == "json_object" else "instruction"
+            now = _JSON_ORDER.index(self.json_mode or "json_schema")
+            return replace(self, json_mode=_JSON_ORDER[max(now, _JSON_ORDER.index(wanted))])
         changes: dict[str, Any] = {
             "max_completion_tokens": {"token_param": "max_completion_tokens"},
             "max_tokens": {"token_param": "max_tokens"},
@@ -111,6 +129,8 @@ _DESCRIBE: dict[Fix, str] = {
     "no_thinking": "not sending a thinking configuration",
     "adaptive_thinking": "asking for adaptive thinking instead of a fixed budget",
     "thinks": "leaving room for thinking it does by default",
+    "json_object": "asking for JSON with response_format json_object (json_schema refused)",
+    "json_instruction": "asking for JSON by instruction only (response_format refused)",
 }
 
 QUIRKS = Quirks()  # one per process: what a model said holds for every backend that calls it
@@ -137,9 +157,20 @@ _PARAMS: list[tuple[str, str]] = [
 ]
 
 
-def fix_for(exc: BaseException | None) -> Fix | None:
+# A 400 about structured output: it names the parameter or the mode, and says it is not taken.
+_JSON_NAMED = re.compile(r"response_?format|json[_ ]schema|json[_ ]object", re.I)
+_JSON_REFUSAL = re.compile(
+    r"unsupported|not supported|does not support|doesn't support|unavailable|not available|"
+    r"invalid|must be|should be|unknown|unrecognized|not allowed|not permitted|"
+    r"not implemented|cannot|can't", re.I)
+
+
+def fix_for(exc: BaseException | None, sent: dict[str, Any] | None = None) -> Fix | None:
     """The change that would make the request acceptable, when `exc` is a 400 refusing one of
-    our parameters as unsupported; None for any other error (nothing to learn)."""
+    our parameters as unsupported; None for any other error (nothing to learn).
+
+    `sent` is the request that was refused: a refusal of structured output steps down from the
+    `response_format` it carried (without it, json_schema is taken as the refused mode)."""
     if exc is None or _status(exc) != 400:
         return None
     body: list[Any] = [getattr(exc, "body", None), getattr(exc, "details", None),
@@ -148,13 +179,29 @@ def fix_for(exc: BaseException | None) -> Fix | None:
     body.append({k: v for k, v in structured.items() if isinstance(v, str)})
     facts = read_body(body)
     text = facts.text
-    if not ({"unsupported_parameter", "unsupported_value"} & facts.codes or _REFUSAL.search(text)):
+    json_fix = _json_fix(text, sent)
+    if json_fix is not None and any(p.startswith("response_format") for p in facts.params):
+        return json_fix  # the provider's own `param` field points at it
+    if {"unsupported_parameter", "unsupported_value"} & facts.codes or _REFUSAL.search(text):
+        for name in _named_params(facts.params, text):
+            fix = _fix(name, text)
+            if fix is not None:
+                return fix
+    return json_fix
+
+
+def _json_fix(text: str, sent: dict[str, Any] | None) -> Fix | None:
+    """One step down from the JSON mode `sent` asked for, when the error refuses it."""
+    if not (_JSON_NAMED.search(text) and _JSON_REFUSAL.search(text)):
         return None
-    for name in _named_params(facts.params, text):
-        fix = _fix(name, text)
-        if fix is not None:
-            return fix
-    return None
+    if sent is None:
+        return "json_object"
+    response_format = sent.get("response_format")
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    return _STEP_DOWN.get(kind) if isinstance(kind, str) else None
+
+
+_STEP_DOWN: dict[str, Fix] = {"json_schema": "json_object", "json_object": "json_instruction"}
 
 
 def _status(exc: BaseException) -> int | None:

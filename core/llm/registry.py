@@ -18,23 +18,36 @@ from pydantic import SecretStr
 from core.llm.anthropic import AnthropicChat
 from core.llm.base import ChatModel
 from core.llm.gemini import GeminiChat
-from core.llm.openai import JsonMode, OpenAIChat
+from core.llm.openai import OpenAIChat
 from core.settings import RunConfig, Settings, api_key, run_config
 from core.signals import Fatal
 
 
+LOCAL_TOKENS_PER_SECOND = 5.0
+LOCAL_FIRST_TOKEN_SECONDS = 120.0
+
+
 @dataclass
 class OpenAICompatibleChat(OpenAIChat):
-    """An OpenAI-compatible server (vLLM, Ollama, LiteLLM, ...): base URL required, key optional.
+    """An OpenAI-compatible server (llama.cpp, vLLM, Ollama, LM Studio, LiteLLM, ...): base URL
+    required, key optional.
 
-    JSON mode defaults to `json_object` plus an instruction, which far more servers accept than
-    `json_schema`; pass `json_mode="json_schema"` to `make_model` for servers that support it.
+    Structured output asks for `json_schema` first, as on OpenAI: llama.cpp and vLLM enforce it
+    with a grammar, which a small model needs (it ignores a schema given as an instruction). A
+    server that refuses it moves that model to `json_object`, then to an instruction
+    (`core.llm.quirks`); RESEARCHFLOW_JSON_MODE fixes the mode instead.
+
+    Such a server is often a small machine's CPU: its read timeout allows two minutes to read
+    the prompt and 5 tokens a second for the whole output cap (a cloud model: 30 s and 25), so
+    a slow local answer is waited for rather than abandoned as a passing fault and asked again
+    from the start (measured here: SmolLM2 on one busy core, 30-130 tokens a second of prompt).
     """
 
     provider: ClassVar[str] = "openai-compatible"
     needs_key: ClassVar[bool] = False
     needs_base_url: ClassVar[bool] = True
-    json_mode: JsonMode = "json_object"
+    min_output_rate: float | None = LOCAL_TOKENS_PER_SECOND
+    first_token_seconds: float = LOCAL_FIRST_TOKEN_SECONDS
 
 
 BACKENDS: dict[str, type] = {
@@ -56,6 +69,7 @@ def make_model(spec: str, config: RunConfig | Settings, *, key: SecretStr | None
     thinking budget from `config`, and its key (`key`, else the environment's).
 
     Tasks pass their RunConfig; scripts and tests may pass Settings, whose own keys are used.
+    The OpenAI backends get `config.json_mode` (RESEARCHFLOW_JSON_MODE; "auto" learns it).
     `options` go to the backend's constructor (e.g. `stream=True`, `json_mode="instruction"`).
     Raises ValueError for an unknown provider, `Fatal` when a required key or URL is missing.
     """
@@ -83,4 +97,6 @@ def make_model(spec: str, config: RunConfig | Settings, *, key: SecretStr | None
     fields = {"model": model, "api_key": key, "base_url": base_url,
               "timeout": config.request_timeout, "reasoning_effort": config.reasoning_effort,
               "thinking_budget": config.thinking_budget}
+    if issubclass(cls, OpenAIChat):  # the one backend with a choice of JSON modes
+        fields["json_mode"] = config.json_mode
     return cls(**(fields | options))  # options may override, e.g. a shorter timeout

@@ -31,7 +31,8 @@ from core.signals import ContextOverflow, Fatal
 T = TypeVar("T")
 log = logging.getLogger("researchflow.overflow")
 
-MIN_OUTPUT = {"plan": 512, "queries": 128, "condense": 256, "review": 256}
+MIN_OUTPUT = {"plan": 512, "queries": 128, "choose": 128, "rewrite": 128, "condense": 256,
+              "review": 256}
 MAX_SPLITS = 3  # a piece that overflows is split at most this many levels deep
 
 
@@ -114,7 +115,7 @@ def choose_with_shrink(engine: ResearchEngine, transcript: Transcript,
                        candidates: Sequence[SearchResult], limit: int, *,
                        log: Callable[[str], None] = _quiet) -> list[int]:
     return _small_call(
-        engine, "queries",
+        engine, "choose",
         lambda s: engine.choose_pages(transcript, candidates, limit, max_tokens=s.max_tokens),
         what=f"choice of pages for sub-question {transcript.subquestion.index}",
         shrinkable_input=False, log=log)
@@ -126,7 +127,7 @@ def rewrite_with_shrink(engine: ResearchEngine, subquestion: SubQuestion, failed
     """More specific searches for searches that found nothing readable. The listing of what
     they returned is small and already fitted by the engine: only the output side shrinks."""
     return _small_call(
-        engine, "queries",
+        engine, "rewrite",
         lambda s: engine.rewrite_queries(subquestion, failed, seen, max_tokens=s.max_tokens),
         what=f"rewritten searches for sub-question {subquestion.index}",
         shrinkable_input=False, log=log)

@@ -1,7 +1,8 @@
 """How many tokens a model takes: context windows, output caps, and what overflows taught us.
 
 `ContextLimits` answers `window(model)`, `max_output(model)` and `request_budget(model)` from, in
-order of trust: what an overflow error reported during this run (`learn`), the configured
+order of trust: what an overflow error reported during this run (`learn`) or the model's server
+said when asked (`teach_window`, only for a model known no better), the configured
 overrides (`Settings.context_windows`, prefix -> tokens), what errors taught earlier runs
 (`remembered`, persisted per model in DuckDB through `on_learn`), the built-in table below, and
 finally `Settings.default_context_window` with a log line saying how to configure it. Names match by the
@@ -217,6 +218,15 @@ class ContextLimits:
         return (name in self._learned_window or self._override(model) is not None
                 or bool(self._remembered.get(name, {}).get("context_window"))
                 or _longest_prefix(name, self._known) is not None)
+
+    def teach_window(self, model: str, tokens: int, source: str) -> None:
+        """Take the window a server says it runs the model with (core.llm.discovery) as learned
+        for this run. Not remembered in the store: the server may be restarted with another."""
+        if tokens <= 0:
+            return
+        with self._lock:
+            self._learned_window[normalize(model)] = tokens
+        log.info("context window %d for %r from %s", tokens, model, source)
 
     def learn(self, model: str | None, signal: Signal) -> None:
         """Remember what an error reported: an overflow's limit (a window, or a per-request

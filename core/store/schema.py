@@ -38,6 +38,10 @@ Version history:
   10 the call memo `call_memo` (core.memo): one answer per fingerprint of a successful billed
      request, so a retry or rerun is served it instead of paying again; the ledger's
      outcome 'served' (cost 0) and the usage sums' `served_calls`
+  11 no table changes: the ledger's outcome 'fallback' (a role the extractive engine answered
+     because the model's answers stayed invalid, core.engine.fallback) is not a call; the usage
+     sums gain `fallbacks` and `fallback_roles`, and the view `fallbacks` lists them per topic
+     and role
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ import duckdb
 
 from core.store.connection import StoreError
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # Order matters for counts() and nothing else; meta is bookkeeping, not data.
 TABLES = ("runs", "topics", "subquestions", "sources", "topic_sources", "findings",
@@ -136,8 +140,8 @@ CREATE TABLE IF NOT EXISTS call_memo (
 # The sums behind core.usage.UsageTotals, over `llm_calls l`; the aliases are its field names.
 # Shared by the views and by ledger.usage_totals so both always count the same way.
 USAGE_COLUMNS = """
-    count(*) AS calls,
-    count(*) FILTER (WHERE l.outcome NOT IN ('ok', 'served')) AS failed_calls,
+    count(*) FILTER (WHERE l.outcome <> 'fallback') AS calls,
+    count(*) FILTER (WHERE l.outcome NOT IN ('ok', 'served', 'fallback')) AS failed_calls,
     count(*) FILTER (WHERE l.role = 'search') AS searches,
     coalesce(sum(l.input_tokens), 0)::BIGINT AS input_tokens,
     coalesce(sum(l.cached_input_tokens), 0)::BIGINT AS cached_input_tokens,
@@ -145,7 +149,10 @@ USAGE_COLUMNS = """
     coalesce(sum(l.reasoning_tokens), 0)::BIGINT AS reasoning_tokens,
     coalesce(sum(l.cost_usd), 0)::DOUBLE AS cost_usd,
     count(*) FILTER (WHERE l.outcome = 'ok' AND l.cost_usd IS NULL) AS unpriced_calls,
-    count(*) FILTER (WHERE l.outcome = 'served') AS served_calls"""
+    count(*) FILTER (WHERE l.outcome = 'served') AS served_calls,
+    count(*) FILTER (WHERE l.outcome = 'fallback') AS fallbacks,
+    coalesce(string_agg(DISTINCT l.role, ', ' ORDER BY l.role)
+             FILTER (WHERE l.outcome = 'fallback'), '') AS fallback_roles"""
 
 # Views are recreated by every migration (CREATE OR REPLACE), so a later version may redefine them.
 _VIEWS = f"""
@@ -160,6 +167,15 @@ SELECT l.batch_id, count(DISTINCT l.topic_id) AS topics, {USAGE_COLUMNS},
        min(l.created_at) AS first_call_at, max(l.created_at) AS last_call_at
 FROM llm_calls l
 GROUP BY l.batch_id;
+
+-- Roles the extractive engine answered because the model's answers stayed invalid, per topic
+-- and role (core.engine.fallback): how often, and the last reason.
+CREATE OR REPLACE VIEW fallbacks AS
+SELECT l.batch_id, l.topic_id, t.topic, l.role, count(*) AS times,
+       arg_max(l.error, l.created_at) AS last_reason, max(l.created_at) AS last_at
+FROM llm_calls l LEFT JOIN topics t ON t.topic_id = l.topic_id
+WHERE l.outcome = 'fallback'
+GROUP BY l.batch_id, l.topic_id, t.topic, l.role;
 
 -- The newest report per topic text: a rerun in the same batch and edition replaces its
 -- report, a new edition or a later batch researching the same topic adds one, and only the
@@ -358,10 +374,15 @@ def _add_call_memo(con: duckdb.DuckDBPyConnection) -> None:
             created_at TIMESTAMPTZ NOT NULL)""")
 
 
+def _count_fallbacks(con: duckdb.DuckDBPyConnection) -> None:
+    """Fallbacks in the usage sums and their own view: views only, recreated after the last
+    step. Frozen: no table changes."""
+
+
 # MIGRATIONS[n] takes a file from version n to n + 1.
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7,
-    7: _v7_to_v8, 8: _v8_to_v9, 9: _add_call_memo}
+    7: _v7_to_v8, 8: _v8_to_v9, 9: _add_call_memo, 10: _count_fallbacks}
 
 
 def _foreign(con: duckdb.DuckDBPyConnection) -> bool:

@@ -103,7 +103,10 @@ def test_follow_up_queries_fit_long_notes(provider, window_server):
     assert handler.overflows <= 1
 
 
-def test_a_truncated_answer_is_asked_again_with_a_cap_that_still_fits():
+def test_a_truncated_answer_is_asked_again_at_the_same_cap_with_a_stricter_instruction():
+    """A cut-off answer is a model that ran long (or looped inside a string): a larger cap
+    would only let it run longer. It is asked once more, at the same cap, told to be brief,
+    without its cut answer sent back."""
     from tests.fakes import providers as fake
     from tests.fakes.http import Reply
     from tests.fakes.research_provider import answer
@@ -119,7 +122,33 @@ def test_a_truncated_answer_is_asked_again_with_a_cap_that_still_fits():
         server.push(Reply(body=fake.openai_completion('{"brief": "cut he', finish_reason="length")),
                     full)
         plan = plan_with_shrink(engine, topic)
-        caps = [r.json()["max_tokens"] for r in server.requests]
+        sent = [r.json() for r in server.requests]
     assert plan.subquestions
-    assert caps[0] == 300 and 300 < caps[1] <= 20_000
-    assert len(caps) == 2  # asked again at once, not re-asked with a complaint
+    assert [s["max_tokens"] for s in sent] == [300, 300]
+    second = sent[1]["messages"]
+    assert "cut off" in second[-1]["content"] and "briefly" in second[-1]["content"]
+    assert not any("cut he" in (m.get("content") or "") for m in second)
+
+
+def test_a_role_asks_for_what_its_answer_needs_not_a_share_of_the_window():
+    """On a large window the plan asks for its bounded answer's need, not half the window; the
+    schema it sends bounds every string and list (a grammar-constrained server cannot loop)."""
+    from tests.fakes import providers as fake
+    from tests.fakes.research_provider import answer
+
+    from core.engine.model_driven.calls import ROLE_OUTPUT_TOKENS
+
+    topic = Topic(text="Threading or asyncio for waiting on sockets", max_subquestions=4)
+    with ScriptedServer() as server:
+        engine = engine_for("openai", server.url, ContextLimits({"gpt-4o-mini": 128_000}))
+        server.push(lambda rec: fake.success_reply("openai", answer("plan", "openai", rec.json())))
+        plan_with_shrink(engine, topic)
+        sent = server.requests[0].json()
+    assert sent["max_tokens"] == ROLE_OUTPUT_TOKENS["plan"]
+    schema = sent["response_format"]["json_schema"]["schema"]
+    subquestions = schema["properties"]["subquestions"]
+    assert (subquestions["minItems"], subquestions["maxItems"]) == (3, 4)
+    assert schema["properties"]["brief"]["maxLength"] == 400
+    question = schema["$defs"]["PlannedSubQuestion"]["properties"]
+    assert question["question"]["maxLength"] == 200
+    assert question["queries"]["items"]["maxLength"] == 80

@@ -55,10 +55,14 @@ def test_options_reach_the_backend() -> None:
     assert m.stream is True and m.json_mode == "instruction"
 
 
-def test_compatible_servers_default_to_json_object_mode() -> None:
+def test_json_mode_is_learned_unless_configured() -> None:
     s = settings(openai_api_key="k", openai_base_url="http://x/v1")
-    assert make_model("openai-compatible:m", s).json_mode == "json_object"
-    assert make_model("openai:m", s).json_mode == "json_schema"
+    for spec in ("openai-compatible:m", "openai:m"):  # json_schema first on every server
+        model = make_model(spec, s)
+        assert model.json_mode == "auto" and model.structured_mode() == "json_schema"
+    forced = make_model("openai-compatible:m", settings(openai_base_url="http://x/v1",
+                                                        json_mode="json_object"))
+    assert forced.json_mode == "json_object" == forced.structured_mode()
 
 
 @pytest.mark.parametrize("spec", ["bogus:model", "azure:gpt-4o"])

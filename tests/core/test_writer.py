@@ -120,36 +120,32 @@ def test_a_long_report_is_written_section_by_section_then_framed() -> None:
                                                                "All told")
 
 
-def test_a_one_call_report_cut_off_without_more_room_is_rewritten_section_by_section() -> None:
-    model = QueueModel(Completion(text="# Foxes\n## [summary] In short\nFoxes we",
-                                  model="fake-1", finish_reason="length"),
-                       "## [S1] Weight\nA fox weighs 12 kg [E1].",
-                       "## [S2] Speed\nFoxes run fast [E3].",
-                       "# Foxes\n## [summary] In short\nFast [E3].\n## [conclusion] End\nDone [E1].")
-    # The model accepts at most 1,000 output tokens: a re-ask with a larger cap cannot help.
-    engine = LLMEngine(model, limits=ContextLimits(known={"fake-1": ModelLimits(128_000, 1_000)}),
-                       estimator=TokenEstimator())
-    draft = engine.write_report(sized(words=300), make_findings())
-
-    assert len(model.sent) == 4
-    # Every call within the model's cap, each sized by its share of the target length.
-    section = int(report_tokens(MIN_SECTION_WORDS, "en") * HEADROOM)
-    assert [s.max_tokens for s in model.sent] == [1_000, section, section, 1_000]
-    assert "Write only this section" in model.sent[1].messages[-1].content
-    assert [s.heading for s in draft.sections] == ["Weight", "Speed"]
-    assert draft.summary == "Fast [E3]." and draft.conclusion == "Done [E1]."
-
-
-def test_a_cut_off_report_is_asked_again_with_the_room_that_is_left() -> None:
+def test_a_one_call_report_cut_off_is_asked_again_briefly_at_the_same_cap() -> None:
+    """A report that runs past its cap (sized by the word target, with headroom) is a model
+    rambling: it is told to be shorter, at the same cap, without its cut text sent back."""
     plan = sized(words=300)
     model = QueueModel(Completion(text="# Foxes\n## [summary] In", model="fake-1",
                                   finish_reason="length"), tagged_report(plan))
     draft = engine_for(model, window=32_000).write_report(plan, make_findings(), max_tokens=1_000)
 
     assert len(model.sent) == 2
-    assert model.sent[1].messages == model.sent[0].messages  # the same question, more room
-    assert model.sent[1].max_tokens > 1_250
+    assert model.sent[1].max_tokens == model.sent[0].max_tokens
+    assert model.sent[1].messages[:-1] == model.sent[0].messages
+    assert "cut off" in model.sent[1].messages[-1].content
+    assert "about 300 words" in model.sent[1].messages[-1].content
     assert [s.heading for s in draft.sections] == ["Weight", "Speed"]
+
+
+def test_a_report_cut_off_twice_is_an_invalid_output_for_the_fallback() -> None:
+    from core.engine.model_driven.calls import INVALID_OUTPUT
+
+    cut = Completion(text="# Foxes\n## [summary] Foxes foxes foxes", model="fake-1",
+                     finish_reason="length")
+    model = QueueModel(cut, cut, "never asked")
+    with pytest.raises(Fatal) as raised:
+        engine_for(model, window=32_000).write_report(sized(words=300), make_findings())
+    assert raised.value.reason == INVALID_OUTPUT and "cut off" in str(raised.value)
+    assert len(model.sent) == 2
 
 
 # -- reading the markdown ---------------------------------------------------------------------

@@ -49,6 +49,20 @@ def parse_answer(text: str, shape: type[Out]) -> Out:
         raise InvalidOutput(problems) from exc
 
 
+def distinct_subquestions(plan: PlanOut) -> PlanOut:
+    """The plan with each sub-question once: a weak model may write one question three times
+    (compared case-, space- and punctuation-insensitively)."""
+    seen: set[str] = set()
+    kept = []
+    for sq in plan.subquestions:
+        key = " ".join(re.sub(r"[^\w\s]", " ", sq.question.lower()).split())
+        if key and key not in seen:
+            seen.add(key)
+            kept.append(sq)
+    return plan if len(kept) == len(plan.subquestions) else plan.model_copy(
+        update={"subquestions": kept})
+
+
 def plan_complaint(plan: PlanOut, low: int) -> str | None:
     if len(plan.subquestions) < low:
         return prompts.complaint_too_few_subquestions(low, len(plan.subquestions))

@@ -1,9 +1,12 @@
 """Calls to one chat model that fit its window: the layer under the LLM engine's roles.
 
 `ModelCalls` owns what every role needs and none of them should repeat: the output cap a role
-may ask for (its share of the request budget, never above the model's known cap), the input
-room left beside it, text cut to that room, a plain call, and a JSON call validated into a
-schema (re-asked once with the parse error). Every role's system prompt ends with today's date
+may ask for (what its bounded answer needs, `ROLE_OUTPUT_TOKENS`, never above the model's known
+cap nor its share of the request budget), the input room left beside it, text cut to that room,
+a plain call, and a JSON call validated into a schema (re-asked once: with the parse error, or,
+for an answer cut off at its cap, with a stricter instruction at the same cap; then the role's
+answers count as invalid, `Fatal(reason="invalid_output")`, which `core.engine.fallback` may
+answer with the extractive engine). Every role's system prompt ends with today's date
 and the language to write in. A `ContextOverflow` or any other signal propagates untouched:
 shrinking is the caller's (core.overflow), retrying is Prefect's.
 """
@@ -20,6 +23,7 @@ from pydantic import BaseModel
 from core.engine.model_driven import prompts
 from core.engine.model_driven.answers import InvalidOutput, parse_answer
 from core.engine.model_driven.schemas import json_schema
+from core.language import is_cjk
 from core.llm.base import ChatModel, Completion
 from core.models import Message
 from core.overflow.compaction import truncate_tool_result
@@ -32,8 +36,17 @@ Out = TypeVar("Out", bound=BaseModel)
 
 # Pre-flight for the output side: a role never asks for more output than this share of the
 # model's request budget, so its input keeps room and a known window costs no failed call.
-OUTPUT_SHARE = {"plan": 0.5, "queries": 0.25, "condense": 0.3, "checkpoint": 0.4,
-                "compress": 0.3, "review": 0.25, "report": 0.5}
+OUTPUT_SHARE = {"plan": 0.5, "queries": 0.25, "choose": 0.25, "rewrite": 0.25, "condense": 0.3,
+                "checkpoint": 0.4, "compress": 0.3, "review": 0.25, "report": 0.5}
+# What each role's answer needs, in tokens: its bounded JSON (core.engine.model_driven.schemas)
+# with room for the syntax, so no call generates thousands of tokens where the role needs
+# hundreds (a weak model looping inside a string stops here). The report is sized by its word
+# target (core.engine.model_driven.writer.report_tokens); the checkpoint is a summary.
+# Chinese, Japanese and Korean text takes about twice the tokens (CJK_FACTOR).
+ROLE_OUTPUT_TOKENS = {"plan": 1_200, "choose": 300, "queries": 400, "rewrite": 300,
+                      "review": 1_000, "condense": 400, "compress": 2_500, "checkpoint": 1_500}
+CJK_FACTOR = 2
+INVALID_OUTPUT = "invalid_output"  # Fatal.reason: a role's answers stayed invalid
 
 
 class ModelCalls:
@@ -57,7 +70,7 @@ class ModelCalls:
         return self.limits.request_budget(self.model.model)
 
     def output_tokens(self, role: str, max_tokens: int | None = None) -> int:
-        """The output cap a role's call would ask for (see OUTPUT_SHARE)."""
+        """The output cap a role's call would ask for (see ROLE_OUTPUT_TOKENS, OUTPUT_SHARE)."""
         return self._out_tokens(max_tokens, role)
 
     def chars_for(self, tokens: int, sample: str) -> int:
@@ -89,17 +102,20 @@ class ModelCalls:
         return completion
 
     def _ask(self, messages: list[Message], shape: type[Out], *, what: str,
-             max_tokens: int | None = None, reask: bool = True) -> tuple[Out, list[Message]]:
-        """Ask for JSON of `shape`; on a bad answer re-ask once, then give up.
+             max_tokens: int | None = None, reask: bool = True,
+             schema: dict[str, Any] | None = None) -> tuple[Out, list[Message]]:
+        """Ask for JSON of `shape` (sent as `schema`, default the shape's bounded schema); on
+        a bad answer re-ask once at the same cap, then give up.
 
-        An answer cut at its output cap is asked again with the largest cap that still fits the
-        window, or, when there is no such room, with a request to answer more concisely; any
-        other bad answer is re-asked with the parse error.
+        An answer cut off at its output cap is asked again with a stricter instruction (a
+        larger cap would only let a looping model loop longer); any other bad answer is
+        re-asked with the parse error.
 
         Returns the parsed answer and the conversation including it (for a follow-up complaint).
-        Without `reask`, a bad answer raises `InvalidOutput` at once.
+        Without `reask`, a bad answer raises `InvalidOutput` at once; with it, a second bad
+        answer raises `Fatal(reason="invalid_output")`.
         """
-        schema = json_schema(shape)
+        schema = schema if schema is not None else json_schema(shape)
         tokens = self._out_tokens(max_tokens)
         for attempt in range(2 if reask else 1):
             completion = self._call(messages, max_tokens=tokens, schema=schema)
@@ -109,19 +125,16 @@ class ModelCalls:
             except InvalidOutput as exc:
                 error = exc
             if attempt == 0 and reask:
-                truncated = completion.truncated
-                room = self._out_room(messages) if truncated else 0
-                if room > tokens * 1.25:
-                    tokens = room  # the same question with a larger cap that still fits
-                    continue
-                messages = [*answered, Message(role="user", content=prompts.complaint_invalid_json(
-                    str(error), truncated))]
+                if completion.truncated:  # the cut answer is not worth sending back
+                    messages = [*messages, Message(role="user",
+                                                   content=prompts.complaint_cut_off(tokens))]
+                else:
+                    messages = [*answered, Message(role="user",
+                                                   content=prompts.complaint_invalid_json(
+                                                       str(error), False))]
         if not reask:
             raise error
-        raise Fatal(f"{self.name}: the model could not produce a valid {what} "
-                    f"(twice an invalid answer; last error: {error})",
-                    provider=self.model.provider, model=self.model.model,
-                    hint="try a stronger model, or one that supports structured output")
+        raise invalid_output(self, what, f"twice an invalid answer; last error: {error}")
 
     # -- budgets ------------------------------------------------------------------------------
     def _tokens(self, content: str | Message | Sequence[Message]) -> int:
@@ -142,10 +155,15 @@ class ModelCalls:
         cap = getattr(self.model, "output_cap", None)
         return cap(out_tokens) if callable(cap) else out_tokens
 
-    def _out_tokens(self, max_tokens: int | None, role: str = "report") -> int:
-        """The caller's max_tokens, else the default; never above the model's known output cap,
-        nor above the role's share of the request budget (the output-side pre-flight)."""
-        tokens = max_tokens or self.max_output_tokens
+    def _out_tokens(self, max_tokens: int | None, role: str = "report",
+                    language: str | None = None) -> int:
+        """The caller's max_tokens, else what the role needs (else the configured default);
+        never above the configured `max_output_tokens` nor the model's known output cap, nor
+        above the role's share of the request budget (the output-side pre-flight)."""
+        need = ROLE_OUTPUT_TOKENS.get(role)
+        if need is not None and language and is_cjk(language):
+            need *= CJK_FACTOR
+        tokens = min(max_tokens or need or self.max_output_tokens, self.max_output_tokens)
         cap = self.limits.max_output(self.model.model)
         if cap:
             tokens = min(tokens, cap)
@@ -174,3 +192,13 @@ class ModelCalls:
             return text
         return truncate_tool_result(text, self._chars(room, text), self.spill_dir)
 
+
+
+def invalid_output(calls: ModelCalls, what: str, why: str) -> Fatal:
+    """The signal of a role whose answers stayed invalid after its bounded re-asks: fatal (a
+    retry would ask the same model the same thing), and answerable by the extractive engine
+    (`core.engine.fallback`)."""
+    return Fatal(f"{calls.name}: the model could not produce a valid {what} ({why})",
+                 provider=calls.model.provider, model=calls.model.model, reason=INVALID_OUTPUT,
+                 hint="try a stronger model, or let the extractive engine answer for it "
+                      "(--fallback extractive, the default)")

@@ -28,12 +28,13 @@ import re
 from typing import Any, Sequence
 
 from core.engine.model_driven import prompts
-from core.engine.model_driven.answers import InvalidOutput, plan_complaint
+from core.engine.model_driven.answers import (InvalidOutput, distinct_subquestions,
+                                              plan_complaint)
 from core.engine.base import ReportDraft
-from core.engine.model_driven.calls import ModelCalls
+from core.engine.model_driven.calls import ModelCalls, invalid_output
 from core.engine.model_driven.quotes import verified_claim
 from core.engine.model_driven.schemas import (ChooseOut, CompressOut, CondenseOut, ControllerOut, PlanOut,
-                                 ReviewOut, RewriteOut, json_schema)
+                                 ReviewOut, RewriteOut, json_schema, plan_schema)
 from core.engine.sentences import units
 from core.engine.model_driven.writer import ReportWriter
 from core.language import resolve_language
@@ -47,9 +48,6 @@ from core.overflow.shrink import fit_tool_results
 
 MAX_SUBQUESTIONS = 6
 MAX_NEXT_QUERIES = 3
-QUERIES_MAX_OUTPUT = 1_024  # a reflection and three short queries, or a list of picks
-CONDENSE_MAX_OUTPUT = 1_024  # sentence ids and a one-line note: the page's text is never retyped
-REVIEW_MAX_OUTPUT = 2_048
 MAX_IDS = 20  # sentences kept per page (per piece of a page too big for one call)
 MAX_SEEN = 12  # results of failed searches shown to the rewrite role
 SNIPPET_CHARS = 300
@@ -70,15 +68,26 @@ class LLMEngine(ModelCalls):
         language = resolve_language(topic.language, topic.text)
         messages = [self._system(prompts.plan_system(low, high), language),
                     Message(role="user", content=prompts.plan_user(topic.text, low, high))]
-        tokens = self._out_tokens(max_tokens, "plan")
-        out, convo = self._ask(messages, PlanOut, what="research plan", max_tokens=tokens)
+        tokens = self._out_tokens(max_tokens, "plan", language)
+        schema = plan_schema(low, high)
+        out, convo = self._ask(messages, PlanOut, what="research plan", max_tokens=tokens,
+                               schema=schema)
+        out = distinct_subquestions(out)
         complaint = plan_complaint(out, low)
         if complaint:
-            try:  # one re-ask with the complaint; whatever valid plan comes back is accepted
-                out, _ = self._ask([*convo, Message(role="user", content=complaint)], PlanOut,
-                                   what="research plan", reask=False, max_tokens=tokens)
+            try:  # one re-ask with the complaint; a valid plan that answers it is accepted
+                again, _ = self._ask([*convo, Message(role="user", content=complaint)], PlanOut,
+                                     what="research plan", reask=False, max_tokens=tokens,
+                                     schema=schema)
+                again = distinct_subquestions(again)
+                if len(again.subquestions) >= len(out.subquestions):
+                    out = again
             except InvalidOutput:
-                pass  # the first plan was valid JSON: keep it rather than fail the topic
+                pass  # the first plan was valid JSON: keep it if it has enough questions
+        if len(out.subquestions) < low:  # e.g. the same question three times, twice
+            raise invalid_output(self, "research plan",
+                                 f"{len(out.subquestions)} distinct sub-question(s) where "
+                                 f"{low} were asked for, twice")
         subqs = tuple(SubQuestion(index=i, question=sq.question.strip(),
                                   queries=tuple(sq.queries) or (sq.question.strip(),),
                                   language=language)
@@ -95,7 +104,7 @@ class LLMEngine(ModelCalls):
         sq = transcript.subquestion
         system = self._system(prompts.CONTROLLER_SYSTEM, sq.language)
         frame = prompts.controller_user(sq.question, round_index, transcript.queries_run, "")
-        tokens = self._out_tokens(max_tokens or QUERIES_MAX_OUTPUT, "queries")
+        tokens = self._out_tokens(max_tokens, "queries", sq.language)
         schema = self._tokens(json.dumps(json_schema(ControllerOut)))
         notes = self._fit_text(_notes(transcript), [system, Message(role="user", content=frame)],
                                tokens, reserve=schema, scale=scale)
@@ -122,7 +131,7 @@ class LLMEngine(ModelCalls):
         sq = transcript.subquestion
         system = self._system(prompts.choose_system(limit), sq.language)
         listing = _listing(candidates)
-        tokens = self._out_tokens(max_tokens or QUERIES_MAX_OUTPUT, "queries")
+        tokens = self._out_tokens(max_tokens, "choose", sq.language)
         frame = [system, Message(role="user", content=prompts.choose_user(sq.question, listing,
                                                                           ""))]
         notes = self._fit_text(_notes(transcript), frame, tokens,
@@ -142,7 +151,7 @@ class LLMEngine(ModelCalls):
         nothing readable); `seen` are the results they did return. Searches already run (the
         failed ones and the plan's) are dropped, compared case- and space-insensitively."""
         system = self._system(prompts.REWRITE_SYSTEM, subquestion.language)
-        tokens = self._out_tokens(max_tokens or QUERIES_MAX_OUTPUT, "queries")
+        tokens = self._out_tokens(max_tokens, "rewrite", subquestion.language)
         frame = prompts.rewrite_user(subquestion.question, failed, "")
         listing = self._fit_text(_listing(seen[:MAX_SEEN], SNIPPET_CHARS),
                                  [system, Message(role="user", content=frame)], tokens,
@@ -166,7 +175,7 @@ class LLMEngine(ModelCalls):
         `core.overflow.roles` chunks a page bigger than the window before it gets here; the
         cut below is the last safety net)."""
         system = self._system(prompts.CONDENSE_SYSTEM, subquestion.language)
-        tokens = self._out_tokens(max_tokens or CONDENSE_MAX_OUTPUT, "condense")
+        tokens = self._out_tokens(max_tokens, "condense", subquestion.language)
         frame = prompts.condense_user(subquestion.question, source.title, source.url, "")
         pieces = units(source.text)
         numbered = self._fit_text(_numbered(pieces), [system, Message(role="user", content=frame)],
@@ -188,7 +197,7 @@ class LLMEngine(ModelCalls):
         """Tokens of page text one condense call can take at the current limits."""
         system = self._system(prompts.CONDENSE_SYSTEM, subquestion.language)
         frame = prompts.condense_user(subquestion.question, source.title, source.url, "")
-        tokens = self._out_tokens(max_tokens or CONDENSE_MAX_OUTPUT, "condense")
+        tokens = self._out_tokens(max_tokens, "condense", subquestion.language)
         schema = self._tokens(json.dumps(json_schema(CondenseOut)))
         # Numbering adds a few characters per sentence: keep a tenth of the room for it.
         return max(0, int(0.9 * (self._input_budget(tokens) - schema
@@ -196,8 +205,8 @@ class LLMEngine(ModelCalls):
 
     # -- compress -----------------------------------------------------------------------------
     def compress(self, transcript: Transcript, *, max_tokens: int | None = None) -> Finding:
-        out_tokens = self._out_tokens(max_tokens, "compress")
         sq = transcript.subquestion
+        out_tokens = self._out_tokens(max_tokens, "compress", sq.language)
         # The instruction goes first: compaction keeps the first message intact.
         head = [self._system(prompts.compress_system(sq.question), sq.language),
                 *transcript.messages]
@@ -220,7 +229,7 @@ class LLMEngine(ModelCalls):
         if limit <= 0:
             return []
         system = self._system(prompts.review_system(limit), plan.language)
-        tokens = self._out_tokens(max_tokens or REVIEW_MAX_OUTPUT, "review")
+        tokens = self._out_tokens(max_tokens, "review", plan.language)
         frame = Message(role="user", content=prompts.review_user(plan, "", gaps, wave))
         digest = self._fit_text(render_digest(plan, findings), [system, frame], tokens,
                                 reserve=self._tokens(json.dumps(json_schema(ReviewOut))),
@@ -244,7 +253,11 @@ class LLMEngine(ModelCalls):
     # -- report -------------------------------------------------------------------------------
     def write_report(self, plan: ResearchPlan, findings: Sequence[Finding], *,
                      max_tokens: int | None = None) -> ReportDraft:
-        return ReportWriter(self, plan).write(findings, self._out_tokens(max_tokens, "report"))
+        try:
+            return ReportWriter(self, plan).write(findings, self._out_tokens(max_tokens,
+                                                                             "report"))
+        except InvalidOutput as exc:  # the sections' answers did not make a report
+            raise invalid_output(self, "report", str(exc)) from exc
 
     def report_frame_tokens(self, plan: ResearchPlan) -> int:
         """Estimated tokens of the report request around the findings: prompts and plan.
@@ -298,7 +311,8 @@ class LLMEngine(ModelCalls):
         messages = [self._system(prompts.CHECKPOINT_SYSTEM, language),
                     Message(role="user",
                             content=prompts.checkpoint_user(render_for_summary(batch), prior))]
-        return self._call(messages, max_tokens=self._out_tokens(None, "checkpoint")).text
+        return self._call(messages,
+                          max_tokens=self._out_tokens(None, "checkpoint", language)).text
 
 
 def _listing(results: Sequence[SearchResult], snippet_chars: int | None = None) -> str:

@@ -64,8 +64,20 @@ def complaint_too_few_targets() -> str:
 
 
 def complaint_too_few_subquestions(low: int, got: int) -> str:
-    return (f"The plan has {got} sub-question(s); it needs at least {low}. Return the whole plan "
-            "again as JSON.")
+    return (f"The plan has {got} distinct sub-question(s); it needs at least {low}, each asking "
+            "something different. Return the whole plan again as JSON.")
+
+
+def complaint_cut_off(tokens: int) -> str:
+    return (f"Your answer ran past {tokens} tokens and was cut off before the JSON ended. Answer "
+            "again, much more briefly: short strings, no repetition, only the fields asked for. "
+            "Reply with only the JSON object, no prose and no code fences.")
+
+
+def complaint_report_cut_off(tokens: int, words: int) -> str:
+    return (f"Your report ran past {tokens} tokens and was cut off. Write it again, much "
+            f"shorter: about {words} words in all, each heading once, no repetition, citing "
+            "the evidence keys as before.")
 
 
 def complaint_invalid_json(error: str, truncated: bool) -> str:

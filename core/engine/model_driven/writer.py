@@ -1,10 +1,10 @@
 """The LLM engine's report writer: markdown prose citing evidence keys, sized by a word target.
 
 A report of `plan.report_words` words is written in one call when its output fits the role's
-output cap; otherwise (or when a one-call report comes back cut off and no larger cap fits) it
-is written section by section: one call per section with that section's findings, then one
-call for the title, executive summary, comparison or recommendation, and conclusion around the
-sections. Either way the answer is markdown split back into the plan's parts by the tags of
+output cap; otherwise it is written section by section: one call per section with that
+section's findings, then one call for the title, executive summary, comparison or
+recommendation, and conclusion around the sections. A one-call report cut off at its cap is
+asked once more, briefly; a second cut is an invalid output (core.engine.fallback). Either way the answer is markdown split back into the plan's parts by the tags of
 its headings (`core.engine.model_driven.answers.draft_from_markdown`); references are numbered later, in code.
 
 Nothing here retries a provider fault or shrinks on overflow: a `ContextOverflow` reaches the
@@ -19,11 +19,10 @@ from typing import Sequence
 from core.engine.base import ReportDraft
 from core.engine.model_driven import prompts
 from core.engine.model_driven.answers import InvalidOutput, draft_from_markdown, split_markdown
-from core.engine.model_driven.calls import ModelCalls
+from core.engine.model_driven.calls import ModelCalls, invalid_output
 from core.language import is_cjk
 from core.models import Finding, Message, ResearchPlan
 from core.overflow.shrink import finding_blocks
-from core.signals import Fatal
 
 log = logging.getLogger("researchflow.engine")
 
@@ -58,12 +57,7 @@ class ReportWriter:
                     Message(role="user", content=prompts.report_user(
                         self.plan, "\n\n".join(finding_blocks(findings))))]
         # The target sizes the cap, with headroom: a model that overshoots a little is not cut.
-        try:
-            return self._ask(messages, min(cap, int(needed * HEADROOM)), what="report")
-        except _CutOff:
-            log.info("the report came back cut off at its output cap: writing it section by "
-                     "section")
-            return self.by_section(findings, cap)
+        return self._ask(messages, min(cap, int(needed * HEADROOM)), what="report")
 
     def by_section(self, findings: Sequence[Finding], cap: int) -> ReportDraft:
         plan = self.plan
@@ -94,44 +88,36 @@ class ReportWriter:
         return self.engine.system(prompts.REPORT_SYSTEM, self.plan.language)
 
     def _text(self, messages: list[Message], tokens: int, *, what: str) -> str:
+        """A part's prose within its cap (sized by its word target: a larger cap would only let
+        a looping model loop longer); a part cut off there keeps what came."""
         completion = self.engine.complete(messages, max_tokens=tokens)
         if completion.truncated:
-            room = self.engine.out_room(messages)
-            if room > tokens * 1.25:
-                completion = self.engine.complete(messages, max_tokens=room)
-            if completion.truncated:
-                log.warning("%s was cut at its output cap; keeping what came", what)
+            log.warning("%s was cut at its output cap (%d tokens); keeping what came", what,
+                        tokens)
         return completion.text
 
     def _ask(self, messages: list[Message], tokens: int, *, what: str) -> ReportDraft:
-        """The whole report in one answer; re-asked once when it does not follow the outline."""
+        """The whole report in one answer, asked once more when it does not follow the outline
+        or runs past its cap (then told to be brief: a larger cap, or section by section, would
+        only give a rambling model more room); a second bad answer is an invalid output, which
+        the extractive engine may answer (core.engine.fallback)."""
         error: InvalidOutput | None = None
+        asked = messages
         for attempt in range(2):
-            completion = self.engine.complete(messages, max_tokens=tokens)
+            completion = self.engine.complete(asked, max_tokens=tokens)
             if completion.truncated:
-                room = self.engine.out_room(messages)
-                if room <= tokens * 1.25:
-                    raise _CutOff()
-                tokens = room
-                completion = self.engine.complete(messages, max_tokens=tokens)
-                if completion.truncated:
-                    raise _CutOff()
+                error = InvalidOutput(f"cut off at its output cap of {tokens} tokens")
+                asked = [*messages, Message(role="user", content=prompts.complaint_report_cut_off(
+                    tokens, self.plan.report_words))]
+                continue
             try:
                 return draft_from_markdown(self.plan, completion.text)
             except InvalidOutput as exc:
                 error = exc
-            if attempt == 0:
-                messages = [*messages, Message(role="assistant", content=completion.text),
-                            Message(role="user", content=prompts.complaint_report_outline(
-                                str(error)))]
-        model = self.engine.model
-        raise Fatal(f"{self.engine.name}: the model could not write a {what} that follows the "
-                    f"outline (twice; last problem: {error})", provider=model.provider,
-                    model=model.model, hint="try a stronger model")
-
-
-class _CutOff(Exception):
-    """A one-call report hit its output cap and no larger cap fits."""
+            asked = [*messages, Message(role="assistant", content=completion.text),
+                     Message(role="user", content=prompts.complaint_report_outline(str(error)))]
+        raise invalid_output(self.engine, f"{what} that follows the outline",
+                             f"twice; last problem: {error}")
 
 
 def _tagged(part: str | None, heading: str) -> str:

@@ -1,0 +1,136 @@
+"""A weak model never sinks a topic: each role whose answers stay invalid is answered by the
+extractive engine instead.
+
+`FallbackEngine` wraps the model-driven engine (one model, or one per role) role by role. When a
+role's call raises `Fatal(reason="invalid_output")` (its answers stayed invalid after the
+bounded re-asks of `core.engine.model_driven.calls`), the offline extractive engine plays that
+role for that call: the plan from the offline planner, the choice of pages by the search
+ranking, notes and findings by extractive selection, the report by extractive assembly. Every
+quote stays verbatim whichever engine wrote it.
+
+Each fallback is told: logged on `researchflow.fallback` (forwarded to the Prefect run's log,
+flows.run_log) and handed to `on_fallback`, which the runtime points at the usage ledger (a row
+with outcome 'fallback' per topic and role, which the report's header, the CLI's closing line
+and the `fallbacks` view read back). With the policy "none" (`--fallback none`,
+RESEARCHFLOW_FALLBACK) the topic fails instead, naming the role.
+
+Overflows and every other signal pass through untouched: shrinking and retrying stay with
+their callers (core.overflow, Prefect).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Literal, Sequence, TypeVar
+
+from core.engine.base import ReportDraft, ResearchEngine
+from core.engine.model_driven.calls import INVALID_OUTPUT
+from core.models import (FollowUp, Finding, ResearchPlan, SearchResult, Source, SubQuestion,
+                         Topic, Transcript)
+from core.signals import Fatal
+
+T = TypeVar("T")
+FallbackPolicy = Literal["extractive", "none"]
+OnFallback = Callable[[str, Fatal], None]
+
+log = logging.getLogger("researchflow.fallback")
+
+
+def _nobody(role: str, signal: Fatal) -> None:
+    pass
+
+
+class FallbackEngine:
+    """`ResearchEngine` over `engine`, with `offline` answering each role `engine` cannot.
+
+    `for_role` returns a wrapper of the role's own engine, so callers that size a role's
+    request to its model's window (core.overflow.roles) still see that model's window, output
+    caps and limits (every other attribute passes through)."""
+
+    def __init__(self, engine: Any, offline: ResearchEngine, *,
+                 policy: FallbackPolicy = "extractive", on_fallback: OnFallback = _nobody) -> None:
+        self.engine = engine
+        self.offline = offline
+        self.policy = policy
+        self.on_fallback = on_fallback
+
+    def __getattr__(self, name: str) -> Any:  # name, model, windows and sizes of the engine
+        return getattr(self.engine, name)
+
+    def for_role(self, role: str) -> "FallbackEngine":
+        return FallbackEngine(self.engine.for_role(role), self.offline, policy=self.policy,
+                              on_fallback=self.on_fallback)
+
+    def context_window(self) -> int | None:
+        return self.engine.context_window()
+
+    # -- the roles ------------------------------------------------------------------------------
+    def plan(self, topic: Topic, *, max_tokens: int | None = None) -> ResearchPlan:
+        return self._guard("plan", lambda: self.engine.plan(topic, max_tokens=max_tokens),
+                           lambda: self.offline.plan(topic))
+
+    def next_queries(self, transcript: Transcript, round_index: int, *,
+                     max_tokens: int | None = None, scale: float = 1.0) -> list[str]:
+        return self._guard(
+            "queries",
+            lambda: self.engine.next_queries(transcript, round_index, max_tokens=max_tokens,
+                                             scale=scale),
+            lambda: self.offline.next_queries(transcript, round_index))
+
+    def rewrite_queries(self, subquestion: SubQuestion, failed: Sequence[str],
+                        seen: Sequence[SearchResult], *,
+                        max_tokens: int | None = None) -> list[str]:
+        return self._guard(
+            "rewrite",
+            lambda: self.engine.rewrite_queries(subquestion, failed, seen, max_tokens=max_tokens),
+            lambda: self.offline.rewrite_queries(subquestion, failed, seen))
+
+    def choose_pages(self, transcript: Transcript, candidates: Sequence[SearchResult],
+                     limit: int, *, max_tokens: int | None = None) -> list[int]:
+        return self._guard(
+            "choose",
+            lambda: self.engine.choose_pages(transcript, candidates, limit,
+                                             max_tokens=max_tokens),
+            lambda: self.offline.choose_pages(transcript, candidates, limit))
+
+    def condense(self, subquestion: SubQuestion, source: Source, *,
+                 max_tokens: int | None = None) -> str:
+        return self._guard(
+            "condense", lambda: self.engine.condense(subquestion, source, max_tokens=max_tokens),
+            lambda: self.offline.condense(subquestion, source))
+
+    def compress(self, transcript: Transcript, *, max_tokens: int | None = None) -> Finding:
+        return self._guard("compress",
+                           lambda: self.engine.compress(transcript, max_tokens=max_tokens),
+                           lambda: self.offline.compress(transcript))
+
+    def review(self, plan: ResearchPlan, findings: Sequence[Finding], gaps: Sequence[str],
+               wave: int, limit: int, *, max_tokens: int | None = None,
+               scale: float = 1.0) -> list[FollowUp]:
+        return self._guard(
+            "review",
+            lambda: self.engine.review(plan, findings, gaps, wave, limit, max_tokens=max_tokens,
+                                       scale=scale),
+            lambda: self.offline.review(plan, findings, gaps, wave, limit))
+
+    def write_report(self, plan: ResearchPlan, findings: Sequence[Finding], *,
+                     max_tokens: int | None = None) -> ReportDraft:
+        return self._guard(
+            "report", lambda: self.engine.write_report(plan, findings, max_tokens=max_tokens),
+            lambda: self.offline.write_report(plan, findings))
+
+    def _guard(self, role: str, call: Callable[[], T], offline: Callable[[], T]) -> T:
+        try:
+            return call()
+        except Fatal as signal:
+            if signal.reason != INVALID_OUTPUT:
+                raise
+            if self.policy == "none":
+                raise Fatal(f"the {role} role failed: {signal.message}", reason=INVALID_OUTPUT,
+                            provider=signal.provider, model=signal.model,
+                            hint="--fallback extractive (RESEARCHFLOW_FALLBACK) lets the "
+                                 "extractive engine answer a role the model cannot") from signal
+            log.warning("%s: the model's answers stayed invalid (%s); the extractive engine "
+                        "answered for it", role, signal.message)
+            self.on_fallback(role, signal)
+            return offline()

@@ -1,0 +1,138 @@
+"""A weak model never sinks a topic: a role whose answers stay invalid after its bounded re-asks
+is answered by the extractive engine, and that is told (ledger row, usage line, view, log);
+`--fallback none` fails instead, naming the role.
+
+The model here is the real openai SDK against a loopback server that answers like a weak
+model: prose where JSON was asked, or one question three times.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import duckdb
+import pytest
+
+from core import runtime
+from core.engine.fallback import FallbackEngine
+from core.engine.model_driven.calls import INVALID_OUTPUT
+from core.engine.offline.extractive import ExtractiveEngine
+from core.ledger import scoped
+from core.models import Source, SubQuestion, Topic, Transcript
+from core.overflow.roles import condense_with_shrink, plan_with_shrink
+from core.settings import RunConfig
+from core.signals import Fatal
+from tests.fakes import providers as fake
+from tests.fakes.http import ScriptedServer
+
+TOPIC = Topic(text="How does the asyncio event loop schedule coroutines?", max_subquestions=3)
+SQ = SubQuestion(index=0, question="How does the event loop pick the next coroutine to run?")
+PAGE = Source(url="https://example.test/loop", title="The event loop",
+              text="The event loop runs one callback at a time. A coroutine that awaits a "
+                   "future gives control back to the loop. Ready callbacks run in the order "
+                   "they were scheduled. Sockets are polled with the selector between rounds.")
+
+
+def _prose(rec) -> object:
+    return fake.success_reply("openai", "I am happy to help with that question!")
+
+
+def _same_question(rec) -> object:
+    question = {"question": "What is asyncio?", "queries": ["asyncio"]}
+    return fake.success_reply("openai", json.dumps(
+        {"brief": "asyncio", "intent": "describe", "subquestions": [question] * 3}))
+
+
+def _config(url: str, tmp_path, **changes) -> RunConfig:
+    return RunConfig(model="openai-compatible:weak-model", base_urls=(("openai", url + "/v1"),),
+                     cache_dir=str(tmp_path / "cache"), db_path=str(tmp_path / "store.duckdb"),
+                     context_windows=(("weak-model", 8_192),), **changes)
+
+
+@pytest.fixture()
+def fresh_runtime():
+    rt = runtime.reset()
+    yield rt
+    runtime.reset()
+
+
+@pytest.mark.parametrize("answer", [_prose, _same_question], ids=["prose", "one-question-thrice"])
+def test_a_plan_the_model_cannot_give_comes_from_the_offline_planner(answer, tmp_path,
+                                                                     fresh_runtime, caplog):
+    with ScriptedServer(default=answer) as server:
+        config = _config(server.url, tmp_path)
+        engine = fresh_runtime.engine(config)
+        with scoped(run_id="r1", topic_id="t1"), caplog.at_level(logging.WARNING,
+                                                                 "researchflow.fallback"):
+            plan = plan_with_shrink(engine.for_role("plan"), TOPIC)
+        asked = len(server.requests)
+    assert len(plan.subquestions) >= 2  # the offline planner's outline
+    assert len({sq.question for sq in plan.subquestions}) == len(plan.subquestions)
+    assert asked <= 3  # the bounded re-asks, no more
+    assert "plan: the model's answers stayed invalid" in caplog.text
+    totals = fresh_runtime.store(config.db_path).usage(topic_id="t1")
+    assert (totals.fallbacks, totals.fallback_roles, totals.calls) == (1, "plan", asked)
+    assert "1 answer(s) from the extractive engine (plan)" in totals.line()
+    fresh_runtime.close()
+    with duckdb.connect(config.db_path, read_only=True) as con:
+        rows = con.execute("SELECT topic_id, role, times, last_reason FROM fallbacks").fetchall()
+    assert [r[:3] for r in rows] == [("t1", "plan", 1)]
+    assert "research plan" in rows[0][3]
+
+
+def test_with_fallback_none_the_role_is_named_and_nothing_is_invented(tmp_path, fresh_runtime):
+    with ScriptedServer(default=_prose) as server:
+        engine = fresh_runtime.engine(_config(server.url, tmp_path, fallback="none"))
+        with pytest.raises(Fatal) as raised:
+            plan_with_shrink(engine.for_role("plan"), TOPIC)
+    assert raised.value.reason == INVALID_OUTPUT
+    assert str(raised.value).startswith("the plan role failed")
+    assert "--fallback extractive" in str(raised.value)
+
+
+def test_condense_falls_back_to_the_page_own_sentences(tmp_path, fresh_runtime):
+    with ScriptedServer(default=_prose) as server:
+        engine = fresh_runtime.engine(_config(server.url, tmp_path))
+        notes = condense_with_shrink(engine.for_role("condense"), SQ, PAGE)
+    lines = [line.removeprefix("- ") for line in notes.splitlines() if line.strip()]
+    assert lines and all(line in PAGE.text for line in lines)
+
+
+def test_other_failures_are_not_fallbacks(tmp_path):
+    """Only invalid answers fall back: an auth error or an overflow reaches its caller."""
+    calls: list[str] = []
+
+    class Failing:
+        def for_role(self, role):
+            return self
+
+        def plan(self, topic, *, max_tokens=None):
+            raise Fatal("bad key", reason="auth")
+
+    engine = FallbackEngine(Failing(), ExtractiveEngine(),
+                            on_fallback=lambda role, sig: calls.append(role))
+    with pytest.raises(Fatal, match="bad key"):
+        engine.for_role("plan").plan(TOPIC)
+    assert calls == []
+
+
+def test_compress_and_report_fall_back_with_verbatim_quotes(tmp_path, fresh_runtime):
+    from core.engine.sentences import units
+    from core.models import Message
+    from core.report import assemble
+
+    transcript = Transcript(subquestion=SQ, sources=[PAGE],
+                            messages=[Message(role="tool", name="read", content=PAGE.text)])
+    with ScriptedServer(default=_prose) as server:
+        engine = fresh_runtime.engine(_config(server.url, tmp_path))
+        finding = engine.for_role("compress").compress(transcript)
+        plan = ExtractiveEngine().plan(TOPIC)
+        draft = engine.for_role("report").write_report(plan, [finding])
+    quotes = [e.quote for c in finding.claims for e in c.evidence]
+    assert quotes and all(q in PAGE.text for q in quotes)
+    assert units(PAGE.text)
+    report = assemble(plan, [finding], draft, report_id="r", engine="x",
+                      fallbacks="compress, report")
+    assert "**Fallbacks:** the extractive engine answered for the model in: compress, report" \
+        in report.markdown
