@@ -14,6 +14,7 @@ answers validated by `core.engine.model_driven.schemas`. What the engine guarant
   page's own sentences, copied in code, so no output token is spent retyping them;
 - every quote in a finding is checked against the page it came from and stored as the exact
   substring of that page's text; unverifiable quotes are dropped, titles come from the sources;
+  a finding none of whose claims can be quoted is an invalid answer (the fallback's to answer);
 - before compressing, the request is estimated and compacted when over budget; a
   `ContextOverflow` from the provider still propagates, for the caller to shrink and retry.
 
@@ -219,6 +220,11 @@ class LLMEngine(ModelCalls):
         out, _ = self._ask([*head, request], CompressOut, what="finding", max_tokens=out_tokens)
         claims = tuple(verified_claim(c.text, c.evidence, c.confidence, transcript.sources)
                        for c in out.claims)
+        if claims and _notes(transcript) and not any(c.evidence for c in claims):
+            # Valid JSON, but nothing in it can be cited: a weak model's paraphrases. The
+            # extractive engine quotes the same notes verbatim (core.engine.fallback).
+            raise invalid_output(self, "finding", f"{len(claims)} claim(s), none quoting "
+                                 "its sources verbatim")
         return Finding(subquestion_index=sq.index, subquestion=sq.question, claims=claims,
                        raw_notes=_notes(transcript))
 
