@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(PY) bench/corpus.py --no-before
 	$(PY) bench/corpus_limits.py
 	$(PY) bench/offline_quality.py
+	$(PY) bench/demo_memory.py
 	$(PY) bench/faults.py
 	$(PY) bench/depth.py
 	$(PY) bench/web.py

@@ -339,16 +339,23 @@ def research_offline(topic: Topic, corpus_dir: Path | None, work: Path) -> Offli
     from core.overflow.recovery import compress_with_shrink, report_with_shrink
     from core.overflow.roles import plan_with_shrink, review_with_shrink
     from core.report import assemble, report_id_for
-    from core.engine.offline.words import notice_of
-    from core.researcher import DirectSteps, research_subquestion
-    from core.runtime import current
     from core.settings import Settings, run_config
     from core.waves import MAX_FOLLOWUPS, affordable_followups, for_report, gaps
+    try:
+        from core.engine.offline.words import notice_of
+        from core.researcher import DirectSteps, research_subquestion
+        from core.runtime import current
+    except ImportError:  # --root at a tree from before the modules were renamed (730d974)
+        from core.engine.report_words import notice_of  # type: ignore[no-redef]
+        from core.research import DirectSteps, research_subquestion  # type: ignore[no-redef]
+        from core.runtime import build_engine, build_search
+    else:
+        build_engine, build_search = (lambda c: current().engine(c)), (lambda c: current().search(c))
 
     settings = Settings.load(model="offline", search="corpus", corpus_dir=corpus_dir,
                              cache_dir=work / "cache", db_path=work / "unused.duckdb")
     config = run_config(settings)
-    engine, search = current().engine(config), current().search(config)
+    engine, search = build_engine(config), build_search(config)
     steps = DirectSteps(engine, search)
 
     def wave(subquestions: Sequence[Any]) -> tuple[list[Any], list[Any]]:

@@ -43,6 +43,7 @@ GROUP_COSINE = 0.6  # a passage joins a group this close in meaning to the group
 _TOKEN = re.compile(r"[A-Za-z][\w.+#-]*[\w+#]|[A-Za-z]|[\u4e00-\u9fff]+|\d+")
 _HAN = re.compile(r"[\u4e00-\u9fff]")
 _CODE = re.compile(r"[_.#+]|[a-z][A-Z]|\d")
+_DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
 _CJK_CUT = re.compile(r"[的是在了和与或及而并也就都被把对为以于从到上中有这那一个些之其等能会可]")
 # Words a heading gains nothing from: the question's own wording, and what every page says.
 _PLAIN = STOPWORDS | frozenset("""
@@ -114,6 +115,9 @@ def _phrases(text: str) -> list[str]:
     """Candidate names in a passage, as written: runs of one to three content words (a Han
     segment between function characters), never opening or closing on a plain word."""
     out: list[str] = []
+    # A dotted name is code, not two phrases: "threading.py but uses processes" once named a
+    # section "Py but uses".
+    text = _DOTTED.sub(" ", text)
     for chunk in re.split(r"[.,;:!?()\[\]{}\"'`，。；：！？（）「」《》、]+", text):
         tokens = _TOKEN.findall(re.sub(r"\S*_\S*", " ", chunk))
         for i, tok in enumerate(tokens):
