@@ -81,9 +81,13 @@ SERVERS = ("server", "server-pg")
 MODEL = "openai:gpt-4o-mini"
 
 
-def _sibling(name: str):
-    """bench/<name>.py by file, so a child whose flows come from --root still finds it."""
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+def _sibling(name: str, root: str | None = None):
+    """bench/<name>.py by file, so a child whose flows come from --root still finds it; from
+    `root` when that checkout has its own (the plain runner calls its core's functions)."""
+    path = Path(root or "", "bench", f"{name}.py") if root else None
+    if path is None or not path.is_file():
+        path = Path(__file__).with_name(f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -109,8 +113,8 @@ def child(spec: dict) -> None:
                 db_path=spec["db"])
     if spec["mode"] == "plain":
         out["t0"], out["cpu0"] = time.monotonic(), rig.cpu()
-        _sibling("overhead_plain").run_plain(**args, topic_workers=spec["topic_workers"],
-                      subquestion_workers=spec["sq_workers"])
+        _sibling("overhead_plain", root).run_plain(**args, topic_workers=spec["topic_workers"],
+                                                   subquestion_workers=spec["sq_workers"])
         out["t1"], out["cpu1"] = time.monotonic(), rig.cpu()
         out["state"] = "COMPLETED"
     else:
@@ -255,7 +259,11 @@ def run(args) -> int:
                     spec["env"]["PREFECT_API_URL"] = server.url
                     server_start = time.monotonic() - started
                 before = rig.tree_cpu(server.process.pid) if mode in SERVERS else 0.0
-                result = launch(mode, spec, work / f"{name}.log")
+                try:
+                    result = launch(mode, spec, work / f"{name}.log")
+                except RuntimeError as exc:  # one configuration lost, not the whole report
+                    print(f"  {label}: left out: {exc}", file=sys.stderr, flush=True)
+                    continue
                 if mode in SERVERS:
                     result["server_cpu"] = rig.tree_cpu(server.process.pid) - before
             requests = recorder.since(mark)

@@ -47,6 +47,9 @@ OBSERVING = frozenset({"search"})
 # How long an LLM answer is served at least: as long as the thinking steps' task caches
 # (tasks.caching.LASTING_EXPIRATION; core does not import tasks).
 LASTING = timedelta(days=8)
+REFRESH_SECONDS = 5.0  # on a miss, the store's new fingerprints are read at most this often
+_LOOK_BACK = timedelta(minutes=10)  # how late a record may reach the store after created_at
+_PRUNE_EVERY = timedelta(minutes=10)  # answers past their expiry leave memory this often
 
 
 class MemoSink(Protocol):
@@ -81,13 +84,16 @@ class CallMemo:
     """Answers of billed calls by fingerprint, shared by every worker of a store."""
 
     def __init__(self, sink: MemoSink | None, *, ttl_hours: float, salt: str = "",
-                 batch_seconds: float = 0.5) -> None:
+                 batch_seconds: float = 0.5, refresh_seconds: float = REFRESH_SECONDS) -> None:
         self.sink = sink
         self.ttl = timedelta(hours=max(0.0, ttl_hours))
         self.salt = salt
         self.batch_seconds = batch_seconds
+        self.refresh_seconds = refresh_seconds
         self._known: dict[str, tuple[datetime, str]] = {}
-        self._stored: set[str] | None = None  # fingerprints in the store when first looked
+        self._stored: set[str] | None = None  # fingerprints in the store when last looked
+        self._looked: datetime | None = None  # when the store was last looked at
+        self._pruned = _now()
         self._pending: list[Any] = []
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
@@ -128,21 +134,35 @@ class CallMemo:
         return stored
 
     def _maybe_stored(self, key: str) -> bool:
-        """Whether the store may hold `key`. The fingerprints stored when this memo first
-        looked are read once: a first call (most calls of a run) then costs no read of the
-        store (~3-6 ms each on a DuckDB file); what another process records meanwhile is not
-        seen, which costs a repeat only when two processes ask the same at once. Unreadable:
+        """Whether the store may hold `key`. The store's fingerprints are read once, so a
+        first call (most calls of a run) costs no read of the store (~3-6 ms each on a DuckDB
+        file); on a miss, once `refresh_seconds` have passed, what was recorded since the
+        last look (another worker's calls) is read and added. A long-lived worker (Dask, a
+        served deployment) is thus served a rerun's calls that another worker made after it
+        first looked; only two workers asking the same within seconds both pay. Unreadable:
         every key may be there, and is asked."""
+        now = _now()
+        since = now - self._longest()  # answers() checks each key's own window
         with self._lock:
-            known = self._stored
-        if known is None:  # the longest window: answers() checks each key's own
-            since = _now() - max(self.window(k) for k in ("llm", *OBSERVING))
-            known = self.sink.fingerprints(since)  # type: ignore[union-attr]
-            if known is None:
-                return True
-            with self._lock:
-                self._stored = known
-        return key in known
+            known, looked = self._stored, self._looked
+        if known is not None and key in known:
+            return True
+        if known is not None and looked is not None \
+                and now - looked < timedelta(seconds=self.refresh_seconds):
+            return False
+        # Records are written up to a batch (or a locked store's pause) after their
+        # created_at: read back a margin before the last look.
+        start = since if known is None else max(since, looked - _LOOK_BACK)  # type: ignore
+        found = self.sink.fingerprints(start)  # type: ignore[union-attr]
+        if found is None:
+            return True
+        with self._lock:
+            self._stored = found if self._stored is None else self._stored | found
+            self._looked = now
+        return key in found
+
+    def _longest(self) -> timedelta:
+        return max(self.window(k) for k in ("llm", *OBSERVING))
 
     def keep(self, memo_key: MemoKey, answer: str, *, kind: str, provider: str, model: str,
              role: str | None) -> None:
@@ -154,6 +174,10 @@ class CallMemo:
 
         now = _now()
         with self._lock:
+            if now - self._pruned > _PRUNE_EVERY:  # a long-lived worker keeps only fresh answers
+                self._known = {k: v for k, v in self._known.items()
+                               if v[0] >= now - self._longest()}
+                self._pruned = now
             for k in filter(None, (memo_key.key, memo_key.plain)):
                 self._known[k] = (now, answer)
                 self._pending.append(MemoRow(k, kind, provider, model, role, answer, now))

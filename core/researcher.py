@@ -24,8 +24,9 @@ skipped; provider and search-service signals propagate so the caller can retry o
 
 The loop never calls a provider itself: it asks `ResearchSteps` to search one query, read one
 page (fetch + condense), choose the next queries or rewrite failed ones. `DirectSteps` does
-that in-line; the Prefect layer (tasks.research) runs each step as its own task run, so a fault
-in one provider call is retried alone and a finished step is never paid for twice. For that
+that in-line; the Prefect layer (tasks.research) runs each step that thinks as its own task
+run (a search or page fetch only once it fails for a passing reason), so a fault in one provider
+call is retried alone and a finished step is never paid for twice. For that
 the steps must be pure functions of their inputs, which is why the loop, not a step, keeps
 track of what was read.
 """

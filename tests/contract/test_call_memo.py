@@ -7,6 +7,7 @@ Neither the key nor the request reaches the memo's table."""
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -217,3 +218,21 @@ def test_a_search_older_than_the_expiry_is_not_served(db) -> None:
     _age_records(db, timedelta(hours=2))
     search()
     assert inner.calls == 2
+
+
+def test_a_worker_is_served_what_another_recorded_after_it_first_looked(db) -> None:
+    """Two long-lived workers of one store (Dask workers, a served deployment's process): the
+    rerun of a topic may land on the worker that did not make its calls, after that worker
+    had already looked at the store for calls of its own. It must still be served."""
+    question = [Message(role="user", content="What does the GIL protect? (asked by worker B)")]
+    with ScriptedServer(default=answering()) as server:
+        worker_a, _, _ = model_on(server, db)
+        worker_a.memo.refresh_seconds = 0.2
+        ask(worker_a)  # worker A looks at the store (and pays for a question of its own)
+        worker_b, _, _ = model_on(server, db)
+        with scoped(**SCOPE), acting_as("condense"):
+            worker_b.complete(question, max_tokens=50)  # worker B pays and records
+            assert len(server.requests) == 2
+            time.sleep(0.3)  # the rerun comes later, on worker A
+            worker_a.complete(question, max_tokens=50)
+        assert len(server.requests) == 2

@@ -23,6 +23,7 @@ from core.store import PageRecord, PageStore, ReadOnlyQueryError, ResultStore, q
 from core.store import lake
 from core.store.connection import StoreError
 from core.store.backend import lake_target
+from core.store.call_memo import MemoStore
 from core.usage import CallRecord
 from tests.fakes.postgres import Postgres, pg_bin
 from tests.core.test_store import SHARED, make_result
@@ -167,6 +168,31 @@ def test_the_store_reads_and_writes_a_lake_like_a_file(lake_store: tuple[str, st
     pages = PageStore(target)
     pages.put_page("u", PageRecord(status="refused", reason="404"))
     assert pages.get_page("u", 24).reason == "404"
+    _assert_keys_unique(target)
+
+
+def test_the_call_memo_keeps_and_serves_answers_in_a_lake(lake_store: tuple[str, str]) -> None:
+    """The memo's upsert is rewritten into a MERGE on a lake: two workers recording the same
+    call leave one row, the newest answer, which a third worker is served."""
+    from datetime import datetime, timedelta, timezone
+
+    from core.memo import CallMemo, MemoKey
+    from core.store.call_memo import MemoRow
+
+    target, _ = lake_store
+    now = datetime.now(timezone.utc)
+    for worker in ("a", "b"):
+        assert MemoStore(target).keep([MemoRow("fp-shared", "llm", "openai", "gpt-x", "condense",
+                                               f'"answer {worker}"', now)])
+    assert MemoStore(target).keep([MemoRow(f"fp-{i}", "search", "serpapi", "serpapi", "search",
+                                           "[]", now) for i in range(3)])
+    since = now - timedelta(hours=1)
+    assert MemoStore(target).fingerprints(since) == {"fp-shared", "fp-0", "fp-1", "fp-2"}
+    assert MemoStore(target).answers(["fp-shared", "fp-none"], since) == {
+        "fp-shared": '"answer b"'}
+    memo = CallMemo(MemoStore(target), ttl_hours=1, batch_seconds=0)
+    assert memo.answer(MemoKey("fp-shared")) == '"answer b"'
+    assert memo.answer(MemoKey("fp-none")) is None
     _assert_keys_unique(target)
 
 
