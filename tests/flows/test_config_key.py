@@ -31,6 +31,7 @@ CHANGED = {
     "corpus_follow_symlinks": True, "corpus_max_file_bytes": 1000, "corpus_max_html_bytes": 1000,
     "searxng_url": "http://127.0.0.1:9", "searxng_engines": "wikipedia",
     "searxng_categories": "science", "searxng_language": "de",
+    "json_mode": "json_object", "fallback": "none",
 }
 # RunConfig fields that hold several settings, or none (a refreshing run's salt, set by a flow).
 GATHERED = {"role_models": "model_condense", "base_urls": "openai_base_url", "refresh": None}
