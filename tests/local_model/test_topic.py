@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from core.engine.model_driven.calls import ROLE_OUTPUT_TOKENS
 from core.store.query import query_readonly
 from flows.cli import app
-from tests.flows.conftest import DOCS
+from tests.flows.conftest import corpus  # noqa: F401 - the flow tests' small corpus
 from tests.local_model.usage_proxy import UsageProxy
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("llama"),
@@ -25,15 +25,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("llama"),
 TOPIC = "How does Python's asyncio event loop schedule coroutines?"
 SMALL = ["--max-subquestions", "2", "--max-waves", "1", "--max-rounds", "1", "--max-pages", "1",
          "--report-words", "200"]
-
-
-@pytest.fixture()
-def corpus(tmp_path):
-    folder = tmp_path / "corpus"
-    folder.mkdir()
-    for name, text in DOCS.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    return folder
 
 
 @pytest.fixture()
