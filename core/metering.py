@@ -7,8 +7,9 @@ call succeeded or raised a signal, with the provider's own token counts (estimat
 so, only when the provider reported none). A rate limit pauses the whole provider's gate.
 
 Before all of that, the call memo (core.memo): a request already answered (a search: in this
-edition; an LLM call: in any) is served its recorded answer, with a ledger row of outcome 'served' at $0 and no budget, gate or
-provider involved; every successful answer is recorded for the next repeat.
+edition; an LLM call: in any) is served its recorded answer, with a ledger row of outcome
+'served' at $0 and no budget, gate or provider involved; every successful answer is recorded
+for the next repeat.
 
 What it does not do: retry (Prefect does), shrink (core.overflow.recovery does), or swallow anything:
 every signal is re-raised untouched after it is recorded.

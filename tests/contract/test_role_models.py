@@ -51,8 +51,8 @@ def test_each_role_reaches_its_own_model(monkeypatch, tmp_path):
         monkeypatch.setenv("RESEARCHFLOW_DB_PATH", str(tmp_path / "store.duckdb"))
         runtime.reset()
         config = run_config(Settings.load(model="openai:gpt-4o"))
-        engine = runtime.current().engine(config)
-        assert isinstance(engine, RoutedEngine)
+        engine = runtime.current().engine(config)  # each role with its extractive fallback
+        assert isinstance(engine.engine, RoutedEngine)
         assert "condense: openai:gpt-4.1-nano" in engine.name
         with acting_as("plan"):
             plan_with_shrink(engine.for_role("plan"), Topic(text="Threading or asyncio?"))

@@ -291,8 +291,9 @@ def test_many_seen_results_are_listed_briefly() -> None:
 
 
 def test_an_overflow_is_recovered_by_the_shrink_wrapper() -> None:
-    model = QueueModel(ContextOverflow("too long", limit=2_000, input_tokens=900,
-                                       output_tokens=1_024, limit_kind="context_window_incl_output",
+    # The rewrite asks for 300 tokens (what three bounded searches need); 800 + 300 > 1,000.
+    model = QueueModel(ContextOverflow("too long", limit=1_000, input_tokens=800,
+                                       output_tokens=300, limit_kind="context_window_incl_output",
                                        provider="fake", model="fake-1"),
                        json.dumps({"queries": ["tokio scheduler"]}))
     engine = dated(model)

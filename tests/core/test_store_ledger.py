@@ -139,7 +139,7 @@ def test_v1_file_migrates_keeping_every_row(tmp_path: Path) -> None:
     before = {t: dump(path, t) for t in _V1_TABLES}
 
     store = ResultStore(path)
-    assert store.schema_version() == SCHEMA_VERSION == 10
+    assert store.schema_version() == SCHEMA_VERSION == 11
     assert {t: dump(path, t) for t in _V1_TABLES} == before
     # v4: every old sub-question was the plan's (wave 1); old reports name no language.
     assert added_values(path, "subquestions") == {(1, None, None)}
@@ -176,7 +176,8 @@ def test_migrated_file_has_the_schema_of_a_fresh_one(tmp_path: Path) -> None:
     assert migrated == fresh
     assert {v[0] for v in fresh["views"]} == {
         "usage_by_topic", "usage_by_batch", "latest_reports", "report_sources",
-        "citation_quotes", "failures", "cost_by_batch", "report_editions", "report_changes"}
+        "citation_quotes", "failures", "cost_by_batch", "report_editions", "report_changes",
+        "fallbacks"}
 
 
 def test_failed_migration_leaves_the_v1_file_untouched(tmp_path: Path,
@@ -275,8 +276,8 @@ def test_usage_views_sum_the_ledger(store: ResultStore) -> None:
                                             "calls DESC")
     assert cols == ["batch_id", "topic_id", "topic", "calls", "failed_calls", "searches",
                     "input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens",
-                    "cost_usd", "unpriced_calls", "served_calls", "first_call_at",
-                    "last_call_at"]
+                    "cost_usd", "unpriced_calls", "served_calls", "fallbacks",
+                    "fallback_roles", "first_call_at", "last_call_at"]
     by_topic = {row[1]: dict(zip(cols, row)) for row in rows}
     t1 = by_topic[ids["t1"]]
     assert (t1["batch_id"], t1["topic"]) == ("b1", "Saved topic one")

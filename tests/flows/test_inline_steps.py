@@ -7,6 +7,7 @@ repeated."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -68,8 +69,9 @@ def test_a_search_and_a_page_that_fail_once_are_retried_as_task_runs(monkeypatch
         assert site.failed == ["/threads"] and "/threads" in site.answered
         # No successful search was made twice: the retry is of the failed one only.
         assert len(serp.answered) == len(set(serp.answered))
-    # The failed steps became task runs of their own; the research task itself ran once.
-    runs = _task_runs(state.state_details.flow_run_id)
+    # The failed steps became task runs of their own; the research task itself ran once. Task
+    # runs reach the API as batched events: read them once both retried steps have arrived.
+    runs = _settled_task_runs(state.state_details.flow_run_id)
     assert [n for n, _ in runs if n.startswith("search")] != []
     assert [n for n, _ in runs if n.startswith("fetch")] != []
     assert [count for n, count in runs if n.startswith("research")] == [1]
@@ -79,6 +81,18 @@ def test_a_search_and_a_page_that_fail_once_are_retried_as_task_runs(monkeypatch
     _, ledger = query_readonly(db_path, "SELECT outcome, count(*) FROM llm_calls WHERE "
                                         "role = 'search' GROUP BY outcome ORDER BY outcome")
     assert dict(ledger)["ok"] == len(serp.answered) and dict(ledger)["Transient"] == 1
+
+
+def _settled_task_runs(flow_run_id, seconds: float = 15.0) -> list[tuple[str, int]]:
+    deadline = time.monotonic() + seconds
+    while True:
+        runs = _task_runs(flow_run_id)
+        names = [n for n, _ in runs]
+        if (any(n.startswith("search") for n in names) and any(n.startswith("fetch")
+                                                               for n in names)) \
+                or time.monotonic() > deadline:
+            return runs
+        time.sleep(0.3)
 
 
 def _task_runs(flow_run_id) -> list[tuple[str, int]]:

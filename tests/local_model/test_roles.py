@@ -1,4 +1,5 @@
-"""Every role of the model-driven engine against a real 135M model on llama.cpp's server.
+"""Every role of the model-driven engine but the report (the topic test's) against a real
+135M model on llama.cpp's server.
 
 What must hold whatever the model writes: each role either answers in its shape or is answered
 by the extractive engine with the fallback recorded (it never raises), each request asks for
@@ -14,7 +15,7 @@ from core import runtime
 from core.engine.model_driven.calls import ROLE_OUTPUT_TOKENS
 from core.ledger import acting_as, scoped
 from core.models import Message, SearchResult, Source, SubQuestion, Topic, Transcript
-from core.overflow.recovery import compress_with_shrink, report_with_shrink
+from core.overflow.recovery import compress_with_shrink
 from core.overflow.roles import (choose_with_shrink, condense_with_shrink, plan_with_shrink,
                                  queries_with_shrink, review_with_shrink, rewrite_with_shrink)
 from core.settings import RunConfig
@@ -70,10 +71,8 @@ def test_every_role_answers_in_shape_or_falls_back_within_its_cap(llama, tmp_pat
                 finding = compress_with_shrink(engine.for_role("compress"), transcript)
             with acting_as("review"):
                 followups = review_with_shrink(engine.for_role("plan"), plan, [finding], [], 1, 1)
-            with acting_as("report"):
-                draft, _ = report_with_shrink(engine.for_role("report"), plan, [finding],
-                                              window=engine.context_window(),
-                                              max_output_tokens=config.max_output_tokens)
+            # The report role is the topic test's (tests/local_model/test_topic.py): a weak
+            # model's markdown runs to its cap twice there, the slowest calls of all.
         rt.flush()
         rows = rt.store(config.db_path).usage(topic_id="roles-topic")
         sent = proxy.completions()
@@ -82,7 +81,7 @@ def test_every_role_answers_in_shape_or_falls_back_within_its_cap(llama, tmp_pat
     # Each role gave an answer of its shape (from the model, or the extractive engine).
     assert plan.subquestions and all(i in range(len(HITS)) for i in chosen)
     assert isinstance(queries, list) and isinstance(rewritten, list)
-    assert isinstance(followups, list) and draft.sections
+    assert isinstance(followups, list)
     assert all(line.removeprefix("- ").strip() in PAGE.text
                for line in notes.splitlines()[1:] if line.strip())
     quotes = [e.quote for c in finding.claims for e in c.evidence]

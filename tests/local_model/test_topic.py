@@ -32,6 +32,8 @@ def local_env(monkeypatch):
     def point_at(url: str, fallback: str = "extractive") -> None:
         monkeypatch.setenv("OPENAI_BASE_URL", url)
         monkeypatch.setenv("RESEARCHFLOW_FALLBACK", fallback)
+        # One core of a CI machine shared with the other test worker: a call may wait minutes.
+        monkeypatch.setenv("RESEARCHFLOW_REQUEST_TIMEOUT", "900")
         monkeypatch.delenv("RESEARCHFLOW_CONTEXT_WINDOWS", raising=False)
     return point_at
 

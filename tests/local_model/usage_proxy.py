@@ -1,6 +1,6 @@
 """A loopback relay in front of the real llama-server that writes down the `usage` the server
-sent with each completion, so a test can hold the ledger to the server's own counts (and see
-every request's `max_tokens` and `response_format`)."""
+sent with each completion the client received, so a test can hold the ledger to the server's
+own counts (and see every request's `max_tokens` and `response_format`)."""
 
 from __future__ import annotations
 
@@ -48,13 +48,16 @@ class UsageProxy:
                 with httpx.Client(timeout=900) as client:
                     reply = client.request(self.command, proxy.upstream + self.path,
                                            content=body, headers=headers)
+                try:
+                    self.send_response(reply.status_code)
+                    self.send_header("content-type", reply.headers.get("content-type",
+                                                                       "application/json"))
+                    self.send_header("content-length", str(len(reply.content)))
+                    self.end_headers()
+                    self.wfile.write(reply.content)
+                except (BrokenPipeError, ConnectionResetError):
+                    return  # the client gave up (its read timeout): it never got this answer
                 proxy._note(self.path, body, reply, time.monotonic() - started)
-                self.send_response(reply.status_code)
-                self.send_header("content-type", reply.headers.get("content-type",
-                                                                   "application/json"))
-                self.send_header("content-length", str(len(reply.content)))
-                self.end_headers()
-                self.wfile.write(reply.content)
 
             def log_message(self, *args: object) -> None:
                 pass
