@@ -100,9 +100,20 @@ class FallbackEngine:
             lambda: self.offline.condense(subquestion, source))
 
     def compress(self, transcript: Transcript, *, max_tokens: int | None = None) -> Finding:
-        return self._guard("compress",
-                           lambda: self.engine.compress(transcript, max_tokens=max_tokens),
-                           lambda: self.offline.compress(transcript))
+        finding = self._guard("compress",
+                              lambda: self.engine.compress(transcript, max_tokens=max_tokens),
+                              lambda: self.offline.compress(transcript))
+        if finding.support or not transcript.sources or self.policy == "none":
+            return finding
+        # Pages were read but the model quoted none of them (it wrote no claim, or kept no
+        # notes): the extractive engine reads the same pages, and a finding it can quote is
+        # kept, as a fallback, rather than a section with nothing to cite.
+        quoted = self.offline.compress(transcript)
+        if not quoted.support:
+            return finding
+        self._fell_back("compress", Fatal("no claim of the model's quoted the pages read",
+                                          reason=INVALID_OUTPUT))
+        return quoted
 
     def review(self, plan: ResearchPlan, findings: Sequence[Finding], gaps: Sequence[str],
                wave: int, limit: int, *, max_tokens: int | None = None,
@@ -130,7 +141,10 @@ class FallbackEngine:
                             provider=signal.provider, model=signal.model,
                             hint="--fallback extractive (RESEARCHFLOW_FALLBACK) lets the "
                                  "extractive engine answer a role the model cannot") from signal
-            log.warning("%s: the model's answers stayed invalid (%s); the extractive engine "
-                        "answered for it", role, signal.message)
-            self.on_fallback(role, signal)
+            self._fell_back(role, signal)
             return offline()
+
+    def _fell_back(self, role: str, signal: Fatal) -> None:
+        log.warning("%s: the model's answers stayed invalid (%s); the extractive engine "
+                    "answered for it", role, signal.message)
+        self.on_fallback(role, signal)

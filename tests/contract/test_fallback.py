@@ -67,6 +67,7 @@ def test_a_plan_the_model_cannot_give_comes_from_the_offline_planner(answer, tmp
                                                                  "researchflow.fallback"):
             plan = plan_with_shrink(engine.for_role("plan"), TOPIC)
         asked = len(server.requests)
+    fresh_runtime.flush()
     assert len(plan.subquestions) >= 2  # the offline planner's outline
     assert len({sq.question for sq in plan.subquestions}) == len(plan.subquestions)
     assert asked <= 3  # the bounded re-asks, no more
@@ -136,3 +137,23 @@ def test_compress_and_report_fall_back_with_verbatim_quotes(tmp_path, fresh_runt
                       fallbacks="compress, report")
     assert "**Fallbacks:** the extractive engine answered for the model in: compress, report" \
         in report.markdown
+
+
+def test_a_finding_that_quotes_none_of_the_pages_read_is_made_by_the_extractive_engine(
+        tmp_path, fresh_runtime):
+    """A weak model may answer `{"claims": []}` (or keep no notes) although pages were read:
+    the extractive engine quotes those pages instead, and that is recorded as a fallback."""
+    from core.models import Message
+
+    transcript = Transcript(subquestion=SQ, sources=[PAGE],
+                            messages=[Message(role="tool", name="read", content=PAGE.text)])
+    empty = lambda rec: fake.success_reply("openai", json.dumps({"claims": []}))  # noqa: E731
+    with ScriptedServer(default=empty) as server:
+        config = _config(server.url, tmp_path)
+        engine = fresh_runtime.engine(config)
+        with scoped(run_id="r2", topic_id="t2"):
+            finding = engine.for_role("compress").compress(transcript)
+    assert finding.support and all(e.quote in PAGE.text
+                                   for c in finding.claims for e in c.evidence)
+    fresh_runtime.flush()
+    assert fresh_runtime.store(config.db_path).usage(topic_id="t2").fallback_roles == "compress"
