@@ -113,11 +113,8 @@ class Runtime:
         def build() -> CallMemo:
             from core.store.call_memo import MemoStore
 
-            # Written as each call succeeds, not in batches: a worker lost right after a call
-            # (a killed Dask worker) must not take the record with it, or the call is paid again
-            # on the retry (a few ms of the store per call).
             return CallMemo(MemoStore(_target(config.db_path)), ttl_hours=config.memo_ttl_hours,
-                            salt=config.refresh, batch_seconds=0)
+                            salt=config.refresh, batch_seconds=LEDGER_BATCH_SECONDS)
 
         return self.shared("memo", key, build)
 
