@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Hashable, TypeVar
 
 from core.engine.base import ResearchEngine
-from core.ledger import Ledger, fallback_record
+from core.ledger import Ledger
 from core.memo import CallMemo
 from core.overflow.windows import ContextLimits
 from core.overflow.tokens import TokenEstimator, default_estimator
@@ -222,13 +222,19 @@ class Runtime:
         """The model's engine with the extractive engine behind each role (core.engine.fallback);
         each fallback is a 'fallback' row of the topic's usage ledger."""
         from core.engine.fallback import FallbackEngine
+        from core.engine.offline.extractive import ExtractiveEngine
 
         ledger = self.ledger(config.db_path)
-        # The same offline engine (and corpus) an offline run of this config uses.
-        offline = self.engine(config.model_copy(update={"model": "offline", "role_models": ()}))
-        return FallbackEngine(engine, offline, policy=config.fallback,
-                              on_fallback=lambda role, signal: ledger.record(
-                                  fallback_record(role, str(signal))))
+        offline = self._build_engine(config.model_copy(update={"model": "offline",
+                                                               "role_models": ()}))
+
+        def record(role: str, signal: Any) -> None:
+            from core.ledger import fallback_record
+
+            ledger.record(fallback_record(role, str(signal)))
+
+        assert isinstance(offline, ExtractiveEngine)
+        return FallbackEngine(engine, offline, policy=config.fallback, on_fallback=record)
 
     @staticmethod
     def _window_from_server(model: Any, limits: ContextLimits) -> None:
