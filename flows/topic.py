@@ -40,7 +40,7 @@ from flows.slots import (TopicSkipped, close_batch, slot_released, subflow_start
                          topic_slot)
 from tasks.research import plan_topic, research, review_findings
 from tasks.store import store_result
-from tasks.write import compress, write_report
+from tasks.write import compress, quote_extractively, write_report
 
 def _step(step: str, call, *args):
     """Run a task call; any failure becomes TopicFailed naming the step."""
@@ -132,6 +132,8 @@ def _research(topic: Topic, config: RunConfig, progress: ProgressArtifact) -> Re
         more, read = wave.research(asked)
         findings, transcripts = findings + more, transcripts + read
 
+    if not any(f.support for f in findings):  # a weak model may quote nothing it read
+        findings = _quoted_instead(plan, findings, transcripts, config)
     report_id = report_id_for(topic.batch_id, topic.topic_id)
     report = _step("report", write_report, plan, findings, config, report_id)
     # The report task's cache ignores the id: an edition whose findings did not change reuses
@@ -142,6 +144,15 @@ def _research(topic: Topic, config: RunConfig, progress: ProgressArtifact) -> Re
     sources = {s.url: s for t in transcripts for s in t.sources}
     return ResearchResult(topic=topic, plan=plan, sources=tuple(sources.values()),
                           findings=tuple(findings), report=report)
+
+
+def _quoted_instead(plan: ResearchPlan, findings: list[Finding], transcripts: list[Transcript],
+                    config: RunConfig) -> list[Finding]:
+    """The findings with the extractive engine's in place of the model's empty ones, when it
+    quotes the pages read (a compress fallback each); unchanged when it does not."""
+    quoted = {f.subquestion_index: f
+              for f in _step("compress", quote_extractively, plan, transcripts, config)}
+    return [quoted.get(f.subquestion_index, f) for f in findings]
 
 
 def _to_plan(topic: Topic) -> Topic:

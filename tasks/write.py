@@ -31,6 +31,26 @@ def compress(transcript: Transcript, config: RunConfig) -> Finding:
                                     log=get_run_logger().info)
 
 
+@task(name="quote-extractively", task_run_name="quote extractively: {plan.topic:.60}", **LASTING)
+def quote_extractively(plan: ResearchPlan, transcripts: Sequence[Transcript],
+                       config: RunConfig) -> list[Finding]:
+    """Findings the extractive engine quotes from the pages read, for a topic whose model
+    quoted none of them (core.engine.fallback, `quote_instead`): each one a compress fallback.
+    Empty for the offline engine, with fallbacks off, or when it finds nothing either."""
+    engine = current().engine(config).for_role("compress")
+    instead = getattr(engine, "quote_instead", None)
+    found: list[Finding] = []
+    for transcript in transcripts if instead else ():
+        with scoped(subquestion_index=transcript.subquestion.index), acting_as("compress"):
+            finding = instead(transcript)
+        if finding is not None:
+            found.append(finding)
+    if found:
+        get_run_logger().warning("the model quoted none of the pages read: the extractive "
+                                 "engine quoted %d section(s) for it", len(found))
+    return found
+
+
 @task(name="write-report", task_run_name="report: {plan.topic:.60}", **RETRYING,
       **{**LASTING, "cache_policy": cache_policy(ignore=("report_id",))})
 def write_report(plan: ResearchPlan, findings: Sequence[Finding], config: RunConfig,

@@ -100,17 +100,21 @@ class FallbackEngine:
             lambda: self.offline.condense(subquestion, source))
 
     def compress(self, transcript: Transcript, *, max_tokens: int | None = None) -> Finding:
-        finding = self._guard("compress",
-                              lambda: self.engine.compress(transcript, max_tokens=max_tokens),
-                              lambda: self.offline.compress(transcript))
-        if finding.support or not transcript.sources or self.policy == "none":
-            return finding
-        # Pages were read but the model quoted none of them (it wrote no claim, or kept no
-        # notes): the extractive engine reads the same pages, and a finding it can quote is
-        # kept, as a fallback, rather than a section with nothing to cite.
+        return self._guard("compress",
+                           lambda: self.engine.compress(transcript, max_tokens=max_tokens),
+                           lambda: self.offline.compress(transcript))
+
+    def quote_instead(self, transcript: Transcript) -> Finding | None:
+        """The extractive engine's finding on pages the model read but quoted none of, as a
+        compress fallback; None when fallbacks are off or it finds nothing to quote either.
+
+        Asked only for a topic that would otherwise end with no evidence at all: a section left
+        empty beside others with evidence is the model's answer, and the next wave's question."""
+        if self.policy == "none" or not transcript.sources:
+            return None
         quoted = self.offline.compress(transcript)
         if not quoted.support:
-            return finding
+            return None
         self._fell_back("compress", Fatal("no claim of the model's quoted the pages read",
                                           reason=INVALID_OUTPUT))
         return quoted

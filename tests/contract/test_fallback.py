@@ -142,7 +142,9 @@ def test_compress_and_report_fall_back_with_verbatim_quotes(tmp_path, fresh_runt
 def test_a_finding_that_quotes_none_of_the_pages_read_is_made_by_the_extractive_engine(
         tmp_path, fresh_runtime):
     """A weak model may answer `{"claims": []}` (or keep no notes) although pages were read:
-    the extractive engine quotes those pages instead, and that is recorded as a fallback."""
+    compress keeps that answer (a section with nothing to cite is the next wave's question),
+    and `quote_instead` (asked for a topic that would end with no evidence at all) quotes
+    those pages by the extractive engine, recorded as a fallback; not with fallbacks off."""
     from core.models import Message
 
     transcript = Transcript(subquestion=SQ, sources=[PAGE],
@@ -150,9 +152,13 @@ def test_a_finding_that_quotes_none_of_the_pages_read_is_made_by_the_extractive_
     empty = lambda rec: fake.success_reply("openai", json.dumps({"claims": []}))  # noqa: E731
     with ScriptedServer(default=empty) as server:
         config = _config(server.url, tmp_path)
-        engine = fresh_runtime.engine(config)
+        engine = fresh_runtime.engine(config).for_role("compress")
         with scoped(run_id="r2", topic_id="t2"):
-            finding = engine.for_role("compress").compress(transcript)
+            assert not engine.compress(transcript).support
+            finding = engine.quote_instead(transcript)
+            assert not engine.quote_instead(transcript.model_copy(update={"sources": []}))
+        strict = fresh_runtime.engine(_config(server.url, tmp_path, fallback="none"))
+        assert strict.for_role("compress").quote_instead(transcript) is None
     assert finding.support and all(e.quote in PAGE.text
                                    for c in finding.claims for e in c.evidence)
     fresh_runtime.flush()

@@ -251,3 +251,28 @@ def test_a_batch_on_auto_condenses_on_the_cheaper_model(pages, db_path, tmp_path
     models = dict(rows)
     assert models["condense"] == "claude-haiku-4-5"  # the cheaper sibling, on auto
     assert models["plan"] == models["report"] == "claude-sonnet-5"
+
+
+@pytest.mark.parametrize("fallback", ["extractive", "none"])
+def test_a_model_that_quotes_nothing_it_read_gets_the_extractive_quotes_or_fails(
+        fallback, pages, db_path, serve, monkeypatch):
+    """A weak model answers compress with no claim on every section although pages were read.
+    With fallbacks on, the extractive engine quotes those pages (one 'compress' fallback,
+    named in the header); with `--fallback none` the topic fails for want of evidence."""
+    monkeypatch.setenv("RESEARCHFLOW_FALLBACK", fallback)
+    provider_fake = ResearchProvider(
+        "openai", fail_roles={"compress": fake.success_reply("openai", '{"claims": []}')})
+    serve("openai", provider_fake)
+    kwargs = topic_kwargs("openai", pages, db_path, f"Threading or asyncio, quoted ({fallback})")
+    state = research_topic(**kwargs, return_state=True)
+    if fallback == "none":
+        assert state.is_failed() and "report:" in state.message
+        return
+    assert state.is_completed(), state.message
+    _, rows = query_readonly(db_path, "SELECT DISTINCT role FROM fallbacks")
+    assert rows == [("compress",)]
+    _, cited = query_readonly(db_path, "SELECT c.quote, s.text FROM citations c "
+                                       "JOIN sources s ON s.url = c.url")
+    assert cited and all(quote in text for quote, text in cited)
+    _, (markdown,) = query_readonly(db_path, "SELECT markdown FROM reports")
+    assert "**Fallbacks:**" in markdown[0] and "compress" in markdown[0]
