@@ -74,7 +74,7 @@ def _build(cache_dir: Path, modules: tuple[str, ...], wanted: dict) -> None:
 
 def _manifest(modules: tuple[str, ...]) -> dict:
     return {"python": sys.version, "modules": hashlib.sha256(
-        "\n".join(modules).encode()).hexdigest()[:16], "format": 3}
+        "\n".join(modules).encode()).hexdigest()[:16], "format": 4}
 
 
 def _read_manifest(folder: Path) -> dict | None:
@@ -137,7 +137,25 @@ def module_doc(name: str, attempts: int = 3) -> str | None:
     summary = (module.__doc__ or "").strip().splitlines()
     headline = f"{name} — {summary[0].strip()}" if summary else name
     body = _GUTTER.sub(lambda m: " " * len(m.group(0)), _OVERSTRIKE.sub("", body))
-    return f"# {headline}\n\n{_drop_builtin_inherited(body)}"
+    return f"# {headline}\n\n{_drop_builtin_inherited(_uncommented_description(body))}"
+
+
+_COMMENT = re.compile(r"^(\s+)# ?")
+
+
+def _uncommented_description(body: str) -> str:
+    """A package without a docstring is described by its leading comments ("# Package analogous
+    to 'threading.py' but using processes"): kept as prose, without the markers that split its
+    sentences at every line."""
+    out: list[str] = []
+    inside = False
+    for line in body.splitlines():
+        if line and not line[0].isspace():  # a section header: NAME, DESCRIPTION, CLASSES...
+            inside = line.strip() == "DESCRIPTION"
+        elif inside:
+            line = _COMMENT.sub(r"\1", line)
+        out.append(line)
+    return "\n".join(out) + "\n"
 
 
 _INHERITED = re.compile(r"^(\s*)\S.* inherited from builtins\.\w+:\s*$")

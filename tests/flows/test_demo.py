@@ -41,4 +41,19 @@ def test_demo_batch_cites_verbatim_with_a_section_per_subquestion(db_path):
             assert f"\n{n}. " in md
         assert store.unverified_citations(summary["report_id"]) == []
         total_citations += len(numbers)
+        if "\n## Comparison\n" in md:
+            _assert_every_column_has_evidence(md)
     assert total_citations >= 6, "the demo corpus should answer the demo topics"
+
+
+def _assert_every_column_has_evidence(md: str) -> None:
+    """Each option's column holds at least one cited sentence (issue 21: the multiprocessing
+    column was "—" in every row, its pages being API listings that never name it)."""
+    table = [line for line in md.split("\n## Comparison\n", 1)[1].split("\n\n## ", 1)[0]
+             .splitlines() if line.startswith("|")]
+    header, rows = table[0], table[2:]
+    options = [c.strip() for c in header.strip("|").split("|")][1:]
+    assert len(options) >= 2 and rows
+    for i, option in enumerate(options, start=1):
+        cells = [[c.strip() for c in row.strip("|").split(" | ")][i] for row in rows]
+        assert any(c != "—" for c in cells), f"no evidence for {option}: {cells}"

@@ -17,7 +17,7 @@ from core.embedding import Embedder
 from core.engine.base import ReportDraft, SectionDraft
 from core.engine.offline.outline import Search, draft_plan
 from core.engine.offline.words import words
-from core.engine.offline.selection import corroborated, pick, rank
+from core.engine.offline.selection import corroborated, naming, pick, rank
 from core.engine.offline.summary import summarize
 from core.engine.sentences import query_words, terms
 from core.models import (Claim, Evidence, Finding, FollowUp, ResearchPlan, SearchResult,
@@ -221,14 +221,28 @@ class ExtractiveEngine:
         for f in findings:
             cells = []
             for mine in target_terms:
-                others = set().union(*(t for t in target_terms if t is not mine))
-                naming = [c for c in f.claims if mine & set(terms(c.text)) and c.text not in used]
-                # Prefer a claim about this option alone, so one sentence does not fill every cell.
-                hit = next((c for c in naming if not others & set(terms(c.text))),
-                           naming[0] if naming else None)
+                others = [t for t in target_terms if t is not mine]
+                hit = _about_option([c for c in f.claims if c.text not in used], mine, others)
                 if hit is not None:
                     used.add(hit.text)
                 cells.append(_cell(cite(hit)) if hit else "—")
             dim = escape_markdown(f.subquestion).replace("|", "\\|")
             rows.append(f"| {dim} | " + " | ".join(cells) + " |")
         return "\n".join(rows)
+
+
+def _about_option(claims: Sequence[Claim], mine: set[str],
+                  others: Sequence[set[str]]) -> Claim | None:
+    """The claim for an option's cell: one naming this option alone, else one naming it, else
+    one quoted from a page whose title names it and no other option (an API reference such as
+    "multiprocessing" rarely repeats its own name in its sentences)."""
+    rivals = set().union(*others)
+    named = [c for c in claims if mine & set(terms(c.text))]
+    alone = next((c for c in named if not rivals & set(terms(c.text))), None)
+    return alone or (named[0] if named else None) or next(
+        (c for c in claims if _titled(c, mine) and not any(_titled(c, o) for o in others)), None)
+
+
+def _titled(claim: Claim, option: set[str]) -> bool:
+    """A claim quoted from a page whose title names the option ("multiprocessing.pool")."""
+    return any(naming([sorted(option)], terms(e.title)) >= 1.0 for e in claim.evidence)

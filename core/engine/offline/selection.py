@@ -25,6 +25,7 @@ and ties break on url and position.
 from __future__ import annotations
 
 import re
+from itertools import chain
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -131,8 +132,12 @@ def pick(ranked: Sequence[Candidate], limit: int,
 
     phrases = [terms(f) for f in focus if terms(f)]
     for phrase in phrases if len(phrases) > 1 else ():
-        for cand in ranked:
-            if naming([phrase], terms(cand.sentence.text)) >= 1.0 and take(cand):
+        # A sentence naming the option, else one from a page whose title names it: an API
+        # reference ("multiprocessing") rarely repeats its own name in its sentences.
+        by_sentence = (c for c in ranked if naming([phrase], terms(c.sentence.text)) >= 1.0)
+        by_page = (c for c in ranked if naming([phrase], terms(c.source.title)) >= 1.0)
+        for cand in chain(by_sentence, by_page):
+            if take(cand):
                 break  # this option has its best sentence
     for cand in ranked:
         take(cand)
