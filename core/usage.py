@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Literal
 
 CallRole = Literal["plan", "choose", "queries", "rewrite", "condense", "compress", "review",
+                   "research",  # a fallback only: the extractive engine researched instead
                    "report", "checkpoint", "search", "other"]
 
 

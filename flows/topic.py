@@ -40,7 +40,7 @@ from flows.slots import (TopicSkipped, close_batch, slot_released, subflow_start
                          topic_slot)
 from tasks.research import plan_topic, research, review_findings
 from tasks.store import store_result
-from tasks.write import compress, quote_extractively, write_report
+from tasks.write import compress, note_fallback, quote_extractively, write_report
 
 def _step(step: str, call, *args):
     """Run a task call; any failure becomes TopicFailed naming the step."""
@@ -133,7 +133,8 @@ def _research(topic: Topic, config: RunConfig, progress: ProgressArtifact) -> Re
         findings, transcripts = findings + more, transcripts + read
 
     if not any(f.support for f in findings):  # a weak model may quote nothing it read
-        findings = _quoted_instead(plan, findings, transcripts, config)
+        findings, transcripts = _quoted_instead(topic, plan, findings, transcripts, config,
+                                                progress)
     report_id = report_id_for(topic.batch_id, topic.topic_id)
     report = _step("report", write_report, plan, findings, config, report_id)
     # The report task's cache ignores the id: an edition whose findings did not change reuses
@@ -146,13 +147,26 @@ def _research(topic: Topic, config: RunConfig, progress: ProgressArtifact) -> Re
                           findings=tuple(findings), report=report)
 
 
-def _quoted_instead(plan: ResearchPlan, findings: list[Finding], transcripts: list[Transcript],
-                    config: RunConfig) -> list[Finding]:
-    """The findings with the extractive engine's in place of the model's empty ones, when it
-    quotes the pages read (a compress fallback each); unchanged when it does not."""
-    quoted = {f.subquestion_index: f
-              for f in _step("compress", quote_extractively, plan, transcripts, config)}
-    return [quoted.get(f.subquestion_index, f) for f in findings]
+def _quoted_instead(topic: Topic, plan: ResearchPlan, findings: list[Finding],
+                    transcripts: list[Transcript], config: RunConfig,
+                    progress: ProgressArtifact) -> tuple[list[Finding], list[Transcript]]:
+    """The findings with the extractive engine's in place of the model's empty ones, for a topic
+    that would otherwise end with no evidence: first from the pages the model read (a compress
+    fallback each); when those hold nothing to quote (the model chose the wrong pages), from the
+    extractive engine researching the same sub-questions itself (a research fallback).
+    Unchanged with fallbacks off, on the offline engine, or when it finds nothing either;
+    returned with the transcripts whose pages the report cites."""
+    quoted = _step("compress", quote_extractively, plan, transcripts, config)
+    if not quoted and config.fallback == "extractive" and config.model != "offline":
+        offline = config.model_copy(update={"model": "offline", "role_models": ()})
+        researched, read = Wave(topic, offline, progress).research(plan.subquestions)
+        quoted = [f for f in researched if f.support]
+        if quoted:
+            _step("research", note_fallback, "research",
+                  "the model's pages held nothing to quote", config)
+            transcripts = transcripts + read  # their pages are the report's sources
+    by_index = {f.subquestion_index: f for f in quoted}
+    return [by_index.get(f.subquestion_index, f) for f in findings], transcripts
 
 
 def _to_plan(topic: Topic) -> Topic:

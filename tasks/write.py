@@ -51,6 +51,15 @@ def quote_extractively(plan: ResearchPlan, transcripts: Sequence[Transcript],
     return found
 
 
+@task(name="note-fallback", task_run_name="fallback: {role}")
+def note_fallback(role: str, why: str, config: RunConfig) -> None:
+    """Records that the extractive engine answered `role` for the model (core.engine.fallback):
+    in the ledger, the flow-run log, the report's header and the CLI's closing line."""
+    told = getattr(current().engine(config), "answered_for", None)
+    if told is not None:
+        told(role, why)
+
+
 @task(name="write-report", task_run_name="report: {plan.topic:.60}", **RETRYING,
       **{**LASTING, "cache_policy": cache_policy(ignore=("report_id",))})
 def write_report(plan: ResearchPlan, findings: Sequence[Finding], config: RunConfig,

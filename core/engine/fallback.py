@@ -148,6 +148,11 @@ class FallbackEngine:
             self._fell_back(role, signal)
             return offline()
 
+    def answered_for(self, role: str, why: str) -> None:
+        """Tell a fallback the flow made (the extractive engine researching a topic whose model
+        found nothing to quote), as `_guard` tells its own."""
+        self._fell_back(role, Fatal(why, reason=INVALID_OUTPUT))
+
     def _fell_back(self, role: str, signal: Fatal) -> None:
         log.warning("%s: the model's answers stayed invalid (%s); the extractive engine "
                     "answered for it", role, signal.message)

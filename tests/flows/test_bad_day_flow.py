@@ -276,3 +276,22 @@ def test_a_model_that_quotes_nothing_it_read_gets_the_extractive_quotes_or_fails
     assert cited and all(quote in text for quote, text in cited)
     _, (markdown,) = query_readonly(db_path, "SELECT markdown FROM reports")
     assert "**Fallbacks:**" in markdown[0] and "compress" in markdown[0]
+
+
+def test_a_model_that_reads_nothing_gets_the_extractive_engines_research(pages, db_path, serve,
+                                                                         monkeypatch):
+    """A weak model chooses no page to read for any sub-question: the topic would end with no
+    evidence, so the extractive engine researches the same sub-questions itself (one
+    'research' fallback), and the report cites what it read, verbatim."""
+    monkeypatch.setenv("RESEARCHFLOW_FALLBACK", "extractive")
+    provider_fake = ResearchProvider(
+        "openai", fail_roles={"choose": fake.success_reply("openai", '{"read": [], "why": ""}')})
+    serve("openai", provider_fake)
+    state = research_topic(**topic_kwargs("openai", pages, db_path, "Threading or asyncio, unread"),
+                           return_state=True)
+    assert state.is_completed(), state.message
+    _, rows = query_readonly(db_path, "SELECT DISTINCT role FROM fallbacks")
+    assert rows == [("research",)]
+    _, cited = query_readonly(db_path, "SELECT c.quote, s.text FROM citations c "
+                                       "JOIN sources s ON s.url = c.url")
+    assert cited and all(quote in text for quote, text in cited)
