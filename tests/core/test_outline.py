@@ -252,3 +252,28 @@ def test_a_report_on_thin_evidence_says_so_in_its_header() -> None:
     plan = _plan(None, "asyncio vs threading", n=2)
     header = _assembled(plan).split("## ")[0]
     assert "**Evidence:** thin: 2 quote(s) from 2 page(s)" in header  # two quotes only
+
+
+def test_what_is_compared_in_each_option_is_read_apart_from_a_purpose() -> None:
+    """"JSON in SQLite or PostgreSQL": JSON is compared in each option, and the rows are
+    facets said of it; "... for concurrent I/O" is a purpose, which narrows no passage."""
+    assert read_question("JSON in SQLite or PostgreSQL for storing documents?").respect == "JSON"
+    assert read_question("Should I store JSON in SQLite or PostgreSQL?").respect == "store JSON"
+    for text in ("Compare threading, multiprocessing and asyncio for concurrent I/O in Python",
+                 "Which should I use for serializing data: json or pickle?",
+                 "SQLite 和 PostgreSQL 在并发写入上有什么区别？"):
+        assert read_question(text).respect == ""
+
+
+def test_a_word_names_a_section_only_where_the_sources_use_it_as_a_noun() -> None:
+    from core.engine.offline.outline import _nominal, _phrases
+
+    texts = ["The vault is available at once.", "A simple wrapper around the API.",
+             "Equivalent of map() for the pool.", "Within a transaction, the lock is held."]
+    assert not _nominal("Available", texts) and not _nominal("Simple", texts)
+    assert not _nominal("Equivalent", texts)
+    assert _nominal("transaction", texts) and _nominal("API", texts)
+    assert _nominal("simple wrapper", texts)  # a phrase is taken as it is
+    # Nor does a Chinese place particle or "but" make a name: "模式下" is 模式.
+    assert "模式下" not in _phrases("在 WAL 模式下，读事务看到快照")
+    assert "但查询更快" not in _phrases("写入稍慢，但查询更快")

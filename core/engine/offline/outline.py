@@ -44,7 +44,8 @@ _TOKEN = re.compile(r"[A-Za-z][\w.+#-]*[\w+#]|[A-Za-z]|[\u4e00-\u9fff]+|\d+")
 _HAN = re.compile(r"[\u4e00-\u9fff]")
 _CODE = re.compile(r"[_.#+]|[a-z][A-Z]|\d")
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
-_CJK_CUT = re.compile(r"[的是在了和与或及而并也就都被把对为以于从到上中有这那一个些之其等能会可]")
+_CJK_CUT = re.compile(r"[的是在了和与或及而并也就都被把对为以于从到上中有这那一个些之其等能会可但更很还直]")
+_CJK_TAIL = re.compile(r"[下里内外时后前]+$")  # "模式下", "应用里": a place or time, not a name
 # Words a heading gains nothing from: the question's own wording, and what every page says.
 _PLAIN = STOPWORDS | frozenset("""
 use used using also may see one two example examples following option options default set
@@ -122,7 +123,8 @@ def _phrases(text: str) -> list[str]:
         tokens = _TOKEN.findall(re.sub(r"\S*_\S*", " ", chunk))
         for i, tok in enumerate(tokens):
             if _HAN.match(tok):
-                out += [seg for seg in _CJK_CUT.split(tok) if 2 <= len(seg) <= 8]
+                out += [seg for seg in (_CJK_TAIL.sub("", x) for x in _CJK_CUT.split(tok))
+                        if 2 <= len(seg) <= 8]
                 continue
             for size in (1, 2, 3):
                 gram = tokens[i:i + size]
@@ -144,10 +146,11 @@ def _name(results: Sequence[SearchResult], want: str, avoid: set[str],
     wanted = set(terms(want)) - avoid
     counts: Counter[str] = Counter()
     spelled: dict[str, str] = {}
+    texts = [r.snippet for r in results]
     for r in results:
         for p in dict.fromkeys(_phrases(f"{r.snippet}")):
             key = _key(p)
-            if not key or set(key.split()) <= avoid or key in taken:
+            if not key or set(key.split()) <= avoid or key in taken or not _nominal(p, texts):
                 continue
             if language.startswith(("zh", "ja", "ko")) and not has_cjk(p):
                 continue
@@ -167,6 +170,22 @@ def _name(results: Sequence[SearchResult], want: str, avoid: set[str],
                                     + 0.1 * bool(set(k.split()) & avoid), -len(k), k))
     taken.add(best)
     return spelled[best]
+
+
+_DETERMINER = r"(?:the|a|an|its|their|this|these|those|each|every|any|no|some|your|our|of|per)"
+
+
+def _nominal(word: str, texts: Sequence[str]) -> bool:
+    """Whether the sources use a single word as a noun somewhere: after a determiner (one
+    modifier between allowed) and before punctuation, the end or a function word ("the
+    documentation.", "of the API)"). "a simple wrapper", "is available" and "Equivalent of"
+    name nothing; a phrase of several words, or a Chinese one, is taken as it is."""
+    if " " in word or has_cjk(word):
+        return True
+    stop = "|".join(sorted(STOPWORDS, key=len, reverse=True))
+    head = re.compile(rf"\b{_DETERMINER}\s+(?:[\w-]+\s+)?{re.escape(word)}"
+                      rf"(?=\s*(?:[^\w\s]|$)|\s+(?:{stop})\b)", re.I)
+    return any(head.search(t) for t in texts)
 
 
 def _key(phrase: str) -> str:
@@ -305,13 +324,21 @@ def _rows(q: Question, options: Sequence[str], found: _Found, n: int,
         text = set(terms(re.sub(r"[-_./]", " ", f"{r.title} {r.snippet}")))
         if sum(set(terms(o)) <= text for o in options) >= 2:
             side_by_side.update(_key(p) for p in _phrases(r.snippet))
+    # What is compared in each option, named before them ("JSON" in "JSON in SQLite or
+    # PostgreSQL"): a facet is one said of it, from passages naming it, or the rows drift to
+    # whatever the sources say of the options ("Database", "Driver"). Fewer rows then, each
+    # about the question. A purpose after them ("for concurrent I/O") narrows no passage.
+    about = set(terms(q.respect)) - avoid - set(terms(" ".join(_PLAIN)))
+    texts: list[str] = []
     for option in options:
         counts: Counter[str] = Counter()
         mine = set(terms(option))
-        alone = found(option) if not context else []
+        alone = found(option)
         for r in dict.fromkeys([*found(f"{option} {context}".strip()), *alone, *together]):
-            if not mine <= set(terms(re.sub(r"[-_./]", " ", f"{r.title} {r.snippet}"))):
+            named = set(terms(re.sub(r"[-_./]", " ", f"{r.title} {r.snippet}")))
+            if not mine <= named or (about and not about & named):
                 continue
+            texts.append(r.snippet)
             for p in dict.fromkeys(_phrases(r.snippet)):
                 key = _key(p)
                 if not key or any(w[:4] == a[:4] for w in key.split() for a in avoid):
@@ -343,7 +370,9 @@ def _rows(q: Question, options: Sequence[str], found: _Found, n: int,
     for key in ranked:
         if len(drafts) >= n:
             break
-        if set(key.split()) & taken:  # "commits are included" after "commits"
+        if any(w[:4] == t[:4] for w in key.split() for t in taken):
+            continue  # "commits are included" after "commits", "handling" after "handle"
+        if not _nominal(spelled[key], texts):  # "Available", "Simple": no facet
             continue
         taken |= set(key.split())
         drafts.append(Draft(_heading(spelled[key]),

@@ -69,14 +69,17 @@ class Question:
     options: tuple[str, ...] = ()  # candidate options of a comparison, as written
     context: str = ""  # what a comparison is about besides its options: "integrating a feature branch"
     recommend: bool = False
+    # The part of the context named before the options, what is compared in each of them:
+    # "JSON" in "JSON in SQLite or PostgreSQL for storing documents?"
+    respect: str = ""
 
 
 def read_question(text: str) -> Question:
     text = " ".join(text.split())
     cjk = has_cjk(text)
-    options, context = (_options_cjk(text) if cjk else _options(text))
+    options, context, respect = (_options_cjk(text) if cjk else _options(text))
     return Question(text=text, parts=_parts(text, cjk), options=options, context=context,
-                    recommend=bool(_RECOMMEND.search(text)))
+                    recommend=bool(_RECOMMEND.search(text)), respect=respect)
 
 
 def _parts(text: str, cjk: bool) -> tuple[str, ...]:
@@ -86,7 +89,7 @@ def _parts(text: str, cjk: bool) -> tuple[str, ...]:
     return tuple(parts) or (text,)
 
 
-def _options(text: str) -> tuple[tuple[str, ...], str]:
+def _options(text: str) -> tuple[tuple[str, ...], str, str]:
     for shape in _SHAPES:
         m = shape.search(text.strip())
         if not m:
@@ -108,8 +111,11 @@ def _options(text: str) -> tuple[tuple[str, ...], str]:
             before = re.sub(rf"^{_WH}|\b(?:compare|comparing|contrast|between|use|choose|pick|"
                             r"prefer|in|for|of|the|differences?|I|we|you)\b|[:,]", " ",
                             text[:m.start("list")], flags=re.I)
-            return tuple(options), _context(" ".join([before, rest]))
-    return (), ""
+            # "JSON in SQLite or ...": what is compared *in* each option (not "for ...:").
+            inside = re.search(r"\b(?:in|of)\s*$", text[:m.start("list")], re.I)
+            return (tuple(options), _context(" ".join([before, rest])),
+                    _context(before) if inside else "")
+    return (), "", ""
 
 
 def _name(item: str, pair: int, leading: bool = False) -> tuple[str, str]:
@@ -138,7 +144,7 @@ def _context(rest: str) -> str:
     return " ".join(rest.replace(" :", ":").split()).strip(" :")
 
 
-def _options_cjk(text: str) -> tuple[tuple[str, ...], str]:
+def _options_cjk(text: str) -> tuple[tuple[str, ...], str, str]:
     joints = list(_JOINT_CJK.finditer(text))
     options: list[str] = []
     spans: list[tuple[int, int]] = []
@@ -153,14 +159,14 @@ def _options_cjk(text: str) -> tuple[tuple[str, ...], str]:
                 spans.append((offset + m.start(1), offset + m.end(1)))
     options = list(dict.fromkeys(options))
     if len(options) < 2:
-        return (), ""
+        return (), "", ""
     rest = text
     for option in options:
         rest = rest.replace(option, " ")
     rest = _JOINT_CJK.sub(" ", rest)
     context = " ".join(w for w in _CUT_CJK.split(re.sub(r"[？?，,。.！!：:]", " ", rest))
                        if len(w.strip()) >= 2)
-    return tuple(options), " ".join(context.split())
+    return tuple(options), " ".join(context.split()), ""
 
 
 def _cjk_word(word: str, *, leading: bool) -> str:

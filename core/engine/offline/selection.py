@@ -86,7 +86,11 @@ def rank(subquestion: SubQuestion, sources: Sequence[Source],
         return []
     texts = [s.text for s, _ in pool]
     focus = [f for f in subquestion.focus if terms(f)]
-    anchors = [subquestion.question, *focus]
+    # A section's heading is a few words of the sources ("Transaction"): what it asks is the
+    # heading with its first query, which carries the topic's own words ("SQLite transaction
+    # handle concurrent writes"), or a quote may answer the heading but not the topic.
+    asked = " ".join(dict.fromkeys([subquestion.question, *subquestion.queries[:1]]))
+    anchors = [asked, *focus]
     vectors = (embedder or shared_embedder()).embed([*anchors, *texts])  # one batch per call
     anchor, vec = vectors[: len(anchors)], vectors[len(anchors):]
     q_sim = vec @ anchor[0]
