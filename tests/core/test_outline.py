@@ -277,3 +277,23 @@ def test_a_word_names_a_section_only_where_the_sources_use_it_as_a_noun() -> Non
     # Nor does a Chinese place particle or "but" make a name: "模式下" is 模式.
     assert "模式下" not in _phrases("在 WAL 模式下，读事务看到快照")
     assert "但查询更快" not in _phrases("写入稍慢，但查询更快")
+
+
+def test_the_subject_is_the_specific_word_not_the_frame_most_titles_name() -> None:
+    """"SQLite 的 WAL 模式": most pages found are SQLite's, two are WAL's; a quote must be on
+    WAL, or every sentence on SQLite would pass as on subject."""
+    from core.engine.offline.outline import _Found, _subject
+    from core.models import SearchResult
+
+    titles = ["SQLite 的文件锁", "SQLite 的事务", "SQLite 与 JSON", "SQLite 备份", "SQLite 索引",
+              "SQLite 连接", "SQLite 的 WAL 模式", "WAL 文件与检查点"]
+    hits = [SearchResult(url=f"file:///c/{i}.html", title=t) for i, t in enumerate(titles)]
+    found = _Found(lambda query, k: hits)
+    assert _subject(read_question("SQLite 的 WAL 模式是如何工作的？"), found) == ("wal",)
+    # Words named about as often are both the subject.
+    even = [SearchResult(url=f"file:///c/{i}.html", title=t) for i, t in
+            enumerate(["Reference counting", "Garbage collection", "gc: garbage collector",
+                       "Reference cycles and the collector"])]
+    subject = _subject(read_question("How do garbage collection and reference counting work?"),
+                       _Found(lambda query, k: even))
+    assert {"garbage", "reference"} <= set(subject)

@@ -214,6 +214,11 @@ def _subject(q: Question, found: _Found) -> tuple[str, ...]:
         if share > 0 and (share < 0.9 or len(titles) < 5):  # a few pages: no corpus-wide word
             named.append((-share, mine.index(word), word))
     if named:
+        # A word most of these titles name frames the question ("SQLite" in "SQLite 的 WAL
+        # 模式"); one that only a few name is what it asks about ("WAL"): the frame alone
+        # would let every sentence on SQLite pass as on subject.
+        rarest = -max(named)[0]
+        named = [n for n in named if -n[0] < 3 * rarest]
         return tuple(w for _, _, w in sorted(named)[:3])
     # No title names it: the words of the topic the passages name most.
     text = [set(terms(f"{r.title} {r.snippet}")) for r in results]
