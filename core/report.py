@@ -81,6 +81,11 @@ def report_id_for(batch_id: str, topic_id: str) -> str:
     return "r_" + stable_id(batch_id, topic_id, "report", length=12)
 
 
+def cited_keys(text: str) -> set[str]:
+    """The evidence keys a written text cites: "[E1]", "[E2, E5]"."""
+    return {k.strip() for m in _KEY.finditer(text) for k in m.group(1).split(",")}
+
+
 class _Numberer:
     """Assigns reference numbers in order of first use; one number per distinct (url, quote)."""
 

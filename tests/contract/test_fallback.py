@@ -163,3 +163,25 @@ def test_a_finding_that_quotes_none_of_the_pages_read_is_made_by_the_extractive_
                                    for c in finding.claims for e in c.evidence)
     fresh_runtime.flush()
     assert fresh_runtime.store(config.db_path).usage(topic_id="t2").fallback_roles == "compress"
+
+
+def test_a_report_that_cites_none_of_its_evidence_is_asked_again_then_falls_back(
+        tmp_path, fresh_runtime):
+    """SmolLM2 once wrote a report in the outline's shape that cited no [E..] key: stored, it
+    would be a report without references (and the topic failed for no evidence). Such an answer
+    is invalid: asked once more, then the extractive engine writes the report, citing
+    verbatim."""
+    from core.engine.offline.extractive import ExtractiveEngine as Offline
+
+    transcript = Transcript(subquestion=SQ, sources=[PAGE])
+    finding = Offline().compress(transcript)
+    plan = Offline().plan(TOPIC).model_copy(update={"subquestions": (SQ,)})
+    uncited = "# Report\n\n## [summary] Summary\n\nThe loop runs coroutines.\n\n" \
+              "## [S1] The loop\n\nIt runs one callback at a time.\n\n" \
+              "## [conclusion] Conclusion\n\nThat is how it works."
+    with ScriptedServer(default=lambda rec: fake.success_reply("openai", uncited)) as server:
+        engine = fresh_runtime.engine(_config(server.url, tmp_path))
+        draft = engine.for_role("report").write_report(plan, [finding])
+        asked = len(server.requests)
+    assert finding.support and asked == 2  # the answer, and one re-ask
+    assert "[E1]" in draft.sections[0].body  # the extractive engine's, which cites

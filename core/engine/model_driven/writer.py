@@ -23,6 +23,7 @@ from core.engine.model_driven.calls import ModelCalls, invalid_output
 from core.language import is_cjk
 from core.models import Finding, Message, ResearchPlan
 from core.overflow.shrink import finding_blocks
+from core.report import cited_keys, evidence_catalog
 
 log = logging.getLogger("researchflow.engine")
 
@@ -57,7 +58,8 @@ class ReportWriter:
                     Message(role="user", content=prompts.report_user(
                         self.plan, "\n\n".join(finding_blocks(findings))))]
         # The target sizes the cap, with headroom: a model that overshoots a little is not cut.
-        return self._ask(messages, min(cap, int(needed * HEADROOM)), what="report")
+        return self._ask(messages, min(cap, int(needed * HEADROOM)), what="report",
+                         keys=_keys(findings))
 
     def by_section(self, findings: Sequence[Finding], cap: int) -> ReportDraft:
         plan = self.plan
@@ -73,6 +75,10 @@ class ReportWriter:
             heading, body = (parts[0][1], parts[0][2]) if parts else (sq.question, text.strip())
             written.append(f"## [S{sq.index + 1}] {heading or sq.question}\n\n{body}")
         sections = "\n\n".join(written)
+        keys = _keys(findings)
+        if keys and not cited_keys(sections) & keys:
+            raise invalid_output(self.engine, "report that cites its evidence",
+                                 "no section cited any of the evidence keys it was given")
         frame_words = max(MIN_SECTION_WORDS, 2 * words)
         user = prompts.frame_user(plan, sections, frame_words)
         frame = self._text([self._system(), Message(role="user", content=user)],
@@ -96,7 +102,8 @@ class ReportWriter:
                         tokens)
         return completion.text
 
-    def _ask(self, messages: list[Message], tokens: int, *, what: str) -> ReportDraft:
+    def _ask(self, messages: list[Message], tokens: int, *, what: str,
+             keys: set[str]) -> ReportDraft:
         """The whole report in one answer, asked once more when it does not follow the outline
         or runs past its cap (then told to be brief: a larger cap, or section by section, would
         only give a rambling model more room); a second bad answer is an invalid output, which
@@ -111,13 +118,21 @@ class ReportWriter:
                     tokens, self.plan.report_words))]
                 continue
             try:
-                return draft_from_markdown(self.plan, completion.text)
+                draft = draft_from_markdown(self.plan, completion.text)
+                if keys and not cited_keys(completion.text) & keys:
+                    # A report with evidence to cite that cites none is no report of it.
+                    raise InvalidOutput("it cites none of the evidence keys ([E1], [E2], ...)")
+                return draft
             except InvalidOutput as exc:
                 error = exc
             asked = [*messages, Message(role="assistant", content=completion.text),
                      Message(role="user", content=prompts.complaint_report_outline(str(error)))]
         raise invalid_output(self.engine, f"{what} that follows the outline",
                              f"twice; last problem: {error}")
+
+
+def _keys(findings: Sequence[Finding]) -> set[str]:
+    return {key for key, _ in evidence_catalog(findings)}
 
 
 def _tagged(part: str | None, heading: str) -> str:
