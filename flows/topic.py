@@ -159,6 +159,7 @@ def _quoted_instead(topic: Topic, plan: ResearchPlan, findings: list[Finding],
     quoted = _step("compress", quote_extractively, plan, transcripts, config)
     if not quoted and config.fallback == "extractive" and config.model != "offline":
         offline = config.model_copy(update={"model": "offline", "role_models": ()})
+        emit("topic_planned", topic.text, total=len(plan.subquestions))  # researched again
         researched, read = Wave(topic, offline, progress).research(plan.subquestions)
         quoted = [f for f in researched if f.support]
         if quoted:
