@@ -253,29 +253,39 @@ def test_a_batch_on_auto_condenses_on_the_cheaper_model(pages, db_path, tmp_path
     assert models["plan"] == models["report"] == "claude-sonnet-5"
 
 
+def _weak_topic(role: str, answer: str, fallback: str, topic: str, pages, db_path, serve,
+                monkeypatch):
+    """A topic on a model that gives `answer` to every `role` call, with `--fallback`."""
+    monkeypatch.setenv("RESEARCHFLOW_FALLBACK", fallback)
+    serve("openai", ResearchProvider(
+        "openai", fail_roles={role: fake.success_reply("openai", answer)}))
+    return research_topic(**topic_kwargs("openai", pages, db_path, topic), return_state=True)
+
+
+def _fell_back_citing_verbatim(db_path, role: str) -> None:
+    _, rows = query_readonly(db_path, "SELECT DISTINCT role FROM fallbacks")
+    assert rows == [(role,)]
+    _, cited = query_readonly(db_path, "SELECT c.quote, s.text FROM citations c "
+                                       "JOIN sources s ON s.url = c.url")
+    assert cited and all(quote in text for quote, text in cited)
+    _, (markdown,) = query_readonly(db_path, "SELECT markdown FROM reports")
+    assert "**Fallbacks:**" in markdown[0] and role in markdown[0]
+
+
 @pytest.mark.parametrize("fallback", ["extractive", "none"])
 def test_a_model_that_quotes_nothing_it_read_gets_the_extractive_quotes_or_fails(
         fallback, pages, db_path, serve, monkeypatch):
     """A weak model answers compress with no claim on every section although pages were read.
     With fallbacks on, the extractive engine quotes those pages (one 'compress' fallback,
     named in the header); with `--fallback none` the topic fails for want of evidence."""
-    monkeypatch.setenv("RESEARCHFLOW_FALLBACK", fallback)
-    provider_fake = ResearchProvider(
-        "openai", fail_roles={"compress": fake.success_reply("openai", '{"claims": []}')})
-    serve("openai", provider_fake)
-    kwargs = topic_kwargs("openai", pages, db_path, f"Threading or asyncio, quoted ({fallback})")
-    state = research_topic(**kwargs, return_state=True)
+    state = _weak_topic("compress", '{"claims": []}', fallback,
+                        f"Threading or asyncio, quoted ({fallback})", pages, db_path, serve,
+                        monkeypatch)
     if fallback == "none":
         assert state.is_failed() and "report:" in state.message
         return
     assert state.is_completed(), state.message
-    _, rows = query_readonly(db_path, "SELECT DISTINCT role FROM fallbacks")
-    assert rows == [("compress",)]
-    _, cited = query_readonly(db_path, "SELECT c.quote, s.text FROM citations c "
-                                       "JOIN sources s ON s.url = c.url")
-    assert cited and all(quote in text for quote, text in cited)
-    _, (markdown,) = query_readonly(db_path, "SELECT markdown FROM reports")
-    assert "**Fallbacks:**" in markdown[0] and "compress" in markdown[0]
+    _fell_back_citing_verbatim(db_path, "compress")
 
 
 def test_a_model_that_reads_nothing_gets_the_extractive_engines_research(pages, db_path, serve,
@@ -283,15 +293,7 @@ def test_a_model_that_reads_nothing_gets_the_extractive_engines_research(pages, 
     """A weak model chooses no page to read for any sub-question: the topic would end with no
     evidence, so the extractive engine researches the same sub-questions itself (one
     'research' fallback), and the report cites what it read, verbatim."""
-    monkeypatch.setenv("RESEARCHFLOW_FALLBACK", "extractive")
-    provider_fake = ResearchProvider(
-        "openai", fail_roles={"choose": fake.success_reply("openai", '{"read": [], "why": ""}')})
-    serve("openai", provider_fake)
-    state = research_topic(**topic_kwargs("openai", pages, db_path, "Threading or asyncio, unread"),
-                           return_state=True)
+    state = _weak_topic("choose", '{"read": [], "why": ""}', "extractive",
+                        "Threading or asyncio, unread", pages, db_path, serve, monkeypatch)
     assert state.is_completed(), state.message
-    _, rows = query_readonly(db_path, "SELECT DISTINCT role FROM fallbacks")
-    assert rows == [("research",)]
-    _, cited = query_readonly(db_path, "SELECT c.quote, s.text FROM citations c "
-                                       "JOIN sources s ON s.url = c.url")
-    assert cited and all(quote in text for quote, text in cited)
+    _fell_back_citing_verbatim(db_path, "research")
