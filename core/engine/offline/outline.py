@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -147,12 +148,17 @@ def _name(results: Sequence[SearchResult], want: str, avoid: set[str],
     counts: Counter[str] = Counter()
     spelled: dict[str, str] = {}
     texts = [r.snippet for r in results]
+    nominal: dict[str, bool] = {}
     for r in results:
         for p in dict.fromkeys(_phrases(f"{r.snippet}")):
             key = _key(p)
-            if not key or set(key.split()) <= avoid or key in taken or not _nominal(p, texts):
+            if not key or set(key.split()) <= avoid or key in taken:
                 continue
             if language.startswith(("zh", "ja", "ko")) and not has_cjk(p):
+                continue
+            if p not in nominal:
+                nominal[p] = _nominal(p, texts)
+            if not nominal[p]:  # "Available", "Simple": no section's name
                 continue
             counts[key] += 1
             spelled.setdefault(key, p)
@@ -173,6 +179,7 @@ def _name(results: Sequence[SearchResult], want: str, avoid: set[str],
 
 
 _DETERMINER = r"(?:the|a|an|its|their|this|these|those|each|every|any|no|some|your|our|of|per)"
+_FUNCTION_WORD = "|".join(sorted(map(re.escape, STOPWORDS), key=len, reverse=True))
 
 
 def _nominal(word: str, texts: Sequence[str]) -> bool:
@@ -182,10 +189,14 @@ def _nominal(word: str, texts: Sequence[str]) -> bool:
     name nothing; a phrase of several words, or a Chinese one, is taken as it is."""
     if " " in word or has_cjk(word):
         return True
-    stop = "|".join(sorted(STOPWORDS, key=len, reverse=True))
-    head = re.compile(rf"\b{_DETERMINER}\s+(?:[\w-]+\s+)?{re.escape(word)}"
-                      rf"(?=\s*(?:[^\w\s]|$)|\s+(?:{stop})\b)", re.I)
+    head = _noun_head(word.lower())
     return any(head.search(t) for t in texts)
+
+
+@lru_cache(maxsize=4096)
+def _noun_head(word: str) -> re.Pattern[str]:
+    return re.compile(rf"\b{_DETERMINER}\s+(?:[\w-]+\s+)?{re.escape(word)}"
+                      rf"(?=\s*(?:[^\w\s]|$)|\s+(?:{_FUNCTION_WORD})\b)", re.I)
 
 
 def _key(phrase: str) -> str:
@@ -321,8 +332,8 @@ def _rows(q: Question, options: Sequence[str], found: _Found, n: int,
                             tuple(f"{o} {context}" for o in options)))
     beside: list[Counter[str]] = []
     spelled: dict[str, str] = {}
-    # With a context ("for concurrent I/O"), facets are what is said of it, not of the
-    # options in general: every search carries its words.
+    # The searches carry the context ("for concurrent I/O") as well as the options alone: a
+    # corpus of API listings rarely states a purpose, and its facets come from either.
     together = found(" ".join([*options, context]))  # passages discussing them side by side
     side_by_side: set[str] = set()  # facets of passages naming two options or more
     for r in together:
@@ -338,7 +349,7 @@ def _rows(q: Question, options: Sequence[str], found: _Found, n: int,
     for option in options:
         counts: Counter[str] = Counter()
         mine = set(terms(option))
-        alone = found(option)
+        alone = found(option)  # what the corpus says of it at all, beside the context's
         for r in dict.fromkeys([*found(f"{option} {context}".strip()), *alone, *together]):
             named = set(terms(re.sub(r"[-_./]", " ", f"{r.title} {r.snippet}")))
             if not mine <= named or (about and not about & named):
