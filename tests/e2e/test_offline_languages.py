@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.offline_quality import OfflineRun, is_verbatim, research_offline
+from bench.offline_quality import is_verbatim
+from bench.offline_run import OfflineRun, research_offline
 from core import runtime
 from core.models import Topic
 from tests.fakes.topical_corpus import TopicalCorpus, write_corpus
@@ -139,7 +140,7 @@ def test_chinese_comparison_is_planned_as_a_comparison_of_both_options(
 _AGAIN = """
 import json, sys
 from pathlib import Path
-from bench.offline_quality import research_offline
+from bench.offline_run import research_offline
 from core.models import Topic
 topic = Topic(text=sys.argv[1], max_subquestions=4, max_rounds=2, batch_id="e2e")
 run = research_offline(topic, Path(sys.argv[2]), Path(sys.argv[3]))

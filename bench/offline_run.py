@@ -1,0 +1,79 @@
+"""One topic through the product's own core calls with the offline engine, in-line and without
+Prefect: what `bench/offline_quality.py` measures and the offline end-to-end tests run.
+
+Core is imported inside the function, so a bench run with `--root` measures that tree's core.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from core.models import Report, ResearchPlan, Topic
+
+
+@dataclass(frozen=True)
+class OfflineRun:
+    plan: ResearchPlan
+    report: Report
+    sources: dict[str, str]  # url -> the text the engine read
+
+
+def research_offline(topic: Topic, corpus_dir: Path | None, work: Path) -> OfflineRun:
+    """One topic through the product's core calls with the offline engine over `corpus_dir`
+    (None: the bundled CPython docs); indexes and caches live under `work`.
+
+    The calls are those of flows/research.run_topic and the task bodies it runs, in-line and in
+    order (bench/overhead_plain.py does the same in threads): the plan, each wave's researchers
+    and compressions, the supervisor's review between waves, the report. Nothing is stored."""
+    from core.overflow.recovery import compress_with_shrink, report_with_shrink
+    from core.overflow.roles import plan_with_shrink, review_with_shrink
+    from core.report import assemble, report_id_for
+    from core.settings import Settings, run_config
+    from core.waves import MAX_FOLLOWUPS, affordable_followups, for_report, gaps
+    try:
+        from core.engine.offline.words import notice_of
+        from core.researcher import DirectSteps, research_subquestion
+        from core.runtime import current
+    except ImportError:  # --root at a tree from before the modules were renamed (730d974)
+        from core.engine.report_words import notice_of  # type: ignore[no-redef]
+        from core.research import DirectSteps, research_subquestion  # type: ignore[no-redef]
+        from core.runtime import build_engine, build_search
+    else:
+        build_engine, build_search = (lambda c: current().engine(c)), (lambda c: current().search(c))
+
+    settings = Settings.load(model="offline", search="corpus", corpus_dir=corpus_dir,
+                             cache_dir=work / "cache", db_path=work / "unused.duckdb")
+    config = run_config(settings)
+    engine, search = build_engine(config), build_search(config)
+    steps = DirectSteps(engine, search)
+
+    def wave(subquestions: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+        transcripts = [research_subquestion(steps, sq, max_rounds=topic.max_rounds,
+                                            max_pages=topic.max_pages,
+                                            results_per_query=config.results_per_query)
+                       for sq in subquestions]
+        findings = [compress_with_shrink(engine.for_role("compress"), t) for t in transcripts]
+        return findings, transcripts
+
+    plan = plan_with_shrink(engine.for_role("plan"), topic)
+    findings, transcripts = wave(plan.subquestions)
+    for number in range(2, topic.max_waves + 1):
+        limit = affordable_followups(MAX_FOLLOWUPS, spent=0.0, cap=None,  # offline costs nothing
+                                     researched=len(plan.subquestions))
+        followups = review_with_shrink(engine.for_role("plan"), plan, findings,
+                                       gaps(plan, findings), number - 1, limit)
+        if not followups:
+            break
+        plan = plan.with_followups(followups, number)
+        more, read = wave(plan.subquestions[-len(followups):])
+        findings, transcripts = findings + more, transcripts + read
+    writer = engine.for_role("report")
+    draft, kept = report_with_shrink(writer, plan, for_report(plan, findings),
+                                     window=writer.context_window(),
+                                     max_output_tokens=config.max_output_tokens)
+    report = assemble(plan, kept, draft, report_id=report_id_for(topic.batch_id, topic.topic_id),
+                      engine=engine.name, notice=notice_of(engine, plan.language))
+    return OfflineRun(plan, report, {s.url: s.text for t in transcripts for s in t.sources})
