@@ -57,7 +57,17 @@ def fresh_runtime():
     runtime.reset()
 
 
-@pytest.mark.parametrize("answer", [_prose, _same_question], ids=["prose", "one-question-thrice"])
+def _looping(rec) -> object:
+    """SmolLM2, seen in a real run: two good questions and one that loops inside its string."""
+    questions = [{"question": "How does the event loop schedule coroutines?", "queries": ["a"]},
+                 {"question": "What does await do?", "queries": ["b"]},
+                 {"question": "What is the " + "asyncio " * 20, "queries": ["c"]}]
+    return fake.success_reply("openai", json.dumps(
+        {"brief": "asyncio", "intent": "describe", "subquestions": questions}))
+
+
+@pytest.mark.parametrize("answer", [_prose, _same_question, _looping],
+                         ids=["prose", "one-question-thrice", "looping-question"])
 def test_a_plan_the_model_cannot_give_comes_from_the_offline_planner(answer, tmp_path,
                                                                      fresh_runtime, caplog):
     with ScriptedServer(default=answer) as server:

@@ -404,3 +404,20 @@ def test_the_notice_speaks_the_reports_language_and_stays_english_for_english() 
     assert ExtractiveEngine().notice_for("ko") != ExtractiveEngine.notice_for("ja")
 
 
+
+
+def test_a_sentence_is_said_once_even_when_a_finding_repeats_it() -> None:
+    """A weak model's finding held one quote four times; the report showed it four times."""
+    from core.models import Claim, Evidence, Finding
+
+    quote = Evidence(url="file:///c/asyncio.html", title="Asyncio",
+                     quote="A coroutine gives up control at each await.")
+    same = Claim(text=quote.quote, evidence=(quote,))
+    other = Claim(text="Asyncio runs coroutines on one thread.",
+                  evidence=(quote.model_copy(update={"quote": "Asyncio runs coroutines on one "
+                                                              "thread."}),))
+    plan = ExtractiveEngine().plan(Topic(text="How does asyncio schedule coroutines?"))
+    finding = Finding(subquestion_index=0, subquestion=plan.subquestions[0].question,
+                      claims=(same, same, same, other))
+    body = ExtractiveEngine().write_report(plan, [finding]).sections[0].body
+    assert body.count(quote.quote) == 1 and other.text in body

@@ -49,14 +49,18 @@ def parse_answer(text: str, shape: type[Out]) -> Out:
         raise InvalidOutput(problems) from exc
 
 
+_LOOPING = re.compile(r"(\S{2,}?\s*)\1{3,}")  # "asyncio asyncio asyncio asyncio", "模式模式模式模式"
+
+
 def distinct_subquestions(plan: PlanOut) -> PlanOut:
     """The plan with each sub-question once: a weak model may write one question three times
-    (compared case-, space- and punctuation-insensitively)."""
+    (compared case-, space- and punctuation-insensitively), or loop inside one ("What is the
+    asyncio asyncio asyncio ..."), which is no question."""
     seen: set[str] = set()
     kept = []
     for sq in plan.subquestions:
         key = " ".join(re.sub(r"[^\w\s]", " ", sq.question.lower()).split())
-        if key and key not in seen:
+        if key and key not in seen and not _LOOPING.search(key):
             seen.add(key)
             kept.append(sq)
     return plan if len(kept) == len(plan.subquestions) else plan.model_copy(

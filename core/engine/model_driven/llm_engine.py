@@ -218,8 +218,10 @@ class LLMEngine(ModelCalls):
         if self._tokens(head) > budget:
             head = self._compact(head, budget, sq.language)
         out, _ = self._ask([*head, request], CompressOut, what="finding", max_tokens=out_tokens)
-        claims = tuple(verified_claim(c.text, c.evidence, c.confidence, transcript.sources)
-                       for c in out.claims)
+        # A weak model may repeat one claim: each is kept once.
+        claims = tuple(dict.fromkeys(
+            verified_claim(c.text, c.evidence, c.confidence, transcript.sources)
+            for c in out.claims))
         if claims and _notes(transcript) and not any(c.evidence for c in claims):
             # Valid JSON, but nothing in it can be cited: a weak model's paraphrases. The
             # extractive engine quotes the same notes verbatim (core.engine.fallback).

@@ -190,9 +190,12 @@ class ExtractiveEngine:
         used: set[str] = set()
         sections, shown = [], []
         for f in findings:
-            # Researchers run independently, so two may quote the same sentence: say it once.
-            fresh = [c for c in f.claims if c.text not in used][: self.claims_per_section]
-            used.update(c.text for c in fresh)
+            # Researchers run independently, and a model may repeat itself: say a sentence once.
+            fresh = []
+            for c in f.claims:
+                if c.text not in used and len(fresh) < self.claims_per_section:
+                    used.add(c.text)
+                    fresh.append(c)
             shown.append((f.subquestion, fresh))
             sections.append(SectionDraft(subquestion_index=f.subquestion_index,
                                          heading=f.subquestion,
