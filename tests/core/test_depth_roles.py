@@ -1,6 +1,7 @@
 """The roles research depth added or changed: the date and language every prompt carries,
 condense by sentence numbers, choosing pages, the supervisor's review, the researcher's page
-budget, the offline engine's versions of them, and the per-topic settings that drive them.
+budget, and the per-topic settings that drive them (the offline engine's versions:
+tests/core/test_offline_roles.py).
 """
 
 from __future__ import annotations
@@ -15,12 +16,9 @@ import pytest
 from pydantic import ValidationError
 
 from core.topics_csv import read_topics_csv
-from core.engine.offline.extractive import ExtractiveEngine
-from tests.fakes.memory_search import memory_search
 from core.engine.model_driven.llm_engine import LLMEngine
-from core.models import (Claim, Evidence, Finding, FollowUp, Message, PageNotes, SearchResult,
-                         Source, SubQuestion, Topic, TopicOptions, Transcript)
-from core.report import assemble
+from core.models import (FollowUp, Message, PageNotes, SearchResult, Source, SubQuestion, Topic,
+                         TopicOptions, Transcript)
 from core.researcher import research_subquestion
 from core.waves import gaps
 from tests.core.test_llm_engine import (QueueModel, compress_reply, engine_for, make_findings,
@@ -295,99 +293,6 @@ def test_positions_out_of_range_are_ignored() -> None:
     steps = ScriptedSteps({"q1": ["a", "b", "c"]}, pick=lambda candidates, limit: [7, -1, 1, 1])
     research_subquestion(steps, SQ, max_rounds=1, max_pages=6)
     assert steps.reads == ["b"]
-
-
-# -- the offline engine -----------------------------------------------------------------------
-
-# The offline planner draws its outline from a corpus: a few pages of one.
-CORPUS = [Source(url=f"https://docs.example/{n}", title=n, text=t) for n, t in (
-    ("asyncio", "Asyncio runs coroutines on one event loop for I/O. Asyncio tasks wait on "
-                "sockets without threads. Blocking calls stall the event loop of asyncio."),
-    ("threading", "Threading runs threads that share memory for I/O. Threading waits on "
-                  "sockets in several threads. Blocking calls block one thread only."),
-    ("io-models", "Blocking calls suit threading; asyncio needs calls that await."),
-    ("memory", "Memory per task is small in asyncio and larger in threading."),
-    ("sockets", "Sockets are served by asyncio on one loop or by threading with a thread each."),
-    ("gc", "Python garbage collection frees cycles of objects. Garbage collection runs in "
-           "generations. Reference counting frees most objects at once."),
-    ("gc-tuning", "Garbage collection thresholds decide when a generation is collected."),
-    ("gc-debug", "The gc module reports what garbage collection found unreachable."))]
-OFFLINE = ExtractiveEngine(search=memory_search(CORPUS))
-COMPARE = OFFLINE.plan(Topic(text="asyncio vs threading for I/O", max_subquestions=3))
-
-
-def quoted(index: int, question: str, n: int = 1) -> Finding:
-    return Finding(subquestion_index=index, subquestion=question, claims=tuple(
-        Claim(text=f"Claim {index}.{i} about asyncio.",
-              evidence=(Evidence(url=f"https://p{index}.example", title="P",
-                                 quote=f"Claim {index}.{i} about asyncio."),))
-        for i in range(n)))
-
-
-def test_offline_choose_keeps_the_search_ranking() -> None:
-    transcript = Transcript(subquestion=SQ)
-    assert OFFLINE.choose_pages(transcript, hits(5), 3) == [0, 1, 2]
-    assert OFFLINE.choose_pages(transcript, hits(2), 6) == [0, 1]
-
-
-def test_offline_review_asks_one_followup_per_section_without_evidence() -> None:
-    assert len(COMPARE.sections) == 3, COMPARE
-    first = COMPARE.subquestions[0]
-    unquoted = Finding(subquestion_index=1, subquestion=COMPARE.subquestions[1].question,
-                       claims=(Claim(text="Asyncio is different."),))
-    followups = OFFLINE.review(COMPARE, [quoted(0, first.question), unquoted], [], 1, 3)
-
-    assert [f.parent for f in followups] == [1, 2]
-    for f, section in zip(followups, COMPARE.subquestions[1:]):
-        assert "wave 1" in f.why and section.question in f.why
-        assert f.queries and not set(f.queries) & {q for s in COMPARE.subquestions
-                                                  for q in s.queries}
-
-
-def test_offline_review_is_done_when_every_section_has_evidence() -> None:
-    findings = [quoted(sq.index, sq.question) for sq in COMPARE.sections]
-    assert OFFLINE.review(COMPARE, findings, [], 1, 3) == []
-
-
-def test_offline_review_counts_a_followups_evidence_for_its_section() -> None:
-    grown = COMPARE.with_followups([FollowUp(question="What about asyncio threading?",
-                                             parent=1)], wave=2)
-    findings = [quoted(0, "a"), quoted(2, "c"), quoted(3, "follow-up")]
-    assert OFFLINE.review(grown, findings, [], 2, 3) == []
-
-
-def test_offline_review_is_capped_at_its_limit() -> None:
-    assert len(OFFLINE.review(COMPARE, [], [], 1, 2)) == 2
-
-
-@pytest.mark.parametrize("text, intent", [
-    ("Which should I use for I/O: asyncio or threading?", "recommend"),
-    ("How does Python garbage collection work?", "describe"),
-])
-def test_offline_reports_have_a_conclusion_and_recommend_a_recommendation(
-        text: str, intent: str) -> None:
-    plan = OFFLINE.plan(Topic(text=text, max_subquestions=3))
-    assert plan.intent == intent
-    findings = [quoted(sq.index, sq.question, n=2) for sq in plan.sections]
-    draft = OFFLINE.write_report(plan, findings)
-    n = len(plan.sections)
-
-    assert draft.conclusion.startswith(f"Quoted evidence answers {n} of {n} sub-questions")
-    assert (draft.recommendation is not None) == (intent == "recommend")
-    markdown = assemble(plan, findings, draft, report_id="r", engine=OFFLINE.name).markdown
-    assert "## Conclusion" in markdown
-    assert ("## Recommendation" in markdown) == (intent == "recommend")
-    if intent == "recommend":
-        assert f"Claim {n - 1}.0 about asyncio." in draft.recommendation  # the last section
-
-
-def test_offline_conclusion_names_the_sections_still_open() -> None:
-    plan = OFFLINE.plan(Topic(text="How does Python garbage collection work?", max_subquestions=3))
-    n = len(plan.subquestions)
-    assert n >= 2, plan
-    draft = OFFLINE.write_report(plan, [quoted(0, plan.subquestions[0].question)])
-    assert draft.conclusion.startswith(f"Quoted evidence answers 1 of {n} sub-questions")
-    assert plan.subquestions[-1].question in draft.conclusion
 
 
 # -- per-topic settings -----------------------------------------------------------------------
