@@ -39,7 +39,7 @@ from core.engine.base import ResearchEngine
 from core.ledger import Ledger
 from core.memo import CallMemo
 from core.overflow.windows import ContextLimits
-from core.overflow.tokens import TokenEstimator, default_estimator
+from core.overflow.tokens import TokenEstimator
 from core.pacing import ProviderGate
 from core.prices import PriceTable
 from core.search.base import SearchBackend
@@ -155,8 +155,10 @@ class Runtime:
         return gate
 
     def estimator(self) -> TokenEstimator:
-        """Token estimates, calibrated by every provider's reported usage in this process."""
-        return self.shared("estimator", None, default_estimator)
+        """Token estimates, calibrated by every provider's reported usage under this runtime
+        (a fresh runtime starts uncalibrated, as a fresh process does: a rerun in a new process
+        cuts a page into the same pieces as a rerun after `reset()`)."""
+        return self.shared("estimator", None, TokenEstimator)
 
     def limits(self, config: RunConfig) -> ContextLimits:
         """One limits registry per window configuration and store: every task of the process

@@ -34,6 +34,7 @@ def test_one_object_per_key_and_a_fresh_runtime_builds_anew(tmp_path) -> None:
     assert rt.limits(cfg) is rt.limits(cfg.model_copy(update={"model": "openai:gpt-4o"}))
     assert rt.gate("openai") is rt.gate("openai") and rt.gate("openai") is not rt.gate("serpapi")
     assert rt.engine(cfg) is rt.engine(cfg)
+    assert rt.estimator() is rt.estimator()
     other = runtime.Runtime()
     assert other.ledger(cfg.db_path) is not rt.ledger(cfg.db_path)
     rt.close()
@@ -65,3 +66,15 @@ def test_usage_of_an_unreadable_store_says_so(tmp_path) -> None:
     folder.mkdir()
     line = rt.usage(folder, "run-1").line()
     assert line.startswith("usage: unavailable (")
+
+
+def test_a_fresh_runtime_estimates_tokens_as_a_fresh_process_does() -> None:
+    """What one runtime's calls calibrated does not move the next one's page cuts: a rerun
+    after `reset()` (a test worker's next test, a long-lived process) cuts a page into the same
+    pieces as a rerun in a new process, so its repeated calls are served from the memo."""
+    first = runtime.Runtime()
+    before = first.estimator().estimate("x" * 4000, model="gpt-4o-mini")
+    first.estimator().calibrate("x" * 4000, 2000, model="gpt-4o-mini")
+    assert first.estimator().estimate("x" * 4000, model="gpt-4o-mini") != before
+    first.close()
+    assert runtime.Runtime().estimator().estimate("x" * 4000, model="gpt-4o-mini") == before
