@@ -28,7 +28,9 @@ SENTENCES = ["The event loop runs one ready callback at a time in a single threa
              "Sockets are polled with a selector between rounds of callbacks.",
              "A finished future schedules the task that waits on it again."]
 PAGE = Source(url="https://docs.example/loop", title="The event loop",
-              text=" ".join(SENTENCES[i % 4] for i in range(120)))  # ~1,800 tokens
+              text=" ".join(SENTENCES[i % 4] for i in range(64)))  # 864 tokens: with the
+# condense prompt over the window, in three or four pieces under it (every piece generated costs
+# seconds of the one core the real model gets)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +45,7 @@ def _model(url: str, **options):
 
 
 def test_a_prompt_over_the_window_is_a_context_overflow_with_its_numbers(small):
-    long = [Message(role="user", content=PAGE.text + "\nSummarise this.")]
+    long = [Message(role="user", content=f"{PAGE.text} {PAGE.text}\nSummarise this.")]
     with pytest.raises(ContextOverflow) as raised:
         _model(small.base_url).complete(long, max_tokens=16)
     overflow = raised.value
@@ -52,7 +54,8 @@ def test_a_prompt_over_the_window_is_a_context_overflow_with_its_numbers(small):
 
 
 def test_an_output_that_does_not_fit_beside_the_prompt_stops_at_the_window(small):
-    prompt = [Message(role="user", content=" ".join(SENTENCES * 12) + "\nRepeat it all.")]
+    # 815 tokens of prompt: the model runs into the window after ~200 generated, not ~370.
+    prompt = [Message(role="user", content=" ".join(SENTENCES * 15) + "\nRepeat it all.")]
     completion = _model(small.base_url).complete(prompt, max_tokens=2_000)
     assert completion.truncated  # llama.cpp answers 200 with finish_reason "length"
     assert completion.usage.input_tokens + completion.usage.output_tokens <= SMALL_CTX
