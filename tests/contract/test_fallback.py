@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
 import duckdb
 import pytest
@@ -45,8 +46,11 @@ def _same_question(rec) -> object:
 
 
 def _config(url: str, tmp_path, **changes) -> RunConfig:
+    """Each test its own store; the test process's cache (tests/conftest.py), so the extractive
+    engine's corpus, the bundled CPython docs, is built and indexed once, not once per test."""
     return RunConfig(model="openai-compatible:weak-model", base_urls=(("openai", url + "/v1"),),
-                     cache_dir=str(tmp_path / "cache"), db_path=str(tmp_path / "store.duckdb"),
+                     cache_dir=os.environ["RESEARCHFLOW_CACHE_DIR"],
+                     db_path=str(tmp_path / "store.duckdb"),
                      context_windows=(("weak-model", 8_192),), **changes)
 
 
