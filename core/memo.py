@@ -139,8 +139,9 @@ class CallMemo:
         file); on a miss, once `refresh_seconds` have passed, what was recorded since the
         last look (another worker's calls) is read and added. A long-lived worker (Dask, a
         served deployment) is thus served a rerun's calls that another worker made after it
-        first looked; only two workers asking the same within seconds both pay. Unreadable:
-        every key may be there, and is asked."""
+        first looked; only two workers asking the same within seconds both pay (a task run
+        again after its worker was lost makes its new worker look again: `look_again`).
+        Unreadable: every key may be there, and is asked."""
         now = _now()
         since = now - self._longest()  # answers() checks each key's own window
         with self._lock:
@@ -202,6 +203,22 @@ class CallMemo:
         if not self.sink.keep(batch):
             with self._lock:
                 self._pending[:0] = batch
+
+    def write_waiting(self) -> None:
+        """Before a new billed call leaves: write the answers still waiting in the batch, so a
+        process killed while that call is in flight (a lost Dask worker) has lost no answer it
+        was paid for; the next attempt, wherever it runs, is served them."""
+        with self._lock:
+            waiting = bool(self._pending)
+        if waiting:
+            self.flush()
+
+    def look_again(self) -> None:
+        """Forget what the store was seen to hold: the next miss reads it afresh. For a task run
+        again after its worker was lost: what that worker recorded just before it died is newer
+        than this process's last look, and is to be served, not paid for again."""
+        with self._lock:
+            self._stored, self._looked = None, None
 
     def note_served(self) -> None:
         with self._lock:

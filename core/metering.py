@@ -9,7 +9,8 @@ so, only when the provider reported none). A rate limit pauses the whole provide
 Before all of that, the call memo (core.memo): a request already answered (a search: in this
 edition; an LLM call: in any) is served its recorded answer, with a ledger row of outcome
 'served' at $0 and no budget, gate or provider involved; every successful answer is recorded
-for the next repeat.
+for the next repeat, and what waits in the memo's batch is written before a new call leaves (a
+process killed mid-call has lost no answer it paid for).
 
 What it does not do: retry (Prefect does), shrink (core.overflow.recovery does), or swallow anything:
 every signal is re-raised untouched after it is recorded.
@@ -128,6 +129,7 @@ class MeteredModel:
                 self.meter.served(provider=self.provider, model=self.model, role=role)
                 self.memo.note_served()
                 return served
+            self.memo.write_waiting()
         completion = self._complete(messages, max_tokens, json_schema, temperature, role)
         if key is not None:
             self.memo.keep(key, completion_answer(completion), kind="llm",  # type: ignore
@@ -199,6 +201,7 @@ class MeteredSearch:
                 self.meter.served(provider=self.provider, model=self.provider, role="search")
                 self.memo.note_served()
                 return served
+            self.memo.write_waiting()
         results = self._search(query, k)
         if key is not None:
             self.memo.keep(key, results_answer(results), kind="search",  # type: ignore

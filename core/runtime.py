@@ -286,6 +286,12 @@ class Runtime:
         for ledger in self.built("ledger"):
             ledger.flush()
 
+    def look_again(self) -> None:
+        """Every call memo reads the store afresh on its next miss (a task run again after
+        its worker was lost: flows/attempts.py)."""
+        for memo in self.built("memo"):
+            memo.look_again()
+
     def close(self) -> None:
         """Flush the ledgers, close what holds files, release the store's connections."""
         self.flush()

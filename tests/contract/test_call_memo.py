@@ -236,3 +236,34 @@ def test_a_worker_is_served_what_another_recorded_after_it_first_looked(db) -> N
             time.sleep(0.3)  # the rerun comes later, on worker A
             worker_a.complete(question, max_tokens=50)
         assert len(server.requests) == 2
+
+
+def test_a_task_run_again_after_its_worker_was_lost_looks_at_the_store_afresh(db) -> None:
+    """Dask reruns a lost worker's task on a worker that looked at the store a moment before
+    the lost one recorded its last answers: within the refresh interval that worker would pay
+    for them again, unless the rerun makes it look again (flows/attempts.py does)."""
+    question = [Message(role="user", content="What does the GIL protect? (asked before a kill)")]
+    with ScriptedServer(default=answering()) as server:
+        survivor, _, _ = model_on(server, db)
+        ask(survivor)  # it has looked at the store: its refresh interval starts now
+        lost, _, _ = model_on(server, db)
+        with scoped(**SCOPE), acting_as("condense"):
+            lost.complete(question, max_tokens=50)  # recorded, then its process is killed
+            assert len(server.requests) == 2
+            survivor.memo.look_again()  # the rerun's attempt note
+            survivor.complete(question, max_tokens=50)
+        assert len(server.requests) == 2
+
+
+def test_an_answer_waiting_in_the_batch_is_written_before_the_next_call_leaves(db) -> None:
+    """A process killed while a call is in flight has lost no answer it already paid for: the
+    batch of waiting answers is written before any new billed call is sent."""
+    second = [Message(role="user", content="What does the GIL protect? (the call in flight)")]
+    with ScriptedServer(default=answering()) as server:
+        model, memo, _ = model_on(server, db)
+        memo.batch_seconds = 3_600  # nothing would be written for an hour
+        ask(model)
+        assert MemoStore(db).fingerprints(datetime.now(timezone.utc) - timedelta(hours=1)) == set()
+        with scoped(**SCOPE), acting_as("condense"):
+            model.complete(second, max_tokens=50)
+        assert len(MemoStore(db).fingerprints(datetime.now(timezone.utc) - timedelta(hours=1))) == 1
