@@ -97,6 +97,9 @@ class CallMemo:
         self._pending: list[Any] = []
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
+        # In a process that may be lost mid-run (a Dask worker), what waits in the batch is
+        # written before each new call (`write_waiting`): a store write per call, paid only there.
+        self.write_first = False
         self.served = 0  # counters for benches and tests
         self.kept = 0
 
@@ -205,11 +208,12 @@ class CallMemo:
                 self._pending[:0] = batch
 
     def write_waiting(self) -> None:
-        """Before a new billed call leaves: write the answers still waiting in the batch, so a
-        process killed while that call is in flight (a lost Dask worker) has lost no answer it
-        was paid for; the next attempt, wherever it runs, is served them."""
+        """Before a new billed call leaves (with `write_first` set): write the answers still
+        waiting in the batch, so a process killed while that call is in flight (a lost Dask
+        worker) has lost no answer it was paid for; the next attempt, wherever it runs, is
+        served them."""
         with self._lock:
-            waiting = bool(self._pending)
+            waiting = self.write_first and bool(self._pending)
         if waiting:
             self.flush()
 

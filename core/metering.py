@@ -9,8 +9,8 @@ so, only when the provider reported none). A rate limit pauses the whole provide
 Before all of that, the call memo (core.memo): a request already answered (a search: in this
 edition; an LLM call: in any) is served its recorded answer, with a ledger row of outcome
 'served' at $0 and no budget, gate or provider involved; every successful answer is recorded
-for the next repeat, and what waits in the memo's batch is written before a new call leaves (a
-process killed mid-call has lost no answer it paid for).
+for the next repeat (on a Dask worker, what waits in the memo's batch is written before a new
+call leaves: a worker killed mid-call has lost no answer it paid for).
 
 What it does not do: retry (Prefect does), shrink (core.overflow.recovery does), or swallow anything:
 every signal is re-raised untouched after it is recorded.

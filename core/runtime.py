@@ -65,6 +65,7 @@ class Runtime:
         self._lock = threading.Lock()
         self._built: dict[tuple[str, Hashable], Any] = {}
         self._closed = False
+        self._losable = False  # see losable()
 
     def shared(self, kind: str, key: Hashable, build: Callable[[], T]) -> T:
         """The object of `kind` for `key`, built on first use (outside the lock: building may
@@ -113,8 +114,10 @@ class Runtime:
         def build() -> CallMemo:
             from core.store.call_memo import MemoStore
 
-            return CallMemo(MemoStore(_target(config.db_path)), ttl_hours=config.memo_ttl_hours,
+            memo = CallMemo(MemoStore(_target(config.db_path)), ttl_hours=config.memo_ttl_hours,
                             salt=config.refresh, batch_seconds=LEDGER_BATCH_SECONDS)
+            memo.write_first = self._losable
+            return memo
 
         return self.shared("memo", key, build)
 
@@ -285,6 +288,13 @@ class Runtime:
             memo.flush()
         for ledger in self.built("ledger"):
             ledger.flush()
+
+    def losable(self) -> None:
+        """This process may be killed mid-run and its tasks run again elsewhere (a Dask worker:
+        flows/attempts.py): every call memo writes what waits before a new call leaves."""
+        self._losable = True
+        for memo in self.built("memo"):
+            memo.write_first = True
 
     def look_again(self) -> None:
         """Every call memo reads the store afresh on its next miss (a task run again after

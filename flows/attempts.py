@@ -31,6 +31,9 @@ def note_attempt(run_task_kwargs: dict[str, Any]) -> None:
     key = worker.get_current_task()
     if key is None:
         return
+    from core import runtime
+
+    runtime.current().losable()  # a worker may die mid-call: its paid answers are written first
     try:
         client = distributed.get_client()
         path = [_NAMESPACE, str(key)]
@@ -45,8 +48,6 @@ def note_attempt(run_task_kwargs: dict[str, Any]) -> None:
         note = (f"attempt {attempt} of this task on Dask: the worker that ran attempt "
                 f"{attempt - 1} ({before['worker']}) was lost before it reported back; "
                 f"running again on {worker.address} (finished steps come from the cache)")
-        from core import runtime
-
         runtime.current().look_again()  # the lost attempt's last answers are in the store
         say = _Say(note)
         run_task_kwargs["task"] = task.with_options(

@@ -256,12 +256,14 @@ def test_a_task_run_again_after_its_worker_was_lost_looks_at_the_store_afresh(db
 
 
 def test_an_answer_waiting_in_the_batch_is_written_before_the_next_call_leaves(db) -> None:
-    """A process killed while a call is in flight has lost no answer it already paid for: the
-    batch of waiting answers is written before any new billed call is sent."""
+    """A process that may be killed while a call is in flight (a Dask worker) has lost no
+    answer it already paid for: the batch of waiting answers is written before a new billed
+    call is sent."""
     second = [Message(role="user", content="What does the GIL protect? (the call in flight)")]
     with ScriptedServer(default=answering()) as server:
         model, memo, _ = model_on(server, db)
         memo.batch_seconds = 3_600  # nothing would be written for an hour
+        memo.write_first = True  # as on a Dask worker (core.runtime.Runtime.losable)
         ask(model)
         assert MemoStore(db).fingerprints(datetime.now(timezone.utc) - timedelta(hours=1)) == set()
         with scoped(**SCOPE), acting_as("condense"):

@@ -78,3 +78,14 @@ def test_a_fresh_runtime_estimates_tokens_as_a_fresh_process_does() -> None:
     assert first.estimator().estimate("x" * 4000, model="gpt-4o-mini") != before
     first.close()
     assert runtime.Runtime().estimator().estimate("x" * 4000, model="gpt-4o-mini") == before
+
+
+def test_a_losable_process_writes_what_its_memos_hold_before_each_call(tmp_path) -> None:
+    """Only a process that may be lost mid-run (a Dask worker) pays a memo write per call."""
+    rt = runtime.Runtime()
+    before = rt.memo(config(tmp_path))
+    assert not before.write_first
+    rt.losable()
+    after = rt.memo(config(tmp_path, memo_ttl_hours=1))
+    assert before.write_first and after.write_first and after is not before
+    rt.close()
