@@ -11,6 +11,8 @@
     rt.prices(spec)                a price table
     rt.gate(provider, per_minute)  the pacing of one provider, shared by every worker
     rt.estimator()                 token estimates, calibrated by what providers report
+    rt.losable()                   a Dask worker: memos write what waits before each call
+    rt.look_again()                memos read the store afresh (a lost worker's task rerun)
     rt.shared(kind, key, build)    anything else a process must hold once (a corpus index)
     rt.usage(target, run_id, ...)  what a run (or one topic of it) has spent, ledgers flushed
     rt.close()                     flush every ledger, release store connections, forget all

@@ -7,6 +7,10 @@ every task sent to Dask counts its attempts on the scheduler (which outlives its
 the Dask key that stays the same across reruns, and the second and later attempts write a
 warning into the task run's log, where a person looks: which attempt this is, and which
 worker was running the one before.
+
+The answers a lost worker was paid for are kept too: a worker's call memos write what waits in
+their batch before each new call (`Runtime.losable`), and the worker that takes a lost task over
+reads the store afresh (`Runtime.look_again`), so the new attempt is served them.
 """
 
 from __future__ import annotations
