@@ -62,7 +62,8 @@ def test_a_topic_on_smollm2_through_the_cli(llama, corpus, tmp_path, local_env, 
     assert sent and all(e.status == 200 for e in sent)
     for e in sent:
         assert e.usage["completion_tokens"] <= e.request["max_tokens"]
-        if "response_format" in e.request:
+        if "response_format" in e.request:  # grammar-constrained and bounded
+            assert e.request["response_format"]["type"] == "json_schema"
             assert e.request["max_tokens"] <= max(ROLE_OUTPUT_TOKENS.values())
     # The ledger holds what the server reported, no more and no less.
     _, rows = query_readonly(db, "SELECT sum(input_tokens), sum(output_tokens), "
@@ -72,6 +73,8 @@ def test_a_topic_on_smollm2_through_the_cli(llama, corpus, tmp_path, local_env, 
                        sum(e.usage["completion_tokens"] for e in sent), len(sent))
     _, rows = query_readonly(db, "SELECT count(*) FROM llm_calls WHERE outcome = 'ContextOverflow'")
     assert rows == [(0,)]
+    _, rows = query_readonly(db, "SELECT DISTINCT role FROM llm_calls")
+    assert {"plan", "report"} <= {role for (role,) in rows}  # the roles test asks neither
     # A stored report whose every citation is verbatim.
     _, reports = query_readonly(db, "SELECT report_id, markdown FROM reports")
     assert len(reports) == 1
