@@ -2,8 +2,8 @@
 
 Each pytest process (each xdist worker, under `make test`) has its own throwaway Prefect home,
 results folder and cache. The processes of one run share one real Prefect server, started the
-first time a test asks for it and ended when the run ends. Retries wait no backoff and flows
-beat no heartbeat, except in the tests of them.
+first time a test asks for it and ended when the run ends. Retries wait no backoff, flows beat
+no heartbeat and ship no log lines to the API, except in the tests of them.
 """
 
 from __future__ import annotations
@@ -23,6 +23,10 @@ os.environ["PREFECT_HOME"] = str(_SESSION_DIR / "prefect")
 os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(_SESSION_DIR / "prefect-results")
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ["PREFECT_LOGGING_TO_API_BATCH_INTERVAL"] = "0.3"
+# Flows here ship no log lines to the Prefect API (subprocesses inherit it): the tests that read
+# them there ask for them (`api_logs`). Shipping costs a flow test ~10% of its CPU, its own and
+# the server's, for lines no other test reads.
+os.environ["PREFECT_LOGGING_TO_API_ENABLED"] = "false"
 os.environ["RESEARCHFLOW_CACHE_DIR"] = str(_SESSION_DIR / "cache")
 # The run's own folder, shared by its xdist workers: they inherit it from the process that
 # starts them (which imported this file first).
@@ -120,6 +124,16 @@ def _drain_prefect_workers() -> None:
             worker.drain_all(timeout=10)
         except RuntimeError:  # never started
             pass
+
+
+@pytest.fixture
+def api_logs(monkeypatch) -> Iterator[None]:
+    """Log lines shipped to the Prefect API, by this process and the ones it starts."""
+    from prefect.settings import PREFECT_LOGGING_TO_API_ENABLED, temporary_settings
+
+    monkeypatch.setenv("PREFECT_LOGGING_TO_API_ENABLED", "true")
+    with temporary_settings({PREFECT_LOGGING_TO_API_ENABLED: True}):
+        yield
 
 
 @pytest.fixture

@@ -191,6 +191,7 @@ def test_a_batch_on_dask_workers_writes_every_topic_once_into_one_lake(
     assert workers == set(client.run(os.getpid))  # both worker processes researched
 
 
+@pytest.mark.usefixtures("api_logs")  # a task's settings travel with it to the worker
 def test_a_worker_killed_mid_batch_costs_no_repeated_call_and_says_so_in_prefect(
         dask_processes, provider, lake_server, tmp_path, monkeypatch):
     address, client = dask_processes

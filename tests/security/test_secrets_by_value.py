@@ -132,7 +132,7 @@ def _run_states(flow_run_id) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.usefixtures("prefect_harness", "api_logs")
 def test_a_flow_run_stores_and_ships_no_echoed_key(provider, tmp_path, session_dir):
     from core.store import query_readonly
     from flows.topic import research_topic
