@@ -80,7 +80,9 @@ async def read_back(client: Client) -> str:
 
 
 def test_stdio_tools_resources_errors_and_a_researched_topic(store: Path, corpus: Path,
-                                                             tmp_path: Path) -> None:
+                                                             tmp_path: Path,
+                                                             shared_prefect) -> None:
+    shared_prefect.seed(tmp_path / "prefect")  # its own API's database migrated, if the run has one
     params = StdioServerParameters(
         command=str(BIN / "researchflow"),
         args=["mcp", "--db", str(store), "--corpus", str(corpus), "--model", "offline"],
