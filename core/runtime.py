@@ -346,10 +346,13 @@ def reset() -> Runtime:
     return fresh
 
 
-@atexit.register  # what waits in a batch is written before the process ends
+@atexit.register
 def _close_at_exit() -> None:
+    """Before the process ends: what waits in a batch is written, and every DuckDB file is
+    closed while the interpreter is whole (a connection left to the interpreter's teardown,
+    such as a corpus index's, is destroyed in no set order, beside DuckDB's own threads)."""
     with _current_lock:
         rt = _current
     if rt is not None:
-        rt.flush()
+        rt.close()
 

@@ -3,6 +3,8 @@ shape, and its close() writes what its ledgers still hold before it lets go."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import duckdb
 from core import runtime
 from core.settings import Settings, run_config
 from core.store.connection import release_all
+from core.store.query import query_readonly
 from core.usage import CallRecord
 
 
@@ -89,3 +92,37 @@ def test_a_losable_process_writes_what_its_memos_hold_before_each_call(tmp_path)
     after = rt.memo(config(tmp_path, memo_ttl_hours=1))
     assert before.write_first and after.write_first and after is not before
     rt.close()
+
+
+EXIT = """
+import sys
+from pathlib import Path
+from core import runtime
+from core.settings import Settings, run_config
+from core.usage import CallRecord
+
+tmp = Path(sys.argv[1])
+cfg = run_config(Settings(_env_file=None, model="offline", search="corpus", corpus_dir=tmp / "c",
+                          cache_dir=tmp / "cache", db_path=tmp / "s.duckdb"))
+corpus = runtime.current().search(cfg)
+assert corpus.search("threads", 2)
+runtime.current().ledger(cfg.db_path).record(CallRecord(
+    call_id="c1", run_id="run-1", batch_id="b", topic_id="t", subquestion_index=None,
+    role="plan", provider="openai", model="gpt-4o", cost_usd=0.5))
+checks.append(lambda: print("index open" if corpus._conn is not None else "index closed"))
+"""
+
+
+def test_at_exit_the_runtime_writes_its_batches_and_closes_its_files(tmp_path) -> None:
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "a.md").write_text("# Threads\n\nThreads share memory in a process.\n")
+    root = Path(__file__).resolve().parents[2]
+    # atexit runs hooks last-registered first: the check is registered before core.runtime is
+    # imported, so it runs after the runtime's hook.
+    code = "import atexit\nchecks = []\natexit.register(lambda: [c() for c in checks])\n" + EXIT
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("index closed"), done.stdout + done.stderr
+    _, rows = query_readonly(tmp_path / "s.duckdb", "SELECT cost_usd FROM llm_calls")
+    assert rows == [(0.5,)]  # the ledger's batch was written on the way out
