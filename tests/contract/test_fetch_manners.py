@@ -198,7 +198,9 @@ def test_a_body_that_never_ends_stops_at_the_deadline(every: float | None) -> No
         began = time.monotonic()
         with pytest.raises(PageUnavailable, match="host failed earlier in this run"):
             fetcher(site.url + "/other")
-        assert time.monotonic() - began < 0.2 and site.requests == 1
+        # the request count says nothing was sent; the time, that nothing waited (under 3 test
+        # workers on 2 cores a process can wait its turn for tens of milliseconds)
+        assert time.monotonic() - began < 0.75 and site.requests == 1
         fetcher.close()
     finally:
         site.close()
@@ -217,7 +219,7 @@ def test_after_a_timeout_the_host_fails_fast(server: ScriptedServer, release) ->
     began = time.monotonic()
     with pytest.raises(PageUnavailable) as info:
         fetcher(server.url + "/fine")
-    assert time.monotonic() - began < 0.1
+    assert time.monotonic() - began < 0.4  # not the 0.5 s read timeout again (load: see above)
     assert info.value.reason == "host failed earlier in this run: timed out"
     assert [r.path for r in server.requests] == ["/slow"]
     assert fetcher.hosts.failed_hosts() == {allow(server.url): "timed out"}
