@@ -22,7 +22,7 @@ demo: $(STAMP)
 # The suite on parallel pytest-xdist workers: one more than the cores, as many tests wait on a
 # server or a subprocess (on 2 cores, 3 workers: 478 s against 539 s for 2); TEST_WORKERS=0:
 # one process. Tests that must share a worker carry an xdist_group mark (tests/conftest.py).
-TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(len(os.sched_getaffinity(0)) + 1)')
+TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(1 + (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))')
 test: $(STAMP) llama
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 

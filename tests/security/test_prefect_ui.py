@@ -29,9 +29,9 @@ BROWSER = next(filter(None, map(shutil.which, ("chromium", "chromium-browser",
                                                 "google-chrome"))), None)
 
 
-def _rendered(ui: str, key: str, drawn: str) -> str:
-    """The artifact page's DOM once the UI's scripts have drawn its body (`drawn` is a line of the
-    body no attacker wrote). On a loaded machine the page's data can come in after Chromium's
+def _rendered(ui: str, key: str, drawn: str) -> tuple[list[str], int, str]:
+    """What `_seen` finds on the artifact page once the UI's scripts have drawn its body (`drawn`
+    is a line of the body no attacker wrote). On a loaded machine the page's data can come in after Chromium's
     virtual time ran out, leaving a page with the artifact's name and no body, on which every
     check below would pass by seeing nothing: so look again, with more time."""
     from prefect.client.orchestration import get_client
@@ -49,8 +49,9 @@ def _rendered(ui: str, key: str, drawn: str) -> str:
                                f"--virtual-time-budget={budget}", "--dump-dom", page],
                               capture_output=True, text=True, timeout=300)
         assert "Can't connect to Server API" not in done.stdout, "the UI found no API"
-        if drawn in _seen(done.stdout)[2]:
-            return done.stdout
+        seen = _seen(done.stdout)
+        if drawn in seen[2]:
+            return seen
     raise AssertionError(f"the UI never drew the artifact's body ({drawn!r}) on {page}")
 
 
@@ -73,7 +74,7 @@ def ui(prefect_server: str) -> str:
 def test_the_report_artifact_renders_as_written(ui: str) -> None:
     topic = Topic(text=TOPIC, batch_id="ui")
     _report_artifact(topic, _report(TOPIC).markdown, "r_ui-check", "1 call, $0.00")
-    odd, images, text = _seen(_rendered(ui, "report-r-ui-check", "References"))
+    odd, images, text = _rendered(ui, "report-r-ui-check", "References")
     assert odd == [] and images == 0
     assert PLANTED in text and QUOTE in text and TITLE in text
     references = text[text.index("References"):]
@@ -84,7 +85,7 @@ def test_the_wave_artifact_renders_as_written(ui: str) -> None:
     topic = Topic(text=TOPIC, batch_id="ui")
     asked = [SubQuestion(index=2, question=f"What is {TOPIC}", wave=2, why=PLANTED, parent=0)]
     _wave_artifact(topic, 2, asked)
-    odd, images, text = _seen(_rendered(ui, f"wave-2-{topic.topic_id}", "follow-up(s) for"))
+    odd, images, text = _rendered(ui, f"wave-2-{topic.topic_id}", "follow-up(s) for")
     assert odd == [] and images == 0
     assert text.count(PLANTED) >= 3
 
@@ -93,5 +94,5 @@ def test_the_same_text_unescaped_would_be_live(ui: str) -> None:
     from prefect.artifacts import create_markdown_artifact
 
     create_markdown_artifact(f"# Research report: {TOPIC}\n\n{TOPIC}", key="ui-raw-control")
-    odd, images, _ = _seen(_rendered(ui, "ui-raw-control", "How does asyncio"))
+    odd, images, _ = _rendered(ui, "ui-raw-control", "How does asyncio")
     assert "javascript:alert(1)" in odd and images >= 1
