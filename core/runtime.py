@@ -193,13 +193,13 @@ class Runtime:
         if config.model == "offline":
             from core.engine.offline.extractive import ExtractiveEngine
 
-            if config.search != "corpus":  # a web search costs: the plan reads the topic alone
+            if config.search != "corpus":  # a web search knows no vocabulary
                 return ExtractiveEngine()
 
-            def search(query: str, k: int) -> list:  # the outline is drawn from the corpus
-                return self.search(config).search(query, k)
+            def vocabulary(words):  # what the corpus says of a topic's words
+                return self.search(config).vocabulary(words)
 
-            return ExtractiveEngine(search=search)
+            return ExtractiveEngine(vocabulary=vocabulary)
         from core.engine.model_driven.llm_engine import LLMEngine
         from core.llm.registry import make_model
         from core.metering import MeteredModel

@@ -42,6 +42,8 @@ Version history:
      because the model's answers stayed invalid, core.engine.fallback) is not a call; the usage
      sums gain `fallbacks` and `fallback_roles`, and the view `fallbacks` lists them per topic
      and role
+  12 `reports.unanswered`: the parts of the topic no evidence answered (core.relevance.gate),
+     as the report's header names them; `latest_reports` shows them
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ import duckdb
 
 from core.store.connection import StoreError
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # Order matters for counts() and nothing else; meta is bookkeeping, not data.
 TABLES = ("runs", "topics", "subquestions", "sources", "topic_sources", "findings",
@@ -96,7 +98,7 @@ CREATE TABLE IF NOT EXISTS reports (
     report_id VARCHAR PRIMARY KEY, batch_id VARCHAR NOT NULL, topic_id VARCHAR NOT NULL,
     topic VARCHAR NOT NULL, title VARCHAR, markdown VARCHAR NOT NULL, engine VARCHAR,
     flags VARCHAR[], created_at TIMESTAMPTZ NOT NULL, language VARCHAR, edition VARCHAR,
-    previous_report_id VARCHAR);
+    previous_report_id VARCHAR, unanswered VARCHAR[]);
 -- What changed in a report since the topic's previous edition (core.editions), one row per
 -- item: kind is source_added | source_gone | claim_added | claim_dropped | claim_changed |
 -- number_changed.
@@ -181,7 +183,7 @@ GROUP BY l.batch_id, l.topic_id, t.topic, l.role;
 -- report, a new edition or a later batch researching the same topic adds one, and only the
 -- newest is listed here.
 CREATE OR REPLACE VIEW latest_reports AS
-SELECT report_id, batch_id, topic, title, language, created_at, engine, edition
+SELECT report_id, batch_id, topic, title, language, created_at, engine, edition, unanswered
 FROM reports
 QUALIFY row_number() OVER (PARTITION BY lower(trim(topic))
                            ORDER BY created_at DESC, report_id) = 1;
@@ -379,10 +381,19 @@ def _count_fallbacks(con: duckdb.DuckDBPyConnection) -> None:
     step. Frozen: no table changes."""
 
 
+def _add_unanswered(con: duckdb.DuckDBPyConnection) -> None:
+    """The parts a report leaves unanswered. Frozen: the v12 column; older reports say none
+    (NULL), the gate did not exist when they were written."""
+    for (view,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal "
+                               "AND database_name = current_database()").fetchall():
+        con.execute(f'DROP VIEW IF EXISTS "{view}"')  # recreated after the last step
+    con.execute("ALTER TABLE reports ADD COLUMN unanswered VARCHAR[]")
+
+
 # MIGRATIONS[n] takes a file from version n to n + 1.
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7,
-    7: _v7_to_v8, 8: _v8_to_v9, 9: _add_call_memo, 10: _count_fallbacks}
+    7: _v7_to_v8, 8: _v8_to_v9, 9: _add_call_memo, 10: _count_fallbacks, 11: _add_unanswered}
 
 
 def _foreign(con: duckdb.DuckDBPyConnection) -> bool:
