@@ -256,3 +256,23 @@ def test_an_identifier_starting_with_the_subject_is_another_name() -> None:
     assert names("The sched module defines a class.", ("sched",))
     assert agree("collector", "collection") and agree("cancel", "cancellation")
     assert not agree("multipl", "multiprocessing")
+
+
+# -- the default corpus: a module's question quotes the module's page ------------------------------
+
+@pytest.mark.parametrize("module", ["sqlite3", "json", "contextlib", "bisect"])
+def test_a_question_about_a_module_quotes_its_page_under_the_questions_parts(
+        module: str, work: Path) -> None:
+    """Over CPython's docs, "What is Python's X module for...?" once quoted X's page in 23% of
+    its quotes, under headings such as "Module helps"."""
+    run = research_offline(Topic(text=f"What is Python's {module} module for, and what are its "
+                                      "main pitfalls?", batch_id="modules"), None, work)
+    assert _headings(run.report.markdown) == [f"What is Python's {module} module for?",
+                                              f"What are {module}'s main pitfalls?"]
+    own = [c for c in run.report.citations
+           if c.url.split("#")[0].endswith(f"/{module}.md")
+           or re.search(rf"(?<![\w.]){module}(?!\w)", c.quote)]
+    assert run.report.citations and len(own) >= 0.8 * len(run.report.citations), \
+        [(c.url, c.quote) for c in run.report.citations]
+    assert any(c.url.split("#")[0].endswith(f"/{module}.md") for c in run.report.citations)
+    assert "When in doubt, consult the module reference" not in run.report.markdown
