@@ -21,7 +21,7 @@ from core.relevance.about import about, agree, names
 from core.relevance.gate import judge, passed
 from core.relevance.subject import read_topic
 from core.search.corpus import CorpusSearch
-from tests.fakes.documents import write_docx, write_pdf
+from tests.fakes.documents import html_page, write_docx, write_pdf
 
 WAL = """<html><head><title>Write-ahead logging and checkpoints</title></head><body>
 <h1>Write-ahead logging and checkpoints</h1>
@@ -59,18 +59,12 @@ TARN = {
 }
 
 
-def _html(title: str, sections: list[tuple[str, str]]) -> str:
-    body = "".join(f"<h2>{h}</h2>\n<p>{p}</p>\n" for h, p in sections)
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
-            f"<body><h1>{title}</h1>\n{body}</body></html>")
-
-
 @pytest.fixture(scope="module")
 def tarn(tmp_path_factory: pytest.TempPathFactory) -> Path:
     docs = tmp_path_factory.mktemp("tarn") / "docs"
     docs.mkdir()
     for name, (title, sections) in TARN.items():
-        (docs / name).write_text(_html(title, sections), encoding="utf-8")
+        (docs / name).write_text(html_page(title, sections), encoding="utf-8")
     return docs
 
 
