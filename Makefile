@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(PY) bench/corpus.py --no-before
 	$(PY) bench/corpus_limits.py
 	$(PY) bench/offline_quality.py
+	$(PY) bench/title_topics.py  # needs Debian's python3.11-doc, postgresql-doc-15, debian-reference-zh-cn
 	$(PY) bench/demo_memory.py
 	$(PY) bench/faults.py
 	$(PY) bench/depth.py

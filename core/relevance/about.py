@@ -40,12 +40,22 @@ def naming(phrases: Sequence[Sequence[str]], have: Iterable[str]) -> float:
     return best
 
 
+_SUFFIX = re.compile(r"(?:ing|ed|ions?|ers?|es|ments?|ly)$")
+
+
+def _root(word: str) -> str:
+    """A word without its inflection, kept to four letters or more: extending, extended -> extend."""
+    cut = _SUFFIX.sub("", word)
+    return cut if len(cut) >= 4 and "_" not in word else word
+
+
 def agree(a: str, b: str) -> bool:
-    """The same word for naming's sake: equal; one (of five letters or more) a prefix of the
-    other: "cancel" and "cancellation", "schedul" (stemmed "schedule") and "scheduling"; or the
-    two sharing their first seven letters: "collector" and "collection", "replicate" and
-    "replication". But "multipl" (stemmed "multiples") is not "multiprocessing"."""
-    if a == b:
+    """The same word for naming's sake: equal, or equal without their inflection ("extending"
+    and "extended"); one (of five letters or more) a prefix of the other: "cancel" and
+    "cancellation", "schedul" (stemmed "schedule") and "scheduling"; or the two sharing their
+    first seven letters: "collector" and "collection", "replicate" and "replication". But
+    "multipl" (stemmed "multiples") is not "multiprocessing"."""
+    if a == b or _root(a) == _root(b):
         return True
     short, long_ = sorted((a, b), key=len)
     if len(short) >= 5 and long_.startswith(short):

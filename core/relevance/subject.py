@@ -60,7 +60,8 @@ FRAME_CJK = ("什么", "哪些", "哪个", "如何", "怎么", "怎样", "为什
              "知道", "了解", "应用")
 _CJK_GLUE = "的了和与及或是在有也都而就被把对之其这那些吗呢吧啊着过给从到上中时要会能"
 _CJK_CUT = re.compile("|".join(sorted(FRAME_CJK, key=len, reverse=True)) + f"|[{_CJK_GLUE}]+")
-_WORD = re.compile(r"[A-Za-z0-9][\w.+#'-]*[\w+#]|[A-Za-z]|[\u4e00-\u9fff]+")
+# ASCII only inside a Latin word: \w would glue "GnuPG有什么作用" into one word.
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+#'-]*[A-Za-z0-9_+#]|[A-Za-z]|[\u4e00-\u9fff]+")
 # A share of the corpus's documents above which a word is the corpus's own subject.
 COMMON = 0.25
 COMMON_MIN_DOCUMENTS = 20  # below this, "most pages" says nothing

@@ -115,9 +115,9 @@ def extract_text(rel: str, raw: bytes) -> tuple[str, str, tuple[Heading, ...]]:
 @dataclass(frozen=True)
 class Passages:
     spans: tuple[tuple[int, int], ...]  # (start, stop) of each passage of the body
-    grams: tuple[str, ...]  # each passage's title and body CJK bigrams, space-joined
+    grams: tuple[str, ...]  # each passage's title and body CJK bigrams and code names
     heads: tuple[str, ...]  # each passage's headings: those over it, then those in it
-    head_grams: tuple[str, ...]  # the CJK bigrams of the title and those headings
+    head_grams: tuple[str, ...]  # the same of the title and those headings
 
 
 def passages(title: str, body: str, passage_chars: int,
@@ -131,11 +131,14 @@ def passages(title: str, body: str, passage_chars: int,
             page, target=passage_chars, hard_max=2 * passage_chars)]
         offset += len(page) + len(documents.PAGE_BREAK)
     spans = tuple(found)
-    title_grams = cjk.bigrams(title)
-    grams = tuple(" ".join(title_grams + cjk.bigrams(body[a:b])) for a, b in spans)
+    # The exact-term index: CJK bigrams, and names written as code (pg_am, sqlite3).
+    title_grams = cjk.bigrams(title) + textlib.code_names(title)
+    grams = tuple(" ".join(title_grams + cjk.bigrams(body[a:b])
+                           + textlib.code_names(body[a:b])) for a, b in spans)
     heads = tuple(" · ".join(dict.fromkeys(h.text for h in within(headings, a, b)))
                   for a, b in spans)
-    head_grams = tuple(" ".join(title_grams + cjk.bigrams(h)) for h in heads)
+    head_grams = tuple(" ".join(title_grams + cjk.bigrams(h) + textlib.code_names(h))
+                       for h in heads)
     return Passages(spans, grams, heads, head_grams)
 
 

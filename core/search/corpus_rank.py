@@ -1,8 +1,9 @@
 """Ranking corpus passages for a query: BM25 finds candidates, meaning re-orders them.
 
 `candidate_query(query, k)` is the SQL for the candidates: the query's words are scored by the
-word index (Porter-stemmed English) and its CJK bigrams by the bigram index (core.cjk); a
-passage's BM25 is the sum of both. It keeps the best few passages of each document and about
+word index (Porter-stemmed English) and its CJK bigrams and code names (pg_am, sqlite3) by the
+exact-term index (core.cjk, core.search.page_text.code_names); a passage's BM25 is the sum of
+both. It keeps the best few passages of each document and about
 5·k passages in all, so there are enough documents to fill k results after re-ranking.
 
 `rerank(query, candidates, k, ...)` blends each candidate's BM25, divided by the best candidate's
@@ -70,7 +71,7 @@ def candidate_query(query: str, k: int) -> CandidateQuery | None:
     """The SQL and parameters that list candidates as (path, ord, title, body, bm25); None when
     the query has nothing to search for."""
     words = [w for w in textlib.query_terms(query) if not cjk.RUN.fullmatch(w)][:_MAX_WORDS]
-    grams = list(dict.fromkeys(cjk.bigrams(query)))[:_MAX_GRAMS]
+    grams = list(dict.fromkeys(cjk.bigrams(query) + textlib.code_names(query)))[:_MAX_GRAMS]
     parts, params = [], []
     if words:
         parts.append("SELECT passage_id, fts_main_passages.match_bm25(passage_id, ?) AS s "

@@ -4,9 +4,10 @@ or heading names it (core.relevance reads a topic's subject from these counts).
     vocabulary(cursor, words) -> Vocabulary(documents, {word: WordStats(documents, titled)})
 
 A word is counted as the index sees it, from the index's own tables (DuckDB's fts `dict` and
-`terms`): a Latin word by the Porter stems of its letter runs ("sqlite3" is sqlite, "write-ahead"
-is write and ahead, and a document must hold them all), a Chinese, Japanese or Korean run by its
-character bigrams (core.cjk), all of which a document must hold. Documents are files with
+`terms`): a name written as code (pg_am, sqlite3) as one exact term; another Latin word by the
+Porter stems of its letter runs ("write-ahead" is write and ahead, and a document must hold
+them all); a Chinese, Japanese or Korean run by its character bigrams (core.cjk), all of which
+a document must hold. Documents are files with
 passages (a file's twin, core.search.corpus_build, counts once); "titled" means the page's title
 or one of its headings (the index's `title` and `heads` fields) names the word. A word made only
 of the index's stop words cannot be counted and is left out of the answer.
@@ -22,6 +23,7 @@ import duckdb
 
 from core import cjk
 from core.models import Vocabulary, WordStats
+from core.search.page_text import code_names
 
 _LATIN = re.compile(r"[a-z]+")
 # The fields of each fts index, by number (core.search.corpus_build._build_fts).
@@ -51,6 +53,10 @@ def vocabulary(cur: duckdb.DuckDBPyConnection, words: Sequence[str]) -> Vocabula
     latin: dict[str, list[str]] = {}
     grams: dict[str, list[str]] = {}
     for word in dict.fromkeys(words):
+        code = code_names(word)
+        if code == [word.lower()]:  # a name written as code is one exact term: pg_am, sqlite3
+            latin[word], grams[word] = [], code
+            continue
         tokens = [t for t in _LATIN.findall(word.lower()) if t not in stop]
         bigrams = cjk.bigrams(word)
         if tokens or bigrams:
@@ -68,7 +74,35 @@ def vocabulary(cur: duckdb.DuckDBPyConnection, words: Sequence[str]) -> Vocabula
         # are noise); anything else: all of its parts.
         need = len(keys) if len(grams[word]) <= 3 else -(-2 * len(keys) // 3)
         out[word] = WordStats(documents=_holding(body, need), titled=_holding(titled, need))
+        if out[word].documents and _bound(cur, word):
+            out[word] = WordStats(documents=0, titled=0)
     return Vocabulary(documents=documents, words=out)
+
+
+# Characters that glue Chinese words together: a neighbour that binds nothing.
+_GLUE = set("的了和与及或是在有也都而就被把对之其这那些吗呢吧啊着过，。、；：！？（）《》“”‘’ ")
+_HAN_WORD = re.compile(r"[\u4e00-\u9fff]{2}")
+
+
+def _bound(cur: duckdb.DuckDBPyConnection, word: str, limit: int = 200) -> bool:
+    """A two-character Chinese word the corpus only ever writes inside a longer one: 基金 in
+    基金会 (a foundation, not a fund). Without spaces, a bigram index cannot tell; its
+    neighbours can: one character on one side of nearly every occurrence."""
+    if not _HAN_WORD.fullmatch(word):
+        return False
+    sides: dict[tuple[int, str], int] = {}
+    seen = 0
+    for (body,) in cur.execute("SELECT body FROM passages WHERE contains(body, ?) LIMIT ?",
+                               [word, limit]).fetchall():
+        at = body.find(word)
+        while at >= 0:
+            seen += 1
+            for side, ch in ((-1, body[at - 1] if at else ""),
+                             (1, body[at + 2] if at + 2 < len(body) else "")):
+                if ch and cjk.RUN.fullmatch(ch) and ch not in _GLUE:
+                    sides[(side, ch)] = sides.get((side, ch), 0) + 1
+            at = body.find(word, at + 1)
+    return seen > 0 and max(sides.values(), default=0) >= 0.8 * seen
 
 
 def _holding(sets: list[set[str]], need: int) -> int:

@@ -111,8 +111,11 @@ def rank(subquestion: SubQuestion, sources: Sequence[Source],
                       or (closer[i] and on_subject("", src.title, "", focus))
                       for i, (sent, src) in enumerate(pool)], dtype=bool) if phrases else \
         np.ones(len(pool), dtype=bool)
+    # A page naming the subject in another sense is left out; the subject's own page (its
+    # title opens with the subject's name) never is, however little it says.
     stray = stray_pages(focus, sources, embedder) if phrases else set()
-    about &= np.array([page(src.url) not in stray for _, src in pool], dtype=bool)
+    about &= np.array([page(src.url) not in stray or own[src.url] >= 1.0 for _, src in pool],
+                      dtype=bool)
     # An answer shares a word with the question, its queries or its subject, or names the
     # subject in other words ("threads" for "threading") or stands on the subject's own page
     # (an API reference rarely repeats its own name), and is nearer the question in meaning
