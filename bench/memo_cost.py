@@ -42,11 +42,11 @@ class _Instant:
 
 
 def _model(db: Path, ttl: float):
-    from core.ledger import Ledger
-    from core.memo import CallMemo
-    from core.metering import MeteredModel
-    from core.pacing import ProviderGate
-    from core.prices import PriceTable
+    from core.accounting.ledger import Ledger
+    from core.accounting.memo import CallMemo
+    from core.accounting.metering import MeteredModel
+    from core.accounting.pacing import ProviderGate
+    from core.accounting.prices import PriceTable
     from core.store import ResultStore
     from core.store.call_memo import MemoStore
 
@@ -56,7 +56,7 @@ def _model(db: Path, ttl: float):
 
 
 def _timed(model, n: int, offset: int = 0) -> tuple[float, float]:
-    from core.ledger import acting_as, scoped
+    from core.accounting.ledger import acting_as, scoped
     from core.models import Message
 
     wall, cpu = time.perf_counter(), time.process_time()

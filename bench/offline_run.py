@@ -30,9 +30,9 @@ def research_offline(topic: Topic, corpus_dir: Path | None, work: Path) -> Offli
     and compressions, the supervisor's review between waves, the report. Nothing is stored."""
     from core.overflow.recovery import compress_with_shrink, report_with_shrink
     from core.overflow.roles import plan_with_shrink, review_with_shrink
-    from core.report import assemble, report_id_for
+    from core.reports.report import assemble, report_id_for
     from core.settings import Settings, run_config
-    from core.waves import MAX_FOLLOWUPS, affordable_followups, for_report, gaps
+    from core.topics.waves import MAX_FOLLOWUPS, affordable_followups, for_report, gaps
     try:
         from core.engine.offline.words import notice_of
         from core.researcher import DirectSteps, research_subquestion

@@ -18,8 +18,8 @@ from pathlib import Path
 def run_plain(csv_path: str, batch_id: str, model: str, search: str, db_path: str,
               topic_workers: int, subquestion_workers: int) -> list[str]:
     """flows.batch.research_batch's work in plain threads; the report ids (see module doc)."""
-    from core.topics_csv import read_topics_csv
-    from core.ledger import scoped
+    from core.topics.rows import read_topics_csv
+    from core.accounting.ledger import scoped
     from core.runtime import current
     from core.settings import Settings, run_config
     from core.store import ResultStore
@@ -48,15 +48,15 @@ def run_plain(csv_path: str, batch_id: str, model: str, search: str, db_path: st
 
 def _topic(topic, config, run_id: str, workers: int) -> str:
     """flows.topic.research_topic / run_topic with the task bodies called in-line."""
-    from core.ledger import acting_as, current_scope, scoped
+    from core.accounting.ledger import acting_as, current_scope, scoped
     from core.models import ResearchResult
     from core.overflow.roles import plan_with_shrink, review_with_shrink
     from core.overflow.recovery import report_with_shrink
-    from core.report import assemble, report_id_for
+    from core.reports.report import assemble, report_id_for
     from core.engine.offline.words import notice_of
     from core.runtime import current
     from core.store import ResultStore
-    from core.waves import MAX_FOLLOWUPS, affordable_followups, for_report, gaps
+    from core.topics.waves import MAX_FOLLOWUPS, affordable_followups, for_report, gaps
 
     with scoped(topic_id=topic.topic_id, max_topic_cost_usd=None), \
             ThreadPoolExecutor(workers) as pool:
@@ -109,7 +109,7 @@ def _wave(pool, subquestions, topic, config):
 
 
 def _research(sq, topic, config):
-    from core.ledger import scoped
+    from core.accounting.ledger import scoped
     from core.researcher import DirectSteps, research_subquestion
     from core.runtime import current
 
@@ -122,7 +122,7 @@ def _research(sq, topic, config):
 
 
 def _compress(transcript, config):
-    from core.ledger import acting_as, scoped
+    from core.accounting.ledger import acting_as, scoped
     from core.overflow.recovery import compress_with_shrink
     from core.runtime import current
 

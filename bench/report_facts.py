@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple, Sequence
 
-from core.report import HEADINGS
+from core.reports.report import HEADINGS
 
 _CITE = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\](?!\()")  # [3] or [3, 4]; not a [text](link)
 # A sentence ends at its punctuation plus any citation marks right after it (as core/report.py).

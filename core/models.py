@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from core.language import resolve_language
+from core.text.language import resolve_language
 
 Intent = Literal["describe", "compare", "recommend"]
 Confidence = Literal["high", "medium", "conflict"]

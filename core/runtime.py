@@ -38,15 +38,15 @@ from pathlib import Path
 from typing import Any, Callable, Hashable, TypeVar
 
 from core.engine.base import ResearchEngine
-from core.ledger import Ledger
-from core.memo import CallMemo
+from core.accounting.ledger import Ledger
+from core.accounting.memo import CallMemo
 from core.overflow.windows import ContextLimits
 from core.overflow.tokens import TokenEstimator
-from core.pacing import ProviderGate
-from core.prices import PriceTable
+from core.accounting.pacing import ProviderGate
+from core.accounting.prices import PriceTable
 from core.search.base import SearchBackend
 from core.settings import RunConfig
-from core.usage import UsageTotals
+from core.accounting.usage import UsageTotals
 
 log = logging.getLogger("researchflow.runtime")
 T = TypeVar("T")
@@ -202,7 +202,7 @@ class Runtime:
             return ExtractiveEngine(search=search)
         from core.engine.model_driven.llm_engine import LLMEngine
         from core.llm.registry import make_model
-        from core.metering import MeteredModel
+        from core.accounting.metering import MeteredModel
 
         estimator = self.estimator()
 
@@ -236,7 +236,7 @@ class Runtime:
                                                                "role_models": ()}))
 
         def record(role: str, signal: Any) -> None:
-            from core.ledger import fallback_record
+            from core.accounting.ledger import fallback_record
 
             ledger.record(fallback_record(role, str(signal)))
 
@@ -269,7 +269,7 @@ class Runtime:
             return self.shared("corpus", str(index), lambda: make_search(config))
         backend = make_search(config, pages=self.pages(config.db_path))
         if config.search in ("serpapi", "searxng"):  # a web search service: a row per search
-            from core.metering import MeteredSearch
+            from core.accounting.metering import MeteredSearch
             from core.search.cache import CachedSearch
 
             params = backend.params

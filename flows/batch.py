@@ -28,15 +28,15 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 from prefect.transactions import CommitMode, transaction
 
-from core.escaping import markdown_text
-from core.failures import TopicFailed
-from core.ledger import scoped
+from core.text.escaping import markdown_text
+from core.topics.failures import TopicFailed
+from core.accounting.ledger import scoped
 from core.models import TopicOptions
 from core.runtime import current
-from core.topics_csv import RowError, TopicRow, read_topics_csv
+from core.topics.rows import RowError, TopicRow, read_topics_csv
 from core.settings import Settings, run_config
 from core.store import StoreError
-from core.usage import UsageTotals
+from core.accounting.usage import UsageTotals
 from flows.progress import ProgressArtifact, emit
 from flows.records import finish_run, record, start_run
 from flows.run_log import forward_store_logs

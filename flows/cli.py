@@ -196,7 +196,7 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
     edition = (edition or "").strip() or datetime.date.today().isoformat()
     if len(edition) > 100 or not edition.isprintable():
         fail("--edition: at most 100 printable characters, e.g. 2026-12-03 or week-49")
-    from core.topics_csv import BatchFileError, read_topics_csv
+    from core.topics.rows import BatchFileError, read_topics_csv
 
     _check_corpus(corpus)
     _check_store(db)
@@ -275,7 +275,7 @@ def _table(batch_id: str, db: Optional[str], rows) -> None:
 
 
 def _state_error(state) -> str:
-    from core.failures import TopicFailed
+    from core.topics.failures import TopicFailed
 
     try:
         state.result()

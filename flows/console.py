@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from core.escaping import printable
+from core.text.escaping import printable
 
 out = Console()
 err = Console(stderr=True, soft_wrap=True)  # one line per error, whatever the width

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.models import Topic, TopicOptions
-from core.report import report_id_for
+from core.reports.report import report_id_for
 from core.settings import Settings
 
 log = logging.getLogger("researchflow.mcp")

@@ -28,9 +28,9 @@ from prefect.input import RunInput
 from prefect.input.actions import read_flow_run_input
 from prefect.runtime import flow_run
 
-from core.escaping import markdown_text
+from core.text.escaping import markdown_text
 from core.models import ResearchPlan, Topic
-from core.plan_edits import PlanEdit, PlanRejected, edit_of, reviewed
+from core.topics.plan_edits import PlanEdit, PlanRejected, edit_of, reviewed
 from flows.progress import emit
 
 POLL_SECONDS = 2  # how soon a resumed run notices (Prefect's default is 10 s)

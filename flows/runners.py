@@ -41,10 +41,10 @@ from typing import Any, Callable
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from core.ledger import CallScope, acting_as, current_role, current_scope, scoped
+from core.accounting.ledger import CallScope, acting_as, current_role, current_scope, scoped
 from core.runtime import current
 from core.settings import Settings
-from core.usage import CallRole
+from core.accounting.usage import CallRole
 from flows.attempts import note_attempt
 from flows.run_log import forward_store_logs
 

@@ -19,18 +19,18 @@ from prefect.states import Cancelled, State
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
-from core.escaping import markdown_text
-from core.ui_markdown import tables_as_lists
-from core.failures import NoEvidence, StepFailure, TopicFailed
-from core.ledger import current_scope, scoped
+from core.text.escaping import markdown_text
+from core.text.ui_markdown import tables_as_lists
+from core.topics.failures import NoEvidence, StepFailure, TopicFailed
+from core.accounting.ledger import current_scope, scoped
 from core.models import (FollowUp, Finding, ResearchPlan, ResearchResult, Topic, TopicOptions,
                          Transcript)
-from core.editions import EditionDiff, compare, section, snapshot_of, with_section
-from core.report import fixed_heading, report_id_for
+from core.reports.editions import EditionDiff, compare, section, snapshot_of, with_section
+from core.reports.report import fixed_heading, report_id_for
 from core.runtime import current
 from core.settings import RunConfig, Settings, run_config
-from core.waves import MAX_FOLLOWUPS, affordable_followups, gaps
-from core.plan_edits import PlanRejected
+from core.topics.waves import MAX_FOLLOWUPS, affordable_followups, gaps
+from core.topics.plan_edits import PlanRejected
 from flows.plan_review import review_plan
 from flows.progress import ProgressArtifact, emit
 from flows.records import finish_run, record, start_run, usage_line

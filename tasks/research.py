@@ -21,7 +21,7 @@ from typing import Sequence
 from prefect import get_run_logger, task
 from prefect.transactions import CommitMode, transaction
 
-from core.ledger import acting_as, scoped
+from core.accounting.ledger import acting_as, scoped
 from core.models import (Finding, FollowUp, PageNotes, ResearchPlan, SearchResult, Source,
                          SubQuestion, Topic, Transcript)
 from core.overflow.roles import plan_with_shrink, queries_with_shrink, review_with_shrink

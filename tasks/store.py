@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prefect import get_run_logger, task
 
-from core.editions import EditionDiff
+from core.reports.editions import EditionDiff
 from core.models import ResearchResult
 from core.runtime import current
 

@@ -12,13 +12,13 @@ from typing import Sequence
 from prefect import get_run_logger, task
 
 from core.engine.offline.words import notice_of
-from core.ledger import acting_as, current_scope, scoped
+from core.accounting.ledger import acting_as, current_scope, scoped
 from core.models import Finding, ResearchPlan, Report, Transcript
 from core.overflow.recovery import compress_with_shrink, report_with_shrink
-from core.report import assemble
+from core.reports.report import assemble
 from core.runtime import current
 from core.settings import RunConfig
-from core.waves import for_report
+from core.topics.waves import for_report
 from tasks.caching import LASTING, cache_policy
 from tasks.retry import RETRYING
 

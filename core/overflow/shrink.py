@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 
 from core.overflow.compaction import head_length, tail_start, truncate_tool_results
 from core.models import Finding, Message
-from core.report import evidence_catalog
+from core.reports.report import evidence_catalog
 from core.signals import ContextOverflow
 from core.overflow.tokens import content_bytes
 

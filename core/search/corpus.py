@@ -49,8 +49,8 @@ from urllib.parse import unquote, urlsplit
 
 import duckdb
 
-from core.embedding import EmbeddingUnavailable, embedder
-from core.fts import fts_extension_path
+from core.text.embedding import EmbeddingUnavailable, embedder
+from core.text.fts import fts_extension_path
 from core.models import SearchResult, Source
 from core.search import corpus_rank
 from core.search import page_text as textlib

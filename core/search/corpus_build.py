@@ -39,7 +39,7 @@ from pathlib import Path
 
 import duckdb
 
-from core.fts import load_fts
+from core.text.fts import load_fts
 from core.search.corpus_extract import Extraction, FileJob, extract_file, extract_files, passages
 from core.search.corpus_files import FileStat, ReadLimits
 

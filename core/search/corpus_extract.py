@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from core import cjk
+from core.text import cjk
 from core.search import documents
 from core.search import page_text as textlib
 from core.search.corpus_files import ReadLimits, Skipped, decode, read_file

@@ -26,7 +26,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from core import cjk
+from core.text import cjk
 from core.search import page_text as textlib
 
 log = logging.getLogger(__name__)

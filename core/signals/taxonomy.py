@@ -7,7 +7,7 @@ them between processes.
 
 from __future__ import annotations
 
-from core.errors import PicklableError
+from core.signals.errors import PicklableError
 from core.secrets import mask
 
 

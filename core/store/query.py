@@ -32,14 +32,14 @@ from typing import Any
 
 import duckdb
 
-from core.editions import Snapshot
+from core.reports.editions import Snapshot
 from core.store.report_snapshots import snapshot_from
 from core.models import Citation, Report
 from core.store import lake, llm_calls
 from core.store.backend import lake_target
 from core.store.connection import (ReadOnlyQueryError, StoreError, _is_lock_conflict, lock_for,
                                    release, retry_locked)
-from core.usage import UsageTotals
+from core.accounting.usage import UsageTotals
 
 MEMORY_LIMIT = "1GB"
 # SET in this order once the store is open: the temp directory cannot change once external

@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeVar
 
 import duckdb
 
-from core.editions import EditionDiff, Snapshot
+from core.reports.editions import EditionDiff, Snapshot
 from core.models import ResearchResult, Topic
 from core.secrets import mask
 from core.store import llm_calls, model_limits, runs
@@ -33,7 +33,7 @@ from core.store.report_snapshots import snapshot_from
 from core.store.connection import StoreError, dicts, lock_wait, one_dict
 from core.store.redaction import public_settings
 from core.store.schema import TABLES, read_version
-from core.usage import CallRecord, UsageTotals
+from core.accounting.usage import CallRecord, UsageTotals
 
 
 _T = TypeVar("_T")

@@ -15,13 +15,13 @@ import duckdb
 import pytest
 
 from core import secrets
-from core.ledger import Ledger, acting_as, scoped
+from core.accounting.ledger import Ledger, acting_as, scoped
 from core.llm.registry import make_model
-from core.memo import CallMemo
-from core.metering import MeteredModel, MeteredSearch
+from core.accounting.memo import CallMemo
+from core.accounting.metering import MeteredModel, MeteredSearch
 from core.models import Message, SearchResult
-from core.pacing import ProviderGate
-from core.prices import PriceTable
+from core.accounting.pacing import ProviderGate
+from core.accounting.prices import PriceTable
 from core.settings import Settings
 from core.signals import Fatal
 from core.store import ResultStore

@@ -19,7 +19,7 @@ from core import runtime
 from core.engine.fallback import FallbackEngine
 from core.engine.model_driven.calls import INVALID_OUTPUT
 from core.engine.offline.extractive import ExtractiveEngine
-from core.ledger import scoped
+from core.accounting.ledger import scoped
 from core.models import Source, SubQuestion, Topic, Transcript
 from core.overflow.roles import condense_with_shrink, plan_with_shrink
 from core.settings import RunConfig
@@ -135,7 +135,7 @@ def test_other_failures_are_not_fallbacks(tmp_path):
 def test_compress_and_report_fall_back_with_verbatim_quotes(tmp_path, fresh_runtime):
     from core.engine.sentences import units
     from core.models import Message
-    from core.report import assemble
+    from core.reports.report import assemble
 
     transcript = Transcript(subquestion=SQ, sources=[PAGE],
                             messages=[Message(role="tool", name="read", content=PAGE.text)])

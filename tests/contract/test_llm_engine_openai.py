@@ -20,7 +20,7 @@ from core.engine.model_driven.llm_engine import LLMEngine
 from core.overflow.windows import ContextLimits
 from core.llm.openai import OpenAIChat
 from core.models import Message, Source, SubQuestion, ToolCall, Topic, Transcript
-from core.report import assemble, evidence_catalog
+from core.reports.report import assemble, evidence_catalog
 from core.signals import ContextOverflow
 from core.overflow.tokens import TokenEstimator
 from tests.fakes import providers as fake

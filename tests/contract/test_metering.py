@@ -16,13 +16,13 @@ from typing import Any
 import duckdb
 import pytest
 
-from core.ledger import Ledger, acting_as, scoped
+from core.accounting.ledger import Ledger, acting_as, scoped
 from core.llm.base import ChatModel
 from core.llm.registry import make_model
-from core.metering import MeteredModel, MeteredSearch
+from core.accounting.metering import MeteredModel, MeteredSearch
 from core.models import Message, SearchResult, Source
-from core.pacing import ProviderGate
-from core.prices import PriceTable
+from core.accounting.pacing import ProviderGate
+from core.accounting.prices import PriceTable
 from core.settings import Settings
 from core.signals import BudgetExceeded, RateLimited, Transient
 from core.store import ResultStore

@@ -7,7 +7,7 @@ import pytest
 
 from core import runtime
 from core.engine.model_driven.routed import RoutedEngine
-from core.ledger import acting_as
+from core.accounting.ledger import acting_as
 from core.llm.siblings import cheaper
 from core.models import Source, SubQuestion, Topic
 from core.overflow.roles import condense_with_shrink, plan_with_shrink

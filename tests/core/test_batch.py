@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from core.topics_csv import BatchFileError, RowError, TopicRow, read_topics_csv
+from core.topics.rows import BatchFileError, RowError, TopicRow, read_topics_csv
 from core.models import Topic
 
 

@@ -13,7 +13,7 @@ import random
 import numpy as np
 import pytest
 
-from core.embedding import BATCH_BYTES, MAX_BATCH, Embedder, batches, embedder
+from core.text.embedding import BATCH_BYTES, MAX_BATCH, Embedder, batches, embedder
 
 
 class _Spy:

@@ -16,7 +16,7 @@ from core.engine.base import ResearchEngine
 from core.engine.offline.extractive import ExtractiveEngine
 from core.engine.offline.words import notice_of
 from core.models import Message, ResearchPlan, Source, SubQuestion, Topic, Transcript
-from core.report import assemble, evidence_catalog
+from core.reports.report import assemble, evidence_catalog
 from tests.fakes.memory_search import memory_search
 
 COMPARE_TOPICS = {

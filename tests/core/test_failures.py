@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from core.failures import StepFailure, TopicFailed, describe
-from core.ledger import CallScope, Ledger
+from core.topics.failures import StepFailure, TopicFailed, describe
+from core.accounting.ledger import CallScope, Ledger
 from core.signals import (BudgetExceeded, ContextOverflow, Fatal, RateLimited, Transient,
                           classify_payload)
-from core.usage import CallRecord
+from core.accounting.usage import CallRecord
 from tests.fakes import providers as fake
 
 KEY = "sk-proj-Abcdefghijklmnop0123456789"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.language import LANGUAGES, detect_language, is_cjk, language_name, resolve_language
+from core.text.language import LANGUAGES, detect_language, is_cjk, language_name, resolve_language
 
 
 @pytest.mark.parametrize("text, code", [

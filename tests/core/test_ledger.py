@@ -12,10 +12,10 @@ import uuid
 import duckdb
 import pytest
 
-from core.ledger import (CallScope, Ledger, acting_as, current_role, current_scope, scoped)
+from core.accounting.ledger import (CallScope, Ledger, acting_as, current_role, current_scope, scoped)
 from core.signals import BudgetExceeded
 from core.store import ResultStore
-from core.usage import CallRecord
+from core.accounting.usage import CallRecord
 from core.store.connection import release_all
 
 
@@ -306,7 +306,7 @@ class UnreadableSpend:
 
 
 def test_a_failed_spend_read_refuses_a_capped_call_and_is_asked_again() -> None:
-    from core.ledger import SpendUnknown
+    from core.accounting.ledger import SpendUnknown
 
     ledger = Ledger(UnreadableSpend(earlier=0.5))
     scope = CallScope(run_id="run-1", topic_id="t1", max_topic_cost_usd=0.6)

@@ -19,7 +19,7 @@ from core.engine.offline.extractive import ExtractiveEngine
 from core.engine.offline.outline import draft_plan
 from core.engine.offline.question import read_question
 from core.models import Claim, Evidence, Finding, Message, ResearchPlan, Topic, Transcript
-from core.report import assemble, fixed_heading
+from core.reports.report import assemble, fixed_heading
 from core.search.corpus import CorpusSearch
 
 HAN = re.compile(r"[\u4e00-\u9fff]")

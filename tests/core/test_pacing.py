@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from core.pacing import ProviderGate
+from core.accounting.pacing import ProviderGate
 from core.runtime import Runtime
 from tests.fakes.clock import FakeTime
 

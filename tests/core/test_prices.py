@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from core.prices import PRICES, Price, PriceError, PriceTable, parse_overrides
+from core.accounting.prices import PRICES, Price, PriceError, PriceTable, parse_overrides
 
 
 # --- lookup -----------------------------------------------------------------------------------

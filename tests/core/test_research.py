@@ -14,7 +14,7 @@ import pytest
 
 from core.engine.offline.extractive import ExtractiveEngine
 from core.models import Message, SearchResult, Source, SubQuestion, ToolCall, Topic, Transcript
-from core.report import assemble
+from core.reports.report import assemble
 from core.researcher import DirectSteps, research_subquestion
 from core.search.base import SearchBackend
 from core.search.corpus import CorpusSearch

@@ -14,7 +14,7 @@ from core import runtime
 from core.settings import Settings, run_config
 from core.store.connection import release_all
 from core.store.query import query_readonly
-from core.usage import CallRecord
+from core.accounting.usage import CallRecord
 
 
 def config(tmp_path: Path, **changes):
@@ -99,7 +99,7 @@ import sys
 from pathlib import Path
 from core import runtime
 from core.settings import Settings, run_config
-from core.usage import CallRecord
+from core.accounting.usage import CallRecord
 
 tmp = Path(sys.argv[1])
 cfg = run_config(Settings(_env_file=None, model="offline", search="corpus", corpus_dir=tmp / "c",

@@ -12,7 +12,7 @@ import pytest
 
 from core.models import (Claim, Confidence, Evidence, Finding, FollowUp, ResearchPlan,
                          SubQuestion)
-from core.waves import affordable_followups, for_report, gaps
+from core.topics.waves import affordable_followups, for_report, gaps
 
 
 def ev(n: int) -> Evidence:

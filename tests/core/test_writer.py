@@ -20,7 +20,7 @@ from core.models import Claim, Evidence, Finding, ResearchPlan
 from core.overflow.windows import ContextLimits, ModelLimits
 from core.signals import Fatal
 from core.overflow.tokens import TokenEstimator
-from core.report import assemble, evidence_catalog
+from core.reports.report import assemble, evidence_catalog
 from tests.core.test_llm_engine import QueueModel, engine_for, make_findings, make_plan
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from core import runtime
 from core.engine.model_driven.calls import ROLE_OUTPUT_TOKENS
-from core.ledger import acting_as, scoped
+from core.accounting.ledger import acting_as, scoped
 from core.models import Message, ResearchPlan, SearchResult, Source, SubQuestion, Transcript
 from core.overflow.recovery import compress_with_shrink
 from core.overflow.roles import (choose_with_shrink, condense_with_shrink, queries_with_shrink,

@@ -21,7 +21,7 @@ import pytest
 
 from core.models import TopicOptions
 from core import runtime
-from core.failures import describe
+from core.topics.failures import describe
 from core.llm.registry import make_model
 from core.models import Message
 from core.signals import Fatal, mask_secrets

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from core.engine.model_driven import prompts
 from core.engine.model_driven.answers import InvalidOutput, parse_answer
 from core.engine.model_driven.schemas import json_schema
-from core.language import is_cjk
+from core.text.language import is_cjk
 from core.llm.base import ChatModel, Completion
 from core.models import Message
 from core.overflow.compaction import truncate_tool_result

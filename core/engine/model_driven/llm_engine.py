@@ -38,8 +38,8 @@ from core.engine.model_driven.schemas import (ChooseOut, CompressOut, CondenseOu
                                  ReviewOut, RewriteOut, json_schema, plan_schema)
 from core.engine.sentences import units
 from core.engine.model_driven.writer import ReportWriter
-from core.language import resolve_language
-from core.ledger import acting_as
+from core.text.language import resolve_language
+from core.accounting.ledger import acting_as
 from core.models import (FollowUp, Finding, Message, ResearchPlan, SearchResult, Source,
                          SubQuestion, Topic, Transcript)
 from core.overflow.compaction import (MIN_SUMMARY_BUDGET_TOKENS, CompactionFailed,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from core.embedding import Embedder
+from core.text.embedding import Embedder
 from core.engine.base import ReportDraft, SectionDraft
 from core.engine.offline.outline import Search, draft_plan
 from core.engine.offline.words import words
@@ -22,7 +22,7 @@ from core.engine.offline.summary import summarize
 from core.engine.sentences import query_words, terms
 from core.models import (Claim, Evidence, Finding, FollowUp, ResearchPlan, SearchResult,
                          Source, SubQuestion, Topic, Transcript)
-from core.report import escape_markdown, evidence_catalog
+from core.reports.report import escape_markdown, evidence_catalog
 
 NOTICE = words("en")["notice"]
 

@@ -30,11 +30,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from core.cjk import has_cjk
-from core.embedding import Embedder, EmbeddingUnavailable, embedder as shared_embedder
+from core.text.cjk import has_cjk
+from core.text.embedding import Embedder, EmbeddingUnavailable, embedder as shared_embedder
 from core.engine.offline.question import Question, read_question
 from core.engine.sentences import STOPWORDS, query_words, terms
-from core.language import resolve_language
+from core.text.language import resolve_language
 from core.models import ResearchPlan, SearchResult, SubQuestion, Topic
 
 Search = Callable[[str, int], Sequence[SearchResult]]

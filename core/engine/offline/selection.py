@@ -31,7 +31,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from core.embedding import Embedder, embedder as shared_embedder
+from core.text.embedding import Embedder, embedder as shared_embedder
 from core.engine.sentences import Scorer, Sentence, overlap, sentences, terms
 from core.models import Source, SubQuestion
 

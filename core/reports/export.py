@@ -31,7 +31,7 @@ from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 
 from core.models import Citation, Report
-from core.report import reference_headings
+from core.reports.report import reference_headings
 
 Format = Literal["md", "html", "docx", "pdf"]
 BINARY = frozenset({"docx", "pdf"})  # formats whose `render` returns bytes
@@ -65,11 +65,11 @@ def render(report: Report, fmt: Format, *, pdf_font: str | None = None) -> str |
     """The report in `fmt`: text for md and html, bytes for docx and pdf. `pdf_font`: the font
     file to set a PDF in (None: core.export_pdf.find_font's search)."""
     if fmt == "docx":
-        from core.export_docx import to_docx
+        from core.reports.export_docx import to_docx
 
         return to_docx(report)
     if fmt == "pdf":
-        from core.export_pdf import to_pdf
+        from core.reports.export_pdf import to_pdf
 
         return to_pdf(report, font=pdf_font)
     return to_html(report) if fmt == "html" else to_markdown(report)

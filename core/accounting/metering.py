@@ -24,17 +24,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-from core.ledger import Ledger, current_role, current_scope
+from core.accounting.ledger import Ledger, current_role, current_scope
 from core.llm.base import ChatModel, Completion
-from core.memo import (CallMemo, completion_answer, completion_from, results_answer,
+from core.accounting.memo import (CallMemo, completion_answer, completion_from, results_answer,
                        results_from)
 from core.models import Message, SearchResult, Source
-from core.pacing import ProviderGate
-from core.prices import PriceTable
+from core.accounting.pacing import ProviderGate
+from core.accounting.prices import PriceTable
 from core.search.base import SearchBackend
 from core.signals import RateLimited, Signal, mask_secrets
 from core.overflow.tokens import TokenEstimator, default_estimator
-from core.usage import CallRecord, CallRole
+from core.accounting.usage import CallRecord, CallRole
 
 _ERROR_CHARS = 300
 

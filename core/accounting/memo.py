@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol, Sequence
 
-from core.ledger import current_scope
+from core.accounting.ledger import current_scope
 from core.llm.base import Completion, Usage
 from core.models import SearchResult
 from core.secrets import mask

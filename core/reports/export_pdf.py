@@ -32,8 +32,8 @@ from fpdf import FPDF
 from fpdf.enums import TextMode
 from fpdf.fonts import FontFace
 
-from core.export import ExportError
-from core.export_blocks import Block, References, Run, Runs, plain, report_blocks
+from core.reports.export import ExportError
+from core.reports.export_blocks import Block, References, Run, Runs, plain, report_blocks
 from core.models import Report
 
 log = logging.getLogger("researchflow.export")
@@ -184,7 +184,7 @@ class _Writer:
         pdf.ln(4)
 
     def references(self, references: References, *, level: int) -> None:
-        from core.export import is_web_url
+        from core.reports.export import is_web_url
 
         pdf = self.pdf
         pdf.ln(3)

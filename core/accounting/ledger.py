@@ -27,7 +27,7 @@ from typing import Iterator, Protocol, Sequence
 
 from core.secrets import mask
 from core.signals import BudgetExceeded, Transient
-from core.usage import CallRecord, CallRole
+from core.accounting.usage import CallRecord, CallRole
 
 log = logging.getLogger("researchflow.ledger")
 

@@ -17,7 +17,7 @@ import re
 from typing import Sequence
 
 from core.engine.base import ReportDraft
-from core.escaping import defang_markdown, markdown_link, markdown_text
+from core.text.escaping import defang_markdown, markdown_link, markdown_text
 from core.models import Citation, Evidence, Finding, ResearchPlan, Report, stable_id
 
 _KEY = re.compile(r"\[(E\d+(?:\s*,\s*E\d+)*)\]")

@@ -77,7 +77,7 @@ class References:
 
 def report_blocks(report: Report) -> tuple[list[Block], References | None]:
     """The report's prose as blocks, and its references (None for a report without any)."""
-    from core.export import _split_references, is_web_url  # export imports this module lazily
+    from core.reports.export import _split_references, is_web_url  # export imports this module lazily
 
     prose, heading = _split_references(report.markdown) if report.citations else (
         report.markdown, None)

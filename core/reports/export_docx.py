@@ -26,7 +26,7 @@ from docx.oxml.ns import qn
 from docx.shared import Pt, RGBColor
 from docx.text.paragraph import Paragraph
 
-from core.export_blocks import Block, References, Run, Runs, report_blocks
+from core.reports.export_blocks import Block, References, Run, Runs, report_blocks
 from core.models import Report
 
 _LINK_COLOUR = RGBColor(0x0B, 0x57, 0xD0)
@@ -97,7 +97,7 @@ def _table(doc, block: Block) -> None:
 
 
 def _references(doc, references: References) -> None:
-    from core.export import is_web_url
+    from core.reports.export import is_web_url
 
     doc.add_heading(references.heading, level=1)
     for c in references.citations:

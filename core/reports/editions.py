@@ -23,7 +23,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Literal
 
-from core.escaping import markdown_link, markdown_text
+from core.text.escaping import markdown_link, markdown_text
 from core.models import ResearchResult
 
 Kind = Literal["source_added", "source_gone", "claim_added", "claim_dropped", "claim_changed",
