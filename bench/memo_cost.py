@@ -1,13 +1,14 @@
-"""Benchmark: what the call memo (core.memo) costs a billed call, and what a batch pays for it.
+"""Benchmark: what the call memo (core.accounting.memo) costs a billed call, and what a batch pays
+for it.
 
 A `MeteredModel` around a model that answers at once (no network) and a ledger that keeps its
 rows in memory (a served call writes a ledger row like any call; that row's cost is the ledger's,
 not the memo's), with the memo off (RESEARCHFLOW_MEMO_TTL_HOURS 0) and on, its records in a real
-DuckDB file: what is left is the memo's own cost. It prints the wall and CPU per call for: calls with the memo off; first calls with it
-on (a lookup that misses, and the answer recorded, written in batches like the ledger); repeats
-(served from memory); repeats in a fresh process (served from the store). The last column
-multiplies the extra cost by the calls of bench/overhead.py's default batch (10 topics: ~530
-LLM calls and ~100 searches), next to that batch's wall time of about a minute.
+DuckDB file: what is left is the memo's own cost. It prints the wall and CPU per call for: calls
+with the memo off; first calls with it on (a lookup that misses, and the answer recorded, written in
+batches like the ledger); repeats (served from memory); repeats in a fresh process (served from the
+store). The last column multiplies the extra cost by the calls of bench/overhead.py's default batch
+(10 topics: ~530 LLM calls and ~100 searches), next to that batch's wall time of about a minute.
 
     python bench/memo_cost.py --calls 500
 """

@@ -78,7 +78,7 @@ class Topic(TopicOptions):
 
     text: str = Field(min_length=3, max_length=MAX_TOPIC_CHARS)
     batch_id: str = "adhoc"
-    # A scheduled batch's run (core.editions): each edition stores its own report. "": none
+    # A scheduled batch's run (core.reports.editions): each edition stores its own report. "": none
     # (a lone topic), the topic has one report that a rerun replaces.
     edition: str = Field(default="", max_length=100)
 

@@ -7,7 +7,7 @@
     rt.store(target)               the ResultStore of a target (its schema ensured once)
     rt.pages(target)               the web cache (pages, searches) of a target
     rt.ledger(target)              running spend and the durable usage records of a target
-    rt.memo(config)                the call memo of a config's store (core.memo), per refresh salt
+    rt.memo(config)                the call memo of a config's store (core.accounting.memo), per refresh salt
     rt.prices(spec)                a price table
     rt.gate(provider, per_minute)  the pacing of one provider, shared by every worker
     rt.estimator()                 token estimates, calibrated by what providers report
@@ -20,8 +20,8 @@
 Every object is built on first use from a RunConfig (`core.settings`), never from the
 environment, under one key shape: (kind, the fields that decide it). API keys are the one thing
 read from the environment, when a client is built (`core.settings.api_key`): never part of a
-RunConfig. Every billed service is wrapped in `core.metering`, so each call is paced, budgeted
-and recorded in the usage ledger of the run's store.
+RunConfig. Every billed service is wrapped in `core.accounting.metering`, so each call is paced,
+budgeted and recorded in the usage ledger of the run's store.
 
 What stays per process and not here: what providers taught about request shapes
 (`core.llm.quirks`), the store's pools of open connections (`core.store.connection` and

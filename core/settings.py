@@ -119,7 +119,7 @@ class Settings(BaseSettings):
     max_topic_concurrency: int = Field(default=2, ge=1, le=16)
     max_subquestion_workers: int = Field(default=4, ge=1, le=32)
     # Spending: caps in USD (None: no cap), pacing per provider, and price overrides
-    # (JSON text or a JSON file's path; see core.prices).
+    # (JSON text or a JSON file's path; see core.accounting.prices).
     max_cost_usd: float | None = Field(default=None, gt=0)  # per topic
     max_batch_cost_usd: float | None = Field(default=None, gt=0)
     max_calls_per_minute: int | None = Field(default=None, ge=1)  # per provider
@@ -144,8 +144,8 @@ class Settings(BaseSettings):
     # there is refused, on every redirect hop and again at connect time.
     fetch_allow_hosts: str | None = None
     page_ttl_hours: float = Field(default=24.0, ge=0)  # page and search cache freshness; 0: off
-    # How old a recorded answer of a billed call may be when a repeat is served it (core.memo;
-    # retries and reruns of the same edition); 0: the memo is off.
+    # How old a recorded answer of a billed call may be when a repeat is served it
+    # (core.accounting.memo; retries and reruns of the same edition); 0: the memo is off.
     memo_ttl_hours: float = Field(default=24.0, ge=0)
     respect_robots: bool = True
     max_fetches_per_host: int = Field(default=2, ge=1, le=16)  # at once, per host
@@ -166,7 +166,7 @@ class Settings(BaseSettings):
     searxng_categories: str | None = None
     searxng_language: str | None = None
     # `export --format pdf`: the TrueType font (.ttf/.ttc) to set PDFs in; None: the first
-    # Unicode font Debian packages install (core.export_pdf.find_font).
+    # Unicode font Debian packages install (core.reports.export_pdf.find_font).
     pdf_font: str | None = None
 
     @field_validator("store", mode="before")

@@ -8,7 +8,7 @@ served from the task cache. `max_batch_cost_usd` caps the whole batch: once it i
 topics not yet started are recorded as skipped (reason: budget) and the batch still ends with its
 table.
 
-Every run belongs to an edition (core.editions): by default the date the run was scheduled
+Every run belongs to an edition (core.reports.editions): by default the date the run was scheduled
 for, in `timezone`. Within one edition a rerun skips stored topics; a new edition researches
 every topic again, reusing every call whose input did not change, and stores a new report.
 """

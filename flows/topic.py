@@ -3,7 +3,7 @@
 Parameters are plain values so the flow can be run (or rerun) from the Prefect UI with
 overrides; keys come from the environment of the worker, never from parameters. Every provider
 call made for the topic is recorded in the usage ledger under the run, batch and topic set here
-(core.ledger scope); `max_cost_usd` caps what the topic may spend in this run.
+(core.accounting.ledger scope); `max_cost_usd` caps what the topic may spend in this run.
 
 A failed topic is recorded in DuckDB (status, error, run) whether it ran alone or in a batch,
 and the flow fails with `TopicFailed`: one line naming the step, the signal and what to do.
@@ -57,7 +57,7 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
     is written: storing and the artifacts need no provider, so the next topic starts meanwhile.
     Raises TopicSkipped when the batch's budget was reached before a slot was free."""
     # Prefect's UI renders artifacts and their descriptions as markdown: a topic goes in as
-    # escaped text (core.escaping), so "[x](javascript:...)" stays those characters.
+    # escaped text (core.text.escaping), so "[x](javascript:...)" stays those characters.
     progress = ProgressArtifact(markdown_text(f"Researching: {topic.text[:80]}"),
                                 key=f"progress-{topic.topic_id}")
     subflow_started()  # its first writes are done: the next topic's subflow may be created

@@ -5,12 +5,12 @@ provider or SerpAPI): every choice of pages to read, every condensing of a page,
 follow-up queries and every rewrite of searches that found nothing readable is its own task run,
 retried on its own and cached on its inputs plus the code (so a new edition reuses it when its
 input did not change). A search and a page fetch run in-line, in the research task: within an
-edition a repeat is served by the search and page caches and by the call memo (core.memo), so
-their task runs (~8 ms of CPU each, 40% of a batch's) bought nothing; only when one fails for a
-passing reason does it become a task run, retried by Prefect with backoff and shown as such in
-the UI. A fault in one provider call therefore repeats only that call, and a retry of the
-research task (or of the whole run, from the CLI or the UI) is served every call that had
-succeeded.
+edition a repeat is served by the search and page caches and by the call memo
+(core.accounting.memo), so their task runs (~8 ms of CPU each, 40% of a batch's) bought nothing;
+only when one fails for a passing reason does it become a task run, retried by Prefect with backoff
+and shown as such in the UI. A fault in one provider call therefore repeats only that call, and a
+retry of the research task (or of the whole run, from the CLI or the UI) is served every call that
+had succeeded.
 """
 
 from __future__ import annotations

@@ -40,8 +40,9 @@ class CallScope:
     subquestion_index: int | None = None
     max_topic_cost_usd: float | None = None
     max_batch_cost_usd: float | None = None
-    # The topic's edition (core.editions): part of a search's call memo fingerprint (core.memo),
-    # so a new edition asks the world again while a retry or rerun of this one is served.
+    # The topic's edition (core.reports.editions): part of a search's call memo fingerprint
+    # (core.accounting.memo), so a new edition asks the world again while a retry or rerun of this
+    # one is served.
     edition: str = ""
 
 

@@ -3,10 +3,10 @@ reruns").
 
 A step task can make several provider calls (a page condensed in pieces, a JSON answer asked
 again, a shrink loop); when a later one fails, the task's cache has nothing for the earlier
-ones. So below the tasks, `core.metering` asks this memo before every billed call: an answer
-recorded under the same fingerprint is served (the ledger writes an 'served' row at $0), and
-every successful answer is recorded. That holds in a run, in Prefect's retry of the same flow
-run, and in a rerun by the CLI, whatever task the call sits in.
+ones. So below the tasks, `core.accounting.metering` asks this memo before every billed call: an
+answer recorded under the same fingerprint is served (the ledger writes an 'served' row at $0), and
+every successful answer is recorded. That holds in a run, in Prefect's retry of the same flow run,
+and in a rerun by the CLI, whatever task the call sits in.
 
 The fingerprint is a sha256 over what decides the answer: provider, model, base URL, the
 messages, parameters (output cap, temperature, reasoning effort, thinking budget), the schema,

@@ -2,18 +2,19 @@
 
 `MeteredModel` wraps any `ChatModel`, `MeteredSearch` any billed `SearchBackend` (SerpAPI). Before
 a call: the budget check (spent + projected cost of input estimate and output cap, see
-`core.ledger`), then the provider's gate (`core.pacing`). After it: one `CallRecord`, whether the
-call succeeded or raised a signal, with the provider's own token counts (estimated, and marked
-so, only when the provider reported none). A rate limit pauses the whole provider's gate.
+`core.accounting.ledger`), then the provider's gate (`core.accounting.pacing`). After it: one
+`CallRecord`, whether the call succeeded or raised a signal, with the provider's own token counts
+(estimated, and marked so, only when the provider reported none). A rate limit pauses the whole
+provider's gate.
 
-Before all of that, the call memo (core.memo): a request already answered (a search: in this
-edition; an LLM call: in any) is served its recorded answer, with a ledger row of outcome
-'served' at $0 and no budget, gate or provider involved; every successful answer is recorded
-for the next repeat (on a Dask worker, what waits in the memo's batch is written before a new
-call leaves: a worker killed mid-call has lost no answer it paid for).
+Before all of that, the call memo (core.accounting.memo): a request already answered (a search: in
+this edition; an LLM call: in any) is served its recorded answer, with a ledger row of outcome
+'served' at $0 and no budget, gate or provider involved; every successful answer is recorded for the
+next repeat (on a Dask worker, what waits in the memo's batch is written before a new call leaves: a
+worker killed mid-call has lost no answer it paid for).
 
-What it does not do: retry (Prefect does), shrink (core.overflow.recovery does), or swallow anything:
-every signal is re-raised untouched after it is recorded.
+What it does not do: retry (Prefect does), shrink (core.overflow.recovery does), or swallow
+anything: every signal is re-raised untouched after it is recorded.
 """
 
 from __future__ import annotations

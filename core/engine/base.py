@@ -4,8 +4,8 @@ Two engines implement this protocol: the offline extractive engine (no network, 
 the LLM engine (any `core.llm` chat model). The pipeline only ever talks to this protocol.
 
 Citations are never numbered by an engine. `write_report` cites evidence by the keys that
-`core.report.evidence_catalog` assigns (`[E1]`, `[E2]`, ...); `core.report.assemble` turns those
-into numbered references in code.
+`core.reports.report.evidence_catalog` assigns (`[E1]`, `[E2]`, ...); `core.reports.report.assemble`
+turns those into numbered references in code.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class ResearchEngine(Protocol):
                wave: int, limit: int, *, max_tokens: int | None = None,
                scale: float = 1.0) -> list[FollowUp]:
         """The supervisor: follow-up sub-questions (at most `limit`) for what the findings of
-        the waves so far leave open (`gaps`, from `core.waves.gaps`), or [] when done."""
+        the waves so far leave open (`gaps`, from `core.topics.waves.gaps`), or [] when done."""
         ...
 
     def write_report(self, plan: ResearchPlan, findings: Sequence[Finding], *,

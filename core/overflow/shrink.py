@@ -195,8 +195,8 @@ def _largest_cap(messages: list[Message], target: float, lowest: int,
 def render_findings(findings: Sequence[Finding]) -> str:
     """The findings as the report prompt carries them, each quote under its catalogue key.
 
-    Keys come from `core.report.evidence_catalog`, so the prompt, the budget and the reference
-    numbering all see the same evidence.
+    Keys come from `core.reports.report.evidence_catalog`, so the prompt, the budget and the
+    reference numbering all see the same evidence.
     """
     return "\n\n".join(finding_blocks(findings))
 

@@ -1,12 +1,12 @@
 """A stored report as something to hand on: markdown, one self-contained HTML page, Word, PDF.
 
 What it does: `to_markdown` gives the report's markdown as stored. `render(report, "docx")` and
-`render(report, "pdf")` return the bytes of a Word document (core.export_docx) and of a PDF
-(core.export_pdf), built from the same parse of the report (core.export_blocks) with the same
-link rules as the HTML page. `to_html` renders it with
-markdown-it-py into a page that needs nothing else: inline CSS, no script, nothing fetched (a
-Content-Security-Policy forbids it too), each citation marker `[n]` linked to `#ref-n`, and the
-references rebuilt from the report's citations, each with its verbatim quote.
+`render(report, "pdf")` return the bytes of a Word document (core.reports.export_docx) and of a PDF
+(core.reports.export_pdf), built from the same parse of the report (core.reports.export_blocks) with
+the same link rules as the HTML page. `to_html` renders it with markdown-it-py into a page that
+needs nothing else: inline CSS, no script, nothing fetched (a Content-Security-Policy forbids it
+too), each citation marker `[n]` linked to `#ref-n`, and the references rebuilt from the report's
+citations, each with its verbatim quote.
 
 Hostile text: a report's prose and quotes come from web pages. Raw HTML is never passed through
 (markdown-it's `html` option is off; titles and quotes are escaped), and only http and https URLs
@@ -40,8 +40,8 @@ BINARY = frozenset({"docx", "pdf"})  # formats whose `render` returns bytes
 class ExportError(Exception):
     """The report cannot be written in this format here; the message says what to do."""
 
-# The references section core.report.assemble writes last; to_html rebuilds it from citations.
-# The report's own references section, in any language the report may be written in.
+# The references section core.reports.report.assemble writes last; to_html rebuilds it from
+# citations. The report's own references section, in any language the report may be written in.
 _REFERENCES = re.compile(r"^##[ \t]+(" + "|".join(map(re.escape, reference_headings()))
                          + r")[ \t]*$", re.MULTILINE)
 _NEXT_SECTION = re.compile(r"^##[ \t]", re.MULTILINE)
@@ -63,7 +63,7 @@ footer{max-width:46rem;margin:0 auto;padding:1rem 1.25rem;color:#666;font-size:.
 
 def render(report: Report, fmt: Format, *, pdf_font: str | None = None) -> str | bytes:
     """The report in `fmt`: text for md and html, bytes for docx and pdf. `pdf_font`: the font
-    file to set a PDF in (None: core.export_pdf.find_font's search)."""
+    file to set a PDF in (None: core.reports.export_pdf.find_font's search)."""
     if fmt == "docx":
         from core.reports.export_docx import to_docx
 

@@ -2,10 +2,10 @@
 
     blocks, references = report_blocks(report)
 
-The report's markdown is parsed with markdown-it-py (the parser `core.export.to_html` uses, raw
-HTML off) into headings, paragraphs, quotes, lists, tables, code and rules, each holding `Run`s
-of text with their emphasis and link. The references section is not parsed: it is rebuilt from
-the report's citations (number, title, url, verbatim quote), as the HTML export does.
+The report's markdown is parsed with markdown-it-py (the parser `core.reports.export.to_html` uses,
+raw HTML off) into headings, paragraphs, quotes, lists, tables, code and rules, each holding `Run`s
+of text with their emphasis and link. The references section is not parsed: it is rebuilt from the
+report's citations (number, title, url, verbatim quote), as the HTML export does.
 
 Control characters are dropped (`clean`). Links follow the HTML export's rule: only http and
 https URLs become links (in the prose and in the references); a citation marker `[n]` of a
@@ -77,7 +77,7 @@ class References:
 
 def report_blocks(report: Report) -> tuple[list[Block], References | None]:
     """The report's prose as blocks, and its references (None for a report without any)."""
-    from core.reports.export import _split_references, is_web_url  # export imports this module lazily
+    from core.reports.export import _split_references, is_web_url  # export imports this lazily
 
     prose, heading = _split_references(report.markdown) if report.citations else (
         report.markdown, None)

@@ -8,7 +8,7 @@ quotes as Word's Quote style, lists as list paragraphs, the comparison table as 
 (header row bold, repeated on every page), and the references rebuilt from the citations: a
 numbered paragraph each, bookmarked so a citation marker `[n]` in the prose is an internal link
 to it, the title linked to the source when the source is an http(s) URL, the URL in full, and
-the quote as written. Link rules are those of `core.export_blocks`.
+the quote as written. Link rules are those of `core.reports.export_blocks`.
 
 What it does not do: images, page numbers, a table of contents field.
 """

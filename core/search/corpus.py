@@ -31,8 +31,8 @@ lock plus an flock on a sidecar lock file; searching uses a read-only connection
 processes may search the same index) with a cursor per call (so threads may search at once).
 If the index is held by another process and cannot be updated, the existing index is used as is.
 
-The fts extension is loaded offline by core.fts, from the file the pinned `duckdb-extension-fts`
-package ships (plain `INSTALL fts` downloads, which fails offline).
+The fts extension is loaded offline by core.text.fts, from the file the pinned
+`duckdb-extension-fts` package ships (plain `INSTALL fts` downloads, which fails offline).
 """
 
 from __future__ import annotations

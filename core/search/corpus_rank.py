@@ -1,13 +1,13 @@
 """Ranking corpus passages for a query: BM25 finds candidates, meaning re-orders them.
 
 `candidate_query(query, k)` is the SQL for the candidates: the query's words are scored by the
-word index (Porter-stemmed English) and its CJK bigrams by the bigram index (core.cjk); a
+word index (Porter-stemmed English) and its CJK bigrams by the bigram index (core.text.cjk); a
 passage's BM25 is the sum of both. It keeps the best few passages of each document and about
 5·k passages in all, so there are enough documents to fill k results after re-ranking.
 
 `rerank(query, candidates, k, ...)` blends each candidate's BM25, divided by the best candidate's
 (so 1.0 is "the best keyword match"), with the cosine similarity of its text to the query from
-the shared offline embedder (core.embedding), also divided by the best candidate's:
+the shared offline embedder (core.text.embedding), also divided by the best candidate's:
 `(1 - w)·bm25/bm25_max + w·max(cos, 0)/cos_max`. Keyword counts
 say a passage mentions the words; the embedding says it is about them, which demotes a passage
 stuffed with the query's words on another subject. Then one passage per document, best first;

@@ -4,9 +4,9 @@ What it does: reads the answers stored under some fingerprints while they are fr
 upserts answers (a newer answer to the same request replaces the older one). The table lives in
 the store, so every worker, process and machine writing to one store shares it.
 
-What it does not do: compute fingerprints or decide what is an answer (core.memo does), or ever
-fail its caller: a store that is locked or broken costs only the memo (a read is a miss, a
-write is kept by core.memo and tried again), with one warning.
+What it does not do: compute fingerprints or decide what is an answer (core.accounting.memo does),
+or ever fail its caller: a store that is locked or broken costs only the memo (a read is a miss, a
+write is kept by core.accounting.memo and tried again), with one warning.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class MemoRow:
     provider: str
     model: str
     role: str | None
-    answer: str  # JSON (core.memo's codecs)
+    answer: str  # JSON (core.accounting.memo's codecs)
     created_at: datetime
 
 

@@ -296,7 +296,7 @@ def read_report(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> Rep
 
 
 def read_snapshot(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> Snapshot | None:
-    """What a stored report rests on (core.editions), read-only; None for an unknown id."""
+    """What a stored report rests on (core.reports.editions), read-only; None for an unknown id."""
     with readonly(path, lock_timeout=lock_timeout) as con:
         try:
             return snapshot_from(con, report_id)

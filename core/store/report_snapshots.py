@@ -1,4 +1,4 @@
-"""What a stored report rests on, read back for comparing editions (core.editions)."""
+"""What a stored report rests on, read back for comparing editions (core.reports.editions)."""
 
 from __future__ import annotations
 

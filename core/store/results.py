@@ -286,7 +286,7 @@ class ResultStore:
         return None if row is None or row[0] is None else int(row[1])
 
     def snapshot(self, report_id: str) -> Snapshot | None:
-        """What a stored report rests on (core.editions), or None for an unknown id."""
+        """What a stored report rests on (core.reports.editions), or None for an unknown id."""
         with self._connection() as con:
             return snapshot_from(con, report_id)
 

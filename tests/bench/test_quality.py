@@ -67,7 +67,7 @@ Processes are slower to start [9].
 def test_sentences_split_on_english_and_chinese_ends_but_not_on_decimals():
     assert split_sentences("It needs 8.5 MB. Next one [1]. 线程会阻塞[2]。协程更轻量。 Tail") == [
         "It needs 8.5 MB.", "Next one [1].", "线程会阻塞[2]。", "协程更轻量。", "Tail"]
-    # A citation after the full stop belongs to the sentence before it (core/report.py).
+    # A citation after the full stop belongs to the sentence before it (core/reports/report.py).
     assert split_sentences("Made of cheese. [4] Slower [9].") == ["Made of cheese. [4]",
                                                                   "Slower [9]."]
 

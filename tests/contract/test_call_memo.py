@@ -1,9 +1,9 @@
-"""The call memo (core.memo) around the real openai SDK against a loopback server, stored in a
-real DuckDB file: a repeated request is served its recorded answer without a request, in this
+"""The call memo (core.accounting.memo) around the real openai SDK against a loopback server, stored
+in a real DuckDB file: a repeated request is served its recorded answer without a request, in this
 process and in the next (a fresh memo on the same store), and the ledger says so at $0; a new
-edition is served an LLM call's answer but asks a search again; a refreshing run, an expired
-record, a different parameter or a failed call pays.
-Neither the key nor the request reaches the memo's table."""
+edition is served an LLM call's answer but asks a search again; a refreshing run, an expired record,
+a different parameter or a failed call pays. Neither the key nor the request reaches the memo's
+table."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""core.metering around the real backends: the openai, anthropic and google-genai SDKs (built by
-`make_model`) talk to a loopback `ScriptedServer`; the ledger writes to a real DuckDB file.
+"""core.accounting.metering around the real backends: the openai, anthropic and google-genai SDKs
+(built by `make_model`) talk to a loopback `ScriptedServer`; the ledger writes to a real DuckDB
+file.
 
 Each call leaves one `llm_calls` row with its scope, role, the provider's own token counts (or
 estimates, marked so) and its price; failures are recorded and re-raised untouched; a rate limit

@@ -1,4 +1,4 @@
-"""Reading a CSV of topics (core/topics_csv.py): good rows run, bad rows are reported by line."""
+"""Reading a CSV of topics (core/topics/rows.py): good rows run, bad rows are reported by line."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""core.failures: the one line a user sees for a failed step (`describe`) for each kind of signal
-and for plain exceptions, key masking, and `TopicFailed` (first step, further failures, cause,
-budget scope)."""
+"""core.topics.failures: the one line a user sees for a failed step (`describe`) for each kind of
+signal and for plain exceptions, key masking, and `TopicFailed` (first step, further failures,
+cause, budget scope)."""
 
 from __future__ import annotations
 
@@ -93,7 +93,8 @@ def test_fatal_shows_its_own_hint_instead_of_the_generic_advice() -> None:
 def test_fatal_without_a_hint_gets_the_generic_advice() -> None:
     line = describe("report", Fatal("no API key for openai", provider="openai"))
 
-    assert line == "report: Fatal by openai (no API key for openai); fix the configuration and rerun"
+    assert line == ("report: Fatal by openai (no API key for openai); fix the configuration "
+                    "and rerun")
 
 
 def test_transient_and_overflow_get_their_advice() -> None:

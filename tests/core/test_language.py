@@ -1,4 +1,5 @@
-"""The language of a topic (core/language.py): detected from its text, or named with --language."""
+"""The language of a topic (core/text/language.py): detected from its text, or named with
+--language."""
 
 from __future__ import annotations
 

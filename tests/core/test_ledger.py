@@ -1,6 +1,6 @@
-"""core.ledger: scope and role context variables (nesting, threads), budget checks, running spend,
-seeding from a real DuckDB store written by an earlier process, and records that survive a
-store error until the next flush."""
+"""core.accounting.ledger: scope and role context variables (nesting, threads), budget checks,
+running spend, seeding from a real DuckDB store written by an earlier process, and records that
+survive a store error until the next flush."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import uuid
 import duckdb
 import pytest
 
-from core.accounting.ledger import (CallScope, Ledger, acting_as, current_role, current_scope, scoped)
+from core.accounting.ledger import (CallScope, Ledger, acting_as, current_role, current_scope,
+                                    scoped)
 from core.signals import BudgetExceeded
 from core.store import ResultStore
 from core.accounting.usage import CallRecord

@@ -1,5 +1,6 @@
-"""core.pacing with a fake clock: the per-minute cap, pauses after a rate limit (shared by every
-thread), blind pauses that double and reset, the max_pause bound, and one gate per provider."""
+"""core.accounting.pacing with a fake clock: the per-minute cap, pauses after a rate limit (shared
+by every thread), blind pauses that double and reset, the max_pause bound, and one gate per
+provider."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The reviewer's answer and the plan it makes (core.plan_edits): no Prefect involved."""
+"""The reviewer's answer and the plan it makes (core.topics.plan_edits): no Prefect involved."""
 
 from __future__ import annotations
 

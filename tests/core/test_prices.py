@@ -1,6 +1,6 @@
-"""core.prices: longest-prefix lookup, the default models' prices, cost arithmetic (cached input
-at its own rate), RESEARCHFLOW_PRICES overrides (JSON text or file) and their errors, and the
-one warning an unknown model gets."""
+"""core.accounting.prices: longest-prefix lookup, the default models' prices, cost arithmetic
+(cached input at its own rate), RESEARCHFLOW_PRICES overrides (JSON text or file) and their errors,
+and the one warning an unknown model gets."""
 
 from __future__ import annotations
 

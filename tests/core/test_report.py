@@ -1,4 +1,5 @@
-"""Report assembly (core/report.py): references numbered in code, gaps and disputes made visible."""
+"""Report assembly (core/reports/report.py): references numbered in code, gaps and disputes made
+visible."""
 
 from __future__ import annotations
 

@@ -18,7 +18,8 @@ answers validated by `core.engine.model_driven.schemas`. What the engine guarant
 - before compressing, the request is estimated and compacted when over budget; a
   `ContextOverflow` from the provider still propagates, for the caller to shrink and retry.
 
-It never numbers citations (`core.report` does) and never sleeps or retries on provider errors.
+It never numbers citations (`core.reports.report` does) and never sleeps or retries on provider
+errors.
 """
 
 from __future__ import annotations
