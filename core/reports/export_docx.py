@@ -26,7 +26,8 @@ from docx.oxml.ns import qn
 from docx.shared import Pt, RGBColor
 from docx.text.paragraph import Paragraph
 
-from core.reports.export_blocks import Block, References, Run, Runs, report_blocks
+from core.reports.export_blocks import (Block, References, Run, Runs, is_web_url,
+                                        report_blocks)
 from core.models import Report
 
 _LINK_COLOUR = RGBColor(0x0B, 0x57, 0xD0)
@@ -97,8 +98,6 @@ def _table(doc, block: Block) -> None:
 
 
 def _references(doc, references: References) -> None:
-    from core.reports.export import is_web_url
-
     doc.add_heading(references.heading, level=1)
     for c in references.citations:
         paragraph = doc.add_paragraph()

@@ -33,8 +33,8 @@ from fpdf import FPDF
 from fpdf.enums import TextMode
 from fpdf.fonts import FontFace
 
-from core.reports.export import ExportError
-from core.reports.export_blocks import Block, References, Run, Runs, plain, report_blocks
+from core.reports.export_blocks import (Block, ExportError, References, Run, Runs, is_web_url,
+                                        plain, report_blocks)
 from core.models import Report
 
 log = logging.getLogger("researchflow.export")
@@ -185,8 +185,6 @@ class _Writer:
         pdf.ln(4)
 
     def references(self, references: References, *, level: int) -> None:
-        from core.reports.export import is_web_url
-
         pdf = self.pdf
         pdf.ln(3)
         pdf.start_section(references.heading, level=level)
