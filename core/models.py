@@ -1,12 +1,14 @@
 """The data that flows between pipeline steps.
 
 Every model here is a pydantic model so it serialises cleanly into Prefect results and DuckDB
-rows. Values that never change after creation are frozen. Nothing here performs I/O.
+rows, except an engine's draft of a report (`ReportDraft`), a frozen dataclass that never leaves
+the report task. Values that never change after creation are frozen. Nothing here performs I/O.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -239,6 +241,39 @@ class Finding(_Frozen):
     def support(self) -> int:
         """How much quoted evidence backs this finding (used to cut the weakest first)."""
         return sum(len(c.evidence) for c in self.claims)
+
+
+@dataclass(frozen=True)
+class SectionDraft:
+    subquestion_index: int
+    heading: str
+    body: str  # prose citing evidence as [E<n>]
+
+
+# The parts of a report besides its sections, under their default headings.
+PART_HEADINGS = {"summary": "Executive summary", "comparison": "Comparison",
+                 "recommendation": "Recommendation", "conclusion": "Conclusion"}
+
+
+@dataclass(frozen=True)
+class ReportDraft:
+    """A report before its references are numbered: prose citing evidence as [E<n>].
+
+    Parts follow the intent: every report has a summary, the sections and a conclusion; a
+    comparison has its table, a recommendation its recommendation. `headings` holds the
+    headings the writer chose for those parts (in the report's language).
+    """
+
+    title: str
+    summary: str
+    sections: tuple[SectionDraft, ...]
+    comparison_table: str | None = None  # markdown table, for compare intents
+    recommendation: str | None = None  # for recommend intents
+    conclusion: str = ""
+    headings: tuple[tuple[str, str], ...] = ()  # (part, heading) where not the default
+
+    def heading(self, part: str) -> str:
+        return dict(self.headings).get(part) or PART_HEADINGS[part]
 
 
 class Citation(_Frozen):

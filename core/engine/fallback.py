@@ -23,10 +23,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Literal, Sequence, TypeVar
 
-from core.engine.base import ReportDraft, ResearchEngine
+from core.engine.base import ResearchEngine
 from core.engine.model_driven.calls import INVALID_OUTPUT
-from core.models import (FollowUp, Finding, ResearchPlan, SearchResult, Source, SubQuestion,
-                         Topic, Transcript)
+from core.models import (FollowUp, Finding, ReportDraft, ResearchPlan, SearchResult, Source,
+                         SubQuestion, Topic, Transcript)
 from core.signals import Fatal
 
 T = TypeVar("T")

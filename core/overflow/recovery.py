@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
-from core.engine.base import ReportDraft, ResearchEngine
-from core.models import Finding, Message, ResearchPlan, Transcript
+from core.engine.base import ResearchEngine
+from core.models import Finding, Message, ReportDraft, ResearchPlan, Transcript
 from core.overflow.shrink import (CannotShrink, fit_findings, findings_budget_chars, lower_max_tokens,
                          render_findings, shrink_transcript, window_budget_chars)
 from core.signals import ContextOverflow, Fatal

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from core.engine.base import ReportDraft
+from core.models import ReportDraft
 from core.text.escaping import defang_markdown, markdown_link, markdown_text
 from core.models import Citation, Evidence, Finding, ResearchPlan, Report, stable_id
 

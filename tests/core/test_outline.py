@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from core.engine.base import ReportDraft, SectionDraft
+from core.models import ReportDraft, SectionDraft
 from core.engine.offline.extractive import ExtractiveEngine
 from core.engine.offline.outline import draft_plan
 from core.engine.offline.question import read_question

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from core.engine.base import ReportDraft, SectionDraft
+from core.models import ReportDraft, SectionDraft
 from core.models import Claim, Evidence, Finding, ResearchPlan, SubQuestion
 from core.reports.report import INSUFFICIENT, assemble, evidence_catalog, report_id_for
 

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import pytest
 
-from core.engine.base import ReportDraft
+from core.models import ReportDraft
 from core.engine.model_driven.llm_engine import LLMEngine
 from core.engine.model_driven.writer import HEADROOM, MIN_SECTION_WORDS, report_tokens
 from core.llm.base import Completion

@@ -13,7 +13,7 @@ import re
 
 from markdown_it import MarkdownIt
 
-from core.engine.base import ReportDraft, SectionDraft
+from core.models import ReportDraft, SectionDraft
 from core.reports.export import to_html
 from core.models import Claim, Evidence, Finding, ResearchPlan, SubQuestion
 from core.reports.report import assemble

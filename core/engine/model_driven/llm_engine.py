@@ -32,7 +32,7 @@ from typing import Any, Sequence
 from core.engine.model_driven import prompts
 from core.engine.model_driven.answers import (InvalidOutput, distinct_subquestions,
                                               plan_complaint)
-from core.engine.base import ReportDraft
+from core.models import ReportDraft
 from core.engine.model_driven.calls import ModelCalls, invalid_output
 from core.engine.model_driven.quotes import verified_claim
 from core.engine.model_driven.schemas import (ChooseOut, CompressOut, CondenseOut, ControllerOut, PlanOut,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from core.engine.base import ReportDraft
+from core.models import ReportDraft
 from core.models import (FollowUp, Finding, ResearchPlan, SearchResult, Source, SubQuestion,
                          Topic, Transcript)
 

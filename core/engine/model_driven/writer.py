@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
-from core.engine.base import ReportDraft
+from core.models import ReportDraft
 from core.engine.model_driven import prompts
 from core.engine.model_driven.answers import InvalidOutput, draft_from_markdown, split_markdown
 from core.engine.model_driven.calls import ModelCalls, invalid_output

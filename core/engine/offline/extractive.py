@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from core.text.embedding import Embedder
-from core.engine.base import ReportDraft, SectionDraft
+from core.models import ReportDraft, SectionDraft
 from core.engine.offline.outline import Search, draft_plan
 from core.engine.offline.words import words
 from core.engine.offline.selection import corroborated, naming, pick, rank
