@@ -34,6 +34,7 @@ from core.accounting.ledger import scoped
 from core.models import TopicOptions
 from core.runtime import current
 from core.topics.rows import RowError, TopicRow, read_topics_csv
+from core.llm.siblings import cheaper
 from core.settings import Settings, run_config
 from core.store import StoreError
 from core.accounting.usage import UsageTotals
@@ -195,7 +196,7 @@ def research_batch(csv_path: str, batch_id: str | None = None,
     settings = Settings.load(model=model, search=search, db_path=Path(db_path) if db_path else None,
                              corpus_dir=Path(corpus_dir) if corpus_dir else None,
                              max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd)
-    config = run_config(settings)
+    config = run_config(settings, cheaper=cheaper)
     batch = batch_id or Path(csv_path).stem
     edition = (edition or "").strip() or edition_of_run(_zone(timezone, logger))
     if len(edition) > 100:

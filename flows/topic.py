@@ -28,6 +28,7 @@ from core.models import (FollowUp, Finding, ResearchPlan, ResearchResult, Topic,
 from core.reports.editions import EditionDiff, compare, section, snapshot_of, with_section
 from core.reports.report import fixed_heading, report_id_for
 from core.runtime import current
+from core.llm.siblings import cheaper
 from core.settings import RunConfig, Settings, run_config
 from core.topics.waves import MAX_FOLLOWUPS, affordable_followups, gaps
 from core.topics.plan_edits import PlanRejected
@@ -288,7 +289,7 @@ def research_topic(topic: str, options: TopicOptions = TopicOptions(), batch_id:
     settings = Settings.load(model=model, search=search, max_cost_usd=max_cost_usd,
                              corpus_dir=Path(corpus_dir) if corpus_dir else None,
                              db_path=Path(db_path) if db_path else None)
-    config = run_config(settings)
+    config = run_config(settings, cheaper=cheaper)
     item = Topic.of(topic, options, batch_id, (edition or "").strip())
     own_id = str(flow_run.id or "local")
     run_id = str(flow_run.root_flow_run_id or own_id)  # a batch's run when inside a batch

@@ -33,7 +33,8 @@ def test_roles_follow_the_settings(monkeypatch):
     for var in ("RESEARCHFLOW_MODEL", "RESEARCHFLOW_MODEL_CONDENSE"):
         monkeypatch.delenv(var, raising=False)
     auto = Settings(anthropic_api_key="k")
-    assert auto.role_models() == {"condense": "anthropic:claude-haiku-4-5"}
+    assert auto.role_models(cheaper) == {"condense": "anthropic:claude-haiku-4-5"}
+    assert auto.role_models() == {}  # no price ladder given: every role on the model
     assert Settings(anthropic_api_key="k", model="anthropic:claude-sonnet-4-5").role_models() == {}
     monkeypatch.setenv("RESEARCHFLOW_MODEL_REPORT", "anthropic:claude-opus-4-5")
     monkeypatch.setenv("RESEARCHFLOW_MODEL_RESEARCH", "anthropic:claude-haiku-4-5")
