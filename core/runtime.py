@@ -89,15 +89,12 @@ class Runtime:
     def store(self, target: str | Path, config: RunConfig | None = None) -> Any:
         """The ResultStore of a target; `config` supplies how long a write waits for a lock."""
         from core.store import ResultStore
-        from core.store.connection import configure
 
-        if config is not None:
-            configure(lock_timeout=config.store_lock_timeout,
-                      hold_seconds=config.store_hold_seconds)
-        wait = config.store_lock_timeout if config is not None else None
+        options = {} if config is None else dict(
+            lock_timeout=config.store_lock_timeout, hold_seconds=config.store_hold_seconds,
+            data_path=config.lake_data_path)
         return self.shared("store", _target(target),
-                           lambda: ResultStore(_target(target), lock_timeout=wait,
-                                               data_path=config.lake_data_path if config else None))
+                           lambda: ResultStore(_target(target), **options))
 
     def pages(self, target: str | Path) -> Any:
         from core.store.pages import PageStore

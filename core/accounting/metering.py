@@ -34,7 +34,7 @@ from core.accounting.pacing import ProviderGate
 from core.accounting.prices import PriceTable
 from core.search.base import SearchBackend
 from core.signals import RateLimited, Signal, mask_secrets
-from core.overflow.tokens import TokenEstimator, default_estimator
+from core.overflow.tokens import TokenEstimator
 from core.accounting.usage import CallRecord, CallRole
 
 _ERROR_CHARS = 300
@@ -97,7 +97,7 @@ class MeteredModel:
                  estimator: TokenEstimator | None = None, memo: CallMemo | None = None) -> None:
         self.inner = inner
         self.meter = _Meter(ledger, prices, gate)
-        self.estimator = estimator if estimator is not None else default_estimator()
+        self.estimator = estimator if estimator is not None else TokenEstimator()
         self.memo = memo if memo is not None and memo.enabled else None
 
     # The wrapped model's identity, so callers see the real provider and model.

@@ -23,7 +23,7 @@ from typing import TypeVar
 import duckdb
 
 from core.store.backend import open_backend
-from core.store.connection import StoreError
+from core.store.connection import HOLD_SECONDS, StoreError
 
 log = logging.getLogger("researchflow.store.memo")
 _T = TypeVar("_T")
@@ -45,8 +45,8 @@ class MemoStore:
     """The `call_memo` table of one store target. Safe to share between threads."""
 
     def __init__(self, path: Path | str, *, lock_timeout: float = 5.0,
-                 retry_after: float = 10.0) -> None:
-        self.backend = open_backend(path, lock_timeout=lock_timeout)
+                 hold_seconds: float = HOLD_SECONDS, retry_after: float = 10.0) -> None:
+        self.backend = open_backend(path, lock_timeout=lock_timeout, hold_seconds=hold_seconds)
         self.retry_after = retry_after
         self._state = threading.Lock()
         self._ready = False

@@ -30,7 +30,7 @@ from core.secrets import mask
 from core.store import llm_calls, model_limits, runs
 from core.store.backend import open_backend
 from core.store.report_snapshots import snapshot_from
-from core.store.connection import StoreError, dicts, lock_wait, one_dict
+from core.store.connection import HOLD_SECONDS, LOCK_TIMEOUT, StoreError, dicts, one_dict
 from core.store.redaction import public_settings
 from core.store.schema import TABLES, read_version
 from core.accounting.usage import CallRecord, UsageTotals
@@ -47,10 +47,11 @@ class ResultStore:
     """Research results in a DuckDB file, or in a DuckLake when `path` is a `ducklake:` target
     (core.store.backend). Safe to share between threads of one process."""
 
-    def __init__(self, path: Path | str, *, lock_timeout: float | None = None,
-                 data_path: str | None = None) -> None:
-        self.lock_timeout = lock_wait() if lock_timeout is None else lock_timeout
-        self.backend = open_backend(path, lock_timeout=self.lock_timeout, data_path=data_path)
+    def __init__(self, path: Path | str, *, lock_timeout: float = LOCK_TIMEOUT,
+                 hold_seconds: float = HOLD_SECONDS, data_path: str | None = None) -> None:
+        self.lock_timeout = lock_timeout
+        self.backend = open_backend(path, lock_timeout=lock_timeout, hold_seconds=hold_seconds,
+                                    data_path=data_path)
         self.path = self.backend.path  # None for a DuckLake
         self.backend.ensure_schema()
 
