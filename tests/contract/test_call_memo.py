@@ -42,9 +42,9 @@ def db(tmp_path: Path) -> Path:
 
 
 def model_on(server: ScriptedServer, db: Path, *, ttl_hours: float = 24.0, salt: str = "",
-             **settings) -> tuple[MeteredModel, CallMemo, ResultStore]:
+             batch_seconds: float = 0, **settings) -> tuple[MeteredModel, CallMemo, ResultStore]:
     store = ResultStore(db)
-    memo = CallMemo(MemoStore(db), ttl_hours=ttl_hours, salt=salt, batch_seconds=0)
+    memo = CallMemo(MemoStore(db), ttl_hours=ttl_hours, salt=salt, batch_seconds=batch_seconds)
     inner = make_model("openai:gpt-4o-mini", Settings(
         _env_file=None, openai_api_key=API_KEY, openai_base_url=server.url + "/v1",
         request_timeout=10, **settings))
@@ -261,9 +261,8 @@ def test_an_answer_waiting_in_the_batch_is_written_before_the_next_call_leaves(d
     call is sent."""
     second = [Message(role="user", content="What does the GIL protect? (the call in flight)")]
     with ScriptedServer(default=answering()) as server:
-        model, memo, _ = model_on(server, db)
-        memo.batch_seconds = 3_600  # nothing would be written for an hour
-        memo.write_first = True  # as on a Dask worker (core.runtime.Runtime.losable)
+        model, memo, _ = model_on(server, db, batch_seconds=3_600)  # nothing written for an hour
+        memo.write_first = True  # as on a Dask worker (tasks.contexts.losable)
         ask(model)
         assert MemoStore(db).fingerprints(datetime.now(timezone.utc) - timedelta(hours=1)) == set()
         with scoped(**SCOPE), acting_as("condense"):
