@@ -21,6 +21,9 @@ Role = Literal["system", "user", "assistant", "tool"]
 ReviewOnTimeout = Literal["proceed", "cancel"]
 
 
+MAX_EDITION_CHARS = 100  # an edition's name: a date, "week-49", a release
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -82,7 +85,7 @@ class Topic(TopicOptions):
     batch_id: str = "adhoc"
     # A scheduled batch's run (core.reports.editions): each edition stores its own report. "": none
     # (a lone topic), the topic has one report that a rerun replaces.
-    edition: str = Field(default="", max_length=100)
+    edition: str = Field(default="", max_length=MAX_EDITION_CHARS)
 
     @classmethod
     def of(cls, text: str, options: TopicOptions, batch_id: str = "adhoc",

@@ -32,6 +32,7 @@ from core.text.escaping import markdown_text
 from core.topics.failures import TopicFailed
 from core.accounting.ledger import scoped
 from core.models import TopicOptions
+from core.reports.editions import edition_name
 from core.runtime import current
 from core.topics.rows import RowError, TopicRow, read_topics_csv
 from core.llm.siblings import cheaper
@@ -198,9 +199,7 @@ def research_batch(csv_path: str, batch_id: str | None = None,
                              max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd)
     config = run_config(settings, cheaper=cheaper)
     batch = batch_id or Path(csv_path).stem
-    edition = (edition or "").strip() or edition_of_run(_zone(timezone, logger))
-    if len(edition) > 100:
-        raise ValueError(f"edition: at most 100 characters, not {len(edition)}")
+    edition = edition_name(edition, lambda: edition_of_run(_zone(timezone, logger)))
     logger.info("edition %s of batch %s", edition, batch)
     rows, errors = read_topics_csv(Path(csv_path), batch_id=batch, defaults=defaults,
                                    warn=logger.warning, edition=edition)

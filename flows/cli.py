@@ -193,9 +193,12 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
     review_on_timeout); the options here are the defaults for rows that do not."""
     import datetime
 
-    edition = (edition or "").strip() or datetime.date.today().isoformat()
-    if len(edition) > 100 or not edition.isprintable():
-        fail("--edition: at most 100 printable characters, e.g. 2026-12-03 or week-49")
+    from core.reports.editions import edition_name
+
+    try:
+        edition = edition_name(edition, lambda: datetime.date.today().isoformat())
+    except ValueError as exc:
+        fail(f"--edition: {exc}")
     from core.topics.rows import BatchFileError, read_topics_csv
 
     _check_corpus(corpus)
