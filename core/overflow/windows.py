@@ -277,3 +277,10 @@ class ContextLimits:
                     "%s='{\"%s\": 200000}' (a model-name prefix -> tokens), or change the "
                     "fallback with RESEARCHFLOW_DEFAULT_CONTEXT_WINDOW.",
                     model, self.default, ENV_HINT, normalize(model))
+
+
+def published_max_output(model: str) -> int | None:
+    """The largest max_tokens the published table (KNOWN) says the model accepts, when it says:
+    nothing learned, so the same answer in any run."""
+    prefix = _longest_prefix(normalize(model), KNOWN)
+    return KNOWN[prefix].max_output if prefix is not None else None
