@@ -41,7 +41,7 @@ class RunFields(BaseModel):
     task's cache key, so changing them never costs a cached call.
     """
 
-    # -- what is asked, and how a model answers ---------------------------------------------------
+    # -- what is asked, and how a model answers -------------------------------------------------
     results_per_query: int = Field(default=4, ge=1, le=20)
     max_output_tokens: int = 4_096
     default_context_window: int = 128_000  # the window assumed for an unknown model
@@ -72,7 +72,7 @@ class RunFields(BaseModel):
     corpus_max_file_bytes: int = Field(default=20_000_000, ge=1)
     corpus_max_html_bytes: int = Field(default=2_000_000, ge=1)
 
-    # -- what a page read yields (core/search/web.py and friends) ---------------------------------
+    # -- what a page read yields (core/search/web.py and friends) -------------------------------
     max_page_bytes: int = 3_000_000  # larger pages are refused, not parsed
     max_source_chars: int = 60_000  # extracted text beyond this is trimmed
     # Hosts on this comma-separated list (`host` or `host:port`) may be fetched even when they
@@ -99,7 +99,7 @@ class RunFields(BaseModel):
     searxng_categories: str | None = None
     searxng_language: str | None = None
 
-    # -- how the process runs (not hashed) ----------------------------------------------------------
+    # -- how the process runs (not hashed) -----------------------------------------------------
     max_calls_per_minute: int | None = Field(default=None, ge=1, exclude=True)  # per provider
     max_fetches_per_host: int = Field(default=2, ge=1, le=16, exclude=True)  # at once, per host
     # Price overrides: JSON text or a JSON file's path (see core.accounting.prices).

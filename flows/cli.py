@@ -295,12 +295,17 @@ def _state_error(state) -> str:
 
 def _run_usage(db: Path, state) -> str:
     """The usage line of the run behind `state` (every topic of a batch, or one topic)."""
-    from core.runtime import current
+    from core.store import ResultStore, StoreError
+    from tasks import contexts
 
     run_id = state.state_details.flow_run_id
     if run_id is None or not store_exists(db):
         return "usage: unknown (no run id or no store)"
-    return current().usage(db, str(run_id)).line()
+    contexts.flush()  # what the run's tasks recorded in this process is in the store first
+    try:
+        return ResultStore(db).usage(run_id=str(run_id)).line()
+    except StoreError as exc:
+        return f"usage: unknown ({exc})"
 
 
 app.command()(show)

@@ -42,11 +42,11 @@ from typing import Any, Callable
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from core.accounting.ledger import CallScope, acting_as, current_role, current_scope, scoped
-from core.runtime import current
 from core.settings import Settings
 from core.accounting.usage import CallRole
 from flows.attempts import note_attempt
 from flows.run_log import forward_store_logs
+from tasks import contexts
 
 
 def task_runner(settings: Settings | None = None) -> TaskRunner:
@@ -105,7 +105,7 @@ class InScope:
             try:
                 return self.fn(*args, **kwargs)
             finally:
-                current().flush()  # a record kept back by a busy store goes now, not never
+                contexts.flush()  # a record kept back by a busy store goes now, not never
 
 
 def dask_runner(address: str | None, *, threads: int) -> TaskRunner:

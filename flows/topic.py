@@ -27,7 +27,6 @@ from core.models import (FollowUp, Finding, ResearchPlan, ResearchResult, Topic,
                          Transcript)
 from core.reports.editions import EditionDiff, compare, section, snapshot_of, with_section
 from core.reports.report import fixed_heading, report_id_for
-from core.runtime import current
 from core.llm.siblings import cheaper
 from core.settings import RunConfig, Settings, run_config
 from core.topics.waves import MAX_FOLLOWUPS, affordable_followups, gaps
@@ -41,6 +40,7 @@ from flows.slots import (TopicSkipped, close_batch, slot_released, subflow_start
                          topic_slot)
 from tasks.research import plan_topic, research, review_findings
 from tasks.store import store_result
+from tasks.contexts import context_for
 from tasks.write import compress, note_fallback, quote_extractively, write_report
 
 def _step(step: str, call, *args):
@@ -71,8 +71,7 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
                 close_batch(run_id)
             raise
     result, diff = _what_changed(result, config)
-    report_id = _step("store", store_result, result, config.db_path, run_id,
-                      result.report.engine, diff)
+    report_id = _step("store", store_result, result, config, run_id, result.report.engine, diff)
     if diff is not None and diff.changes:
         _changed_event(topic, diff)
     usage = usage_line(config, run_id, topic.topic_id)
@@ -87,7 +86,7 @@ def _what_changed(result: ResearchResult, config: RunConfig
     """From a topic's second edition on: the comparison with the previous edition, and the
     report with its "What changed" section. Made in code from the store; no provider call."""
     topic = result.topic
-    previous = current().store(config.db_path).previous_edition(topic)
+    previous = context_for(config).store.previous_edition(topic)
     if previous is None:
         return result, None
     diff = compare(previous, snapshot_of(result, topic.edition))
@@ -231,7 +230,7 @@ def _review(plan: ResearchPlan, findings: list[Finding], waves: int,
             config: RunConfig) -> list[FollowUp]:
     """The supervisor's follow-ups after `waves` waves, as many as the budget leaves room for."""
     scope = current_scope()
-    ledger = current().ledger(config.db_path)
+    ledger = context_for(config).ledger
     limit = affordable_followups(MAX_FOLLOWUPS, spent=ledger.spent(scope.run_id, scope.topic_id),
                                  cap=scope.max_topic_cost_usd,
                                  researched=len(plan.subquestions))
@@ -297,7 +296,7 @@ def research_topic(topic: str, options: TopicOptions = TopicOptions(), batch_id:
         config = config.model_copy(update={"refresh": run_id})
     alone = run_id == own_id
     store = (start_run(config, settings, run_id, batch_id) if alone
-             else current().store(config.db_path, config))
+             else context_for(config).store)
     scope = dict(run_id=run_id, batch_id=batch_id, topic_id=item.topic_id,
                  max_topic_cost_usd=settings.max_cost_usd, edition=item.edition)
     if alone:

@@ -8,7 +8,9 @@ others in turn:
     pacing     one provider's gate: calls per minute, and a pause for its retry-after
     ledger     the scope and role of a call (context variables), the running spend, the budgets
     memo       the call memo: a successful answer recorded by the fingerprint of its request
-    metering   MeteredModel and MeteredSearch: memo, budget, gate, call, record
+    metering   MeteredModel (and the Meter core.search.metered puts around a billed search):
+               memo, budget, gate, call, record
+    batches    the writer that takes the ledger's and the memo's rows to the store
 
 ARCHITECTURE.md ("Caching and reruns") says how the memo and the ledger reach the store. Nothing
 here imports Prefect; the store is reached only through the sinks it is handed.

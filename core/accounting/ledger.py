@@ -231,6 +231,11 @@ class Ledger:
         self._seeded(key)
         return key in self._spent
 
+    def record_fallback(self, role: str, why: object) -> None:
+        """A role the extractive engine answered for the model (core.engine.fallback's
+        `on_fallback`): a row at no cost, in the current scope."""
+        self.record(fallback_record(role, str(why)))
+
     def flush(self) -> None:
         """Write waiting records now; on a store error they wait for the next try."""
         self._records.flush()

@@ -21,8 +21,8 @@ answer, never the request.
 
 Records are kept in memory at once (so the same process is served at once) and written to the
 store (`core.store.call_memo`) in batches by the ledger's writer (core.accounting.batches); a
-record the store could not take is written again a few seconds later. `ttl_hours` bounds how old a served answer may be; 0 turns the memo
-off. An LLM answer is served for at least as long as the thinking steps' task caches keep
+record the store could not take is written again a few seconds later. `ttl_hours` bounds how
+old a served answer may be; 0 turns the memo off. An LLM answer is served for at least as long as the thinking steps' task caches keep
 theirs (8 days, `tasks.caching.LASTING_EXPIRATION`), so next night's or next week's edition
 finds it.
 """
@@ -60,7 +60,7 @@ class MemoSink(Protocol):
 
     def answers(self, fingerprints: Sequence[str], since: datetime) -> dict[str, str] | None: ...
 
-    def keep(self, rows: Sequence[Any]) -> bool: ...
+    def keep(self, rows: Sequence["MemoRow"]) -> bool: ...
 
 
 def _now() -> datetime:
@@ -72,6 +72,19 @@ def fingerprint(kind: str, request: dict[str, Any], *, edition: str, salt: str =
     payload = json.dumps({"v": _VERSION, "kind": kind, "request": request, "edition": edition,
                           "salt": salt}, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class MemoRow:
+    """One recorded answer, as the store keeps it (core.store.call_memo)."""
+
+    fingerprint: str
+    kind: str  # "llm" | "search"
+    provider: str
+    model: str
+    role: str | None
+    answer: str  # JSON (the codecs below)
+    created_at: datetime
 
 
 @dataclass(frozen=True)
@@ -94,7 +107,7 @@ class CallMemo:
         self._stored: set[str] | None = None  # fingerprints in the store when last looked
         self._looked: datetime | None = None  # when the store was last looked at
         self._pruned = _now()
-        self._rows: BatchWriter[Any] = BatchWriter(
+        self._rows: BatchWriter[MemoRow] = BatchWriter(
             sink.keep if sink is not None else _kept_in_memory, what="memo answer",
             batch_seconds=batch_seconds)
         self._lock = threading.Lock()
@@ -175,8 +188,6 @@ class CallMemo:
         under its unsalted key: the next ordinary run is served the newest answer."""
         if not self.enabled:
             return
-        from core.store.call_memo import MemoRow  # the row's shape; core.store stays lazy
-
         now = _now()
         with self._lock:
             if now - self._pruned > _PRUNE_EVERY:  # a long-lived worker keeps only fresh answers
@@ -219,7 +230,7 @@ class CallMemo:
             self.served += 1
 
 
-def _kept_in_memory(rows: Sequence[Any]) -> None:
+def _kept_in_memory(rows: Sequence[MemoRow]) -> None:
     """A memo without a store (tests, benches) serves from memory only."""
 
 

@@ -35,6 +35,11 @@ class ResearchEngine(Protocol):
         engine has no model (the offline engine)."""
         ...
 
+    def notice_for(self, language: str | None) -> str | None:
+        """The notice under a report's title that this engine writes in `language` (the
+        offline engine says its report is quoted, not written), or None."""
+        ...
+
     def next_queries(self, transcript: Transcript, round_index: int, *,
                      max_tokens: int | None = None, scale: float = 1.0) -> list[str]:
         """Queries for another research round, or [] when the sub-question is answered.

@@ -21,7 +21,8 @@ The modules, in the order a provider error travels through them:
     errors            exceptions that survive pickling with their fields (signals, page faults)
 
 Who acts on them: tasks/retry.py (Prefect retries), core/overflow (shrinking),
-core/topics/failures.py (the one line a failed topic reports). Import from here; the modules are the implementation.
+core/topics/failures.py (the one line a failed topic reports). Import from here; the modules are
+the implementation.
 """
 
 from core.signals.classify import (BodyFacts, OverflowNumbers, classify, classify_payload,

@@ -15,30 +15,19 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
 import duckdb
 
+from core.accounting.memo import MemoRow
 from core.store.backend import open_backend
 from core.store.connection import HOLD_SECONDS, StoreError
 
 log = logging.getLogger("researchflow.store.memo")
 _T = TypeVar("_T")
 _ROWS_PER_STATEMENT = 200
-
-
-@dataclass(frozen=True)
-class MemoRow:
-    fingerprint: str
-    kind: str  # "llm" | "search"
-    provider: str
-    model: str
-    role: str | None
-    answer: str  # JSON (core.accounting.memo's codecs)
-    created_at: datetime
 
 
 class MemoStore:

@@ -18,7 +18,8 @@ from core import secrets
 from core.accounting.ledger import Ledger, acting_as, scoped
 from core.llm.registry import make_model
 from core.accounting.memo import CallMemo
-from core.accounting.metering import MeteredModel, MeteredSearch
+from core.accounting.metering import MeteredModel
+from core.search.metered import MeteredSearch
 from core.models import Message, SearchResult
 from core.accounting.pacing import ProviderGate
 from core.accounting.prices import PriceTable

@@ -20,7 +20,8 @@ import pytest
 from core.accounting.ledger import Ledger, acting_as, scoped
 from core.llm.base import ChatModel
 from core.llm.registry import make_model
-from core.accounting.metering import MeteredModel, MeteredSearch
+from core.accounting.metering import MeteredModel
+from core.search.metered import MeteredSearch
 from core.models import Message, SearchResult, Source
 from core.accounting.pacing import ProviderGate
 from core.accounting.prices import PriceTable

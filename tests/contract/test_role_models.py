@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core import runtime
+from tasks import contexts
 from core.engine.model_driven.routed import RoutedEngine
 from core.accounting.ledger import acting_as
 from core.llm.siblings import cheaper
@@ -50,9 +50,9 @@ def test_each_role_reaches_its_own_model(monkeypatch, tmp_path):
         monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
         monkeypatch.setenv("RESEARCHFLOW_MODEL_CONDENSE", "openai:gpt-4.1-nano")
         monkeypatch.setenv("RESEARCHFLOW_DB_PATH", str(tmp_path / "store.duckdb"))
-        runtime.reset()
+        contexts.close()
         config = run_config(Settings.load(model="openai:gpt-4o"))
-        engine = runtime.current().engine(config)  # each role with its extractive fallback
+        engine = contexts.context_for(config).engine  # each role with its extractive fallback
         assert isinstance(engine.engine, RoutedEngine)
         assert "condense: openai:gpt-4.1-nano" in engine.name
         with acting_as("plan"):
@@ -62,10 +62,10 @@ def test_each_role_reaches_its_own_model(monkeypatch, tmp_path):
         with acting_as("condense"):
             condense_with_shrink(engine.for_role("condense"), SubQuestion(index=0, question="q?"),
                                  page)
-        runtime.current().flush()
+        contexts.flush()
         sent = [r.json()["model"] for r in server.requests]
     assert sent == ["gpt-4o", "gpt-4.1-nano"]
     _, rows = query_readonly(tmp_path / "store.duckdb",
                              "SELECT role, model FROM llm_calls ORDER BY created_at")
     assert rows == [("plan", "gpt-4o"), ("condense", "gpt-4.1-nano")]
-    runtime.reset()
+    contexts.close()

@@ -14,7 +14,7 @@ from core.models import SearchResult
 from core.search.base import SearchBackend
 from core.search.corpus import CorpusSearch
 from core.search.registry import make_search
-from core import runtime
+from tasks import contexts
 from core.settings import Settings, run_config
 
 HTML = """<!doctype html><html><head><title>Tea brewing guide</title></head><body>
@@ -183,17 +183,17 @@ def test_concurrent_searches_share_one_index(search: CorpusSearch) -> None:
     assert search.last_stats is not None and search.last_stats.extracted == 4  # indexed once
 
 
-def test_the_runtime_builds_one_corpus_backend_per_index(corpus: Path, tmp_path: Path) -> None:
+def test_a_run_context_builds_one_corpus_backend_for_its_index(corpus: Path,
+                                                                tmp_path: Path) -> None:
     settings = Settings(search="corpus", corpus_dir=corpus, cache_dir=tmp_path / "cache",
-                        _env_file=None)
-    rt = runtime.Runtime()
-    backend = rt.search(run_config(settings))
-    # Another model, another window: the same corpus, so the same index and instance.
-    assert backend is rt.search(run_config(settings.model_copy(update={"model": "openai:x"})))
+                        db_path=tmp_path / "s.duckdb", _env_file=None)
+    context = contexts.context_for(run_config(settings))
+    backend = context.search
+    assert contexts.context_for(run_config(settings)).search is backend  # built once
     assert make_search(settings) is not backend  # the factory itself keeps nothing
     assert backend.search("green tea")[0].title
     assert str(backend.index_path).startswith(str((tmp_path / "cache" / "index").resolve()))
-    backend.close()
+    contexts.close()  # closes the index too
 
 
 HOLDER = """

@@ -44,8 +44,9 @@ def test_consecutive_calls_share_one_connection_until_idle(tmp_path: Path) -> No
 
 def _opens_elsewhere(path: Path) -> bool:
     """Whether another process can open the file for writing right now (it does not wait)."""
-    opened = subprocess.run([sys.executable, "-c", "import sys, duckdb; duckdb.connect(sys.argv[1])",
-                             str(path)], capture_output=True, text=True, timeout=60)
+    code = "import sys, duckdb; duckdb.connect(sys.argv[1])"
+    opened = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                            text=True, timeout=60)
     return opened.returncode == 0
 
 

@@ -63,6 +63,9 @@ class LLMEngine(ModelCalls):
     def for_role(self, role: str) -> "LLMEngine":
         return self
 
+    def notice_for(self, language: str | None) -> str | None:
+        return None  # a model writes its report: nothing to say under the title
+
     # -- plan ---------------------------------------------------------------------------------
     def plan(self, topic: Topic, *, max_tokens: int | None = None) -> ResearchPlan:
         high = min(topic.max_subquestions, MAX_SUBQUESTIONS)

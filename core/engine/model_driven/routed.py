@@ -36,6 +36,9 @@ class RoutedEngine:
     def context_window(self) -> int | None:
         return self.engines["report"].context_window()
 
+    def notice_for(self, language: str | None) -> str | None:
+        return self.engines["report"].notice_for(language)
+
     def plan(self, topic: Topic, *, max_tokens: int | None = None) -> ResearchPlan:
         return self.engines["plan"].plan(topic, max_tokens=max_tokens)
 
