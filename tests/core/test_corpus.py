@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from core.models import SearchResult
-from core.search.base import SearchBackend
 from core.search.corpus import CorpusSearch
 from core.search.registry import make_search
 from tasks import contexts
@@ -73,8 +72,14 @@ def search(corpus: Path, tmp_path: Path):
     backend.close()
 
 
-def test_is_a_search_backend(search: CorpusSearch) -> None:
-    assert isinstance(search, SearchBackend)
+def test_answers_as_a_search_backend_does(search: CorpusSearch) -> None:
+    """What the research loop relies on (an isinstance check against the protocol only
+    compared names): ranked results, each read back into a page about the query."""
+    hits = search.search("tea", k=3)
+    assert [h.rank for h in hits] == list(range(1, len(hits) + 1)) and hits
+    for hit in hits:
+        page = search.read(hit)
+        assert page is not None and "tea" in page.text.lower()
 
 
 def test_finds_each_format_with_title_and_file_url(search: CorpusSearch, corpus: Path) -> None:
