@@ -25,12 +25,17 @@ def research_offline(topic: Topic, corpus_dir: Path | None, work: Path) -> Offli
     """One topic through the product's core calls with the offline engine over `corpus_dir`
     (None: the bundled CPython docs); indexes and caches live under `work`.
 
-    The calls are those of flows/research.run_topic and the task bodies it runs, in-line and in
+    The calls are those of flows/topic.run_topic and the task bodies it runs, in-line and in
     order (bench/overhead_plain.py does the same in threads): the plan, each wave's researchers
-    and compressions, the supervisor's review between waves, the report. Nothing is stored."""
+    and compressions, the supervisor's review between waves, the gate (core.relevance.gate:
+    NoEvidence when no part of the topic is answered), the report. Nothing is stored."""
     from core.overflow.recovery import compress_with_shrink, report_with_shrink
     from core.overflow.roles import plan_with_shrink, review_with_shrink
     from core.settings import Settings, run_config
+    try:
+        from core.relevance.gate import judge, passed
+    except ImportError:  # --root at a tree from before the gate (issue 32)
+        judge = passed = None  # type: ignore[assignment]
     try:  # a tree with run contexts and core in quarters
         from core.reports.report import assemble, report_id_for
         from core.researcher import DirectSteps, research_subquestion
@@ -78,6 +83,8 @@ def research_offline(topic: Topic, corpus_dir: Path | None, work: Path) -> Offli
     plan = plan_with_shrink(engine.for_role("plan"), topic)
     findings, transcripts = wave(plan.subquestions)
     for number in range(2, topic.max_waves + 1):
+        if judge is not None:  # the supervisor reviews what the gate keeps
+            findings = list(judge(plan, findings).findings)
         limit = affordable_followups(MAX_FOLLOWUPS, spent=0.0, cap=None,  # offline costs nothing
                                      researched=len(plan.subquestions))
         followups = review_with_shrink(engine.for_role("plan"), plan, findings,
@@ -87,10 +94,15 @@ def research_offline(topic: Topic, corpus_dir: Path | None, work: Path) -> Offli
         plan = plan.with_followups(followups, number)
         more, read = wave(plan.subquestions[-len(followups):])
         findings, transcripts = findings + more, transcripts + read
+    unanswered: tuple[str, ...] = ()
+    if passed is not None:  # the gate: NoEvidence when no part is answered
+        judged = passed(plan, findings, config.search)
+        findings, unanswered = list(judged.findings), judged.headings
     writer = engine.for_role("report")
     draft, kept = report_with_shrink(writer, plan, for_report(plan, findings),
                                      window=writer.context_window(),
                                      max_output_tokens=config.max_output_tokens)
+    extra = {"unanswered": unanswered} if unanswered else {}
     report = assemble(plan, kept, draft, report_id=report_id_for(topic.batch_id, topic.topic_id),
-                      engine=engine.name, notice=notice_of(engine, plan.language))
+                      engine=engine.name, notice=notice_of(engine, plan.language), **extra)
     return OfflineRun(plan, report, {s.url: s.text for t in transcripts for s in t.sources})

@@ -40,7 +40,7 @@ from core.overflow.tokens import TokenEstimator
 from core.overflow.windows import ContextLimits
 from core.search.base import SearchBackend
 from core.search.corpus import CorpusSearch
-from core.search.registry import search_for
+from core.search.registry import search_for, vocabulary_of
 from core.settings import RunConfig
 from core.store import PageStore, ResultStore, StoreError
 from core.store.call_memo import MemoStore
@@ -115,9 +115,8 @@ def build(config: RunConfig, *, losable: bool = False) -> RunContext:
     limits = ContextLimits.kept_in(store, dict(config.context_windows),
                                    config.default_context_window)
     search = search_for(config, pages, billing)
-    # The extractive engine's outline is drawn from the corpus; a web search costs, so there
-    # its plan reads the topic alone.
-    offline = ExtractiveEngine(search=search.search if config.search == "corpus" else None)
+    # What the corpus says of a topic's words (a web search knows no vocabulary).
+    offline = ExtractiveEngine(vocabulary=vocabulary_of(search))
     fallback = None if config.model == "offline" else FallbackEngine(
         model_engine(config, limits, billing), offline, policy=config.fallback,
         on_fallback=ledger.record_fallback)

@@ -113,6 +113,7 @@ class SubQuestion(_Frozen):
     question: str
     queries: tuple[str, ...] = ()
     focus: tuple[str, ...] = ()  # what the answer must be about (compared targets, the subject)
+    part: int | None = None  # the part of the question it answers (ResearchPlan.parts)
     language: str = "en"  # what the researcher writes its notes in (the topic's language)
     wave: int = 1  # 1: the plan's; n > 1: a follow-up the supervisor asked after wave n - 1
     why: str = ""  # for a follow-up: the gap it was asked to fill
@@ -133,6 +134,25 @@ class FollowUp(_Frozen):
     parent: int | None = None  # index of the sub-question it completes; None: a new part
 
 
+PartKind = Literal["part", "option", "differ"]
+
+
+class Part(_Frozen):
+    """One thing the topic asks, read from it in code (core.relevance): the gate judges each
+    part answered or not from its evidence, whichever engine researched it."""
+
+    text: str  # as the topic writes it: "what are its main pitfalls"
+    heading: str  # the part as a heading, in the topic's words: "What are sqlite3's main pitfalls?"
+    # What its evidence must be about: the subject, or one option (not "keys": dict() and
+    # Prefect's input walk read a model with a `keys` attribute as a mapping).
+    about: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()  # its words the corpus never uses: nothing can answer it
+    kind: PartKind = "part"  # an option of a comparison, or how the options differ
+    # What it asks about, each word weighed by its rarity in the corpus: evidence answers it
+    # when one page's quotes name most of that weight (core.relevance.gate).
+    words: tuple[tuple[str, float], ...] = ()
+
+
 class ResearchPlan(_Frozen):
     topic: str
     brief: str
@@ -141,6 +161,8 @@ class ResearchPlan(_Frozen):
     subquestions: tuple[SubQuestion, ...]
     language: str = "en"  # ISO 639-1: every prompt asks for it and the report is written in it
     report_words: int = 1_200  # the report's target length
+    parts: tuple[Part, ...] = ()  # what the topic asks, read in code (core.relevance)
+    aspects: tuple[str, ...] = ()  # what the question names of every option: "a small web app"
 
     @property
     def sections(self) -> tuple[SubQuestion, ...]:
@@ -155,11 +177,32 @@ class ResearchPlan(_Frozen):
         # A follow-up of a follow-up completes the same section: point at the section's own.
         root = {sq.index: sq.index if sq.parent is None else sq.parent
                 for sq in self.subquestions}
+        # A follow-up answers the part its section answers, and must be about what it is.
+        part = {sq.index: (sq.part, sq.focus) for sq in self.subquestions}
         added = tuple(SubQuestion(index=start + i, question=f.question,
                                   queries=f.queries or (f.question,), language=self.language,
-                                  wave=wave, why=f.why, parent=root.get(f.parent))
+                                  wave=wave, why=f.why, parent=root.get(f.parent),
+                                  part=part.get(root.get(f.parent), (None, ()))[0],
+                                  focus=part.get(root.get(f.parent), (None, ()))[1])
                       for i, f in enumerate(followups))
         return self.model_copy(update={"subquestions": self.subquestions + added})
+
+
+@dataclass(frozen=True)
+class WordStats:
+    """One word of a topic as a corpus knows it."""
+
+    documents: int  # documents that use it
+    titled: int  # documents whose title or a heading names it
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """What a corpus says of a topic's words (core.search.corpus_vocab): `words` holds those it
+    could measure (a word made only of the index's stop words is not there)."""
+
+    documents: int
+    words: dict[str, WordStats]
 
 
 class SearchResult(_Frozen):
@@ -171,16 +214,44 @@ class SearchResult(_Frozen):
     rank: int = 0
 
 
+class Heading(_Frozen):
+    """A real heading of a document (HTML h1-h3, markdown #, a Word heading style, a PDF
+    outline entry): its section starts at `start` in the document's text."""
+
+    start: int
+    level: int = 1
+    text: str
+
+
+def heading_chain(headings: "tuple[Heading, ...] | list[Heading]", offset: int) -> list[Heading]:
+    """The headings in effect at `offset` of a text (sorted by start), outermost first."""
+    chain: list[Heading] = []
+    for heading in headings:
+        if heading.start > offset:
+            break
+        chain = [h for h in chain if h.level < heading.level] + [heading]
+    return chain
+
+
 class Source(_Frozen):
-    """A page (or corpus document) that was read: its full extracted text is kept."""
+    """A page (or corpus document) that was read: its full extracted text is kept, with the
+    headings its sections have where the document has them (offsets into `text`)."""
 
     url: str
     title: str
     text: str
+    headings: tuple[Heading, ...] = ()
+    # Spans of `text` its corpus repeats on many pages (a generator's notice, a footer): never
+    # quoted (core.search.corpus marks them; a web page has none).
+    boilerplate: tuple[tuple[int, int], ...] = ()
 
     @property
     def source_id(self) -> str:
         return stable_id(self.url)
+
+    def section_at(self, offset: int) -> str:
+        """The headings in effect at `offset`, outermost first: "Reference › Cursor objects"."""
+        return " › ".join(h.text for h in heading_chain(self.headings, offset))
 
 
 class ToolCall(_Frozen):
@@ -224,6 +295,7 @@ class Evidence(_Frozen):
     url: str
     title: str
     quote: str  # verbatim from the source's extracted text
+    section: str = ""  # the headings the quote sits under in its page (Source.section_at)
 
 
 class Claim(_Frozen):
@@ -295,6 +367,7 @@ class Report(_Frozen):
     engine: str
     flags: tuple[str, ...] = ()  # e.g. numbers in prose not found in their quote
     language: str = "en"
+    unanswered: tuple[str, ...] = ()  # the topic's parts no evidence answered (core.relevance)
 
 
 class ResearchResult(_Frozen):

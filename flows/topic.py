@@ -31,6 +31,7 @@ from core.llm.siblings import cheaper
 from core.settings import RunConfig, Settings, run_config
 from core.topics.waves import MAX_FOLLOWUPS, affordable_followups, gaps
 from core.topics.plan_edits import PlanRejected
+from core.relevance.gate import judge, passed
 from flows.plan_review import review_plan
 from flows.progress import ProgressArtifact, emit
 from flows.records import finish_run, record, start_run, usage_line
@@ -122,6 +123,8 @@ def _research(topic: Topic, config: RunConfig, progress: ProgressArtifact) -> Re
     wave = Wave(topic, config, progress)
     findings, transcripts = wave.research(plan.subquestions)
     for number in range(2, topic.max_waves + 1):
+        # The supervisor reviews what the gate keeps: a section quoting off its subject is open.
+        findings = list(judge(plan, findings).findings)
         followups = _review(plan, findings, number - 1, config)
         if not followups:
             break
@@ -132,16 +135,23 @@ def _research(topic: Topic, config: RunConfig, progress: ProgressArtifact) -> Re
         more, read = wave.research(asked)
         findings, transcripts = findings + more, transcripts + read
 
-    if not any(f.support for f in findings):  # a weak model may quote nothing it read
+    if not any(f.support for f in judge(plan, findings).findings):
+        # A weak model may quote nothing it read, or nothing about the subject.
         findings, transcripts = _quoted_instead(topic, plan, findings, transcripts, config,
                                                 progress)
+    # The gate: each part answered or not from evidence about its subject; none, no report.
+    judged = _step("report", passed, plan, findings, config.search)
     report_id = report_id_for(topic.batch_id, topic.topic_id)
-    report = _step("report", write_report, plan, findings, config, report_id)
+    report = _step("report", write_report, plan, list(judged.findings), config, report_id,
+                   list(judged.headings))
     # The report task's cache ignores the id: an edition whose findings did not change reuses
     # the report written for them and gives it this edition's id.
     report = report.model_copy(update={"report_id": report_id})
-    if not report.citations:  # an empty or unrelated corpus: a failure with its reason
+    if not report.citations:  # nothing the writer cited: a failure with its reason
         raise TopicFailed([StepFailure("report", NoEvidence(topic.text, config.search))])
+    if judged.unanswered:
+        get_run_logger().warning("no evidence about the subject for: %s",
+                                 "; ".join(judged.headings))
     sources = {s.url: s for t in transcripts for s in t.sources}
     return ResearchResult(topic=topic, plan=plan, sources=tuple(sources.values()),
                           findings=tuple(findings), report=report)

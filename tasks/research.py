@@ -25,11 +25,14 @@ from core.accounting.ledger import acting_as, scoped
 from core.models import (Finding, FollowUp, PageNotes, ResearchPlan, SearchResult, Source,
                          SubQuestion, Topic, Transcript)
 from core.overflow.roles import plan_with_shrink, queries_with_shrink, review_with_shrink
+from core.relevance.plan import with_parts
+from core.relevance.subject import read_topic
 from core.researcher import (DirectSteps, choose_pages, condense_page, fetch_page, offerable,
                              research_subquestion, rewrite_queries, unavailable)
 from core.search.base import SearchBackend
 from core.search.cache import checking_pages
 from core.search.fetch_types import PageFault
+from core.search.registry import vocabulary_of
 from core.signals import RateLimited, Transient
 from core.settings import RunConfig
 from tasks.caching import CACHED, LASTING
@@ -39,11 +42,18 @@ from tasks.retry import RETRYING
 
 @task(name="plan-topic", task_run_name="plan: {topic.text:.60}", **RETRYING, **LASTING)
 def plan_topic(topic: Topic, config: RunConfig) -> ResearchPlan:
+    """The engine's plan, tied to the topic's parts as code reads them (core.relevance): the
+    gate before the report judges every engine's plan by the same parts."""
     logger = get_run_logger()
-    planner = context_for(config).engine.for_role("plan")
+    context = context_for(config)
+    planner = context.engine.for_role("plan")
     with acting_as("plan"):
         plan = plan_with_shrink(planner, topic, log=logger.info)
-    logger.info("planned %d sub-questions (intent %s)", len(plan.subquestions), plan.intent)
+    if not plan.parts:  # a model's plan; the offline planner reads them itself
+        vocabulary = vocabulary_of(context.search)
+        plan = with_parts(plan, read_topic(topic.text, vocabulary, plan.language))
+    logger.info("planned %d sub-questions (intent %s) for %d part(s)", len(plan.subquestions),
+                plan.intent, len(plan.parts))
     return plan
 
 

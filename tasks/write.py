@@ -61,9 +61,10 @@ def note_fallback(role: str, why: str, config: RunConfig) -> None:
 @task(name="write-report", task_run_name="report: {plan.topic:.60}", **RETRYING,
       **{**LASTING, "cache_policy": cache_policy(ignore=("report_id",))})
 def write_report(plan: ResearchPlan, findings: Sequence[Finding], config: RunConfig,
-                 report_id: str) -> Report:
-    """The report on the findings. Its cache ignores `report_id`: the flow stamps its own id on
-    a report reused for unchanged findings (a new edition of an unchanged topic)."""
+                 report_id: str, unanswered: Sequence[str] = ()) -> Report:
+    """The report on the findings the gate kept; `unanswered` names the parts it found no
+    evidence for (core.relevance.gate). Its cache ignores `report_id`: the flow stamps its own
+    id on a report reused for unchanged findings (a new edition of an unchanged topic)."""
     context = context_for(config)
     engine = context.engine
     writer = engine.for_role("report")
@@ -74,4 +75,5 @@ def write_report(plan: ResearchPlan, findings: Sequence[Finding], config: RunCon
             max_output_tokens=config.max_output_tokens, log=get_run_logger().info)
     return assemble(plan, kept, draft, report_id=report_id, engine=engine.name,
                     notice=engine.notice_for(plan.language),
-                    fallbacks=context.fallback_roles(current_scope().topic_id))
+                    fallbacks=context.fallback_roles(current_scope().topic_id),
+                    unanswered=tuple(unanswered))

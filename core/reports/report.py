@@ -37,20 +37,27 @@ HEADINGS: dict[str, dict[str, str]] = {
            "intent": "Intent", "describe": "describe", "compare": "compare",
            "recommend": "recommend", "evidence": "Evidence",
            "thin": "thin: {quotes} quote(s) from {pages} page(s); {empty} of {sections} "
-                   "sections without evidence"},
+                   "sections without evidence",
+           "unanswered": "Unanswered", "unanswered_note": "no evidence about the subject for: "
+                                                          "{parts}", "join": "; "},
     "zh": {"summary": "执行摘要", "comparison": "对比", "recommendation": "建议", "conclusion": "结论",
            "disputed": "存在争议的发现", "references": "参考文献", "topic": "主题", "intent": "意图",
            "describe": "描述", "compare": "比较", "recommend": "推荐", "evidence": "证据",
-           "thin": "薄弱：{quotes} 条引文，来自 {pages} 个页面；{sections} 个部分中有 {empty} 个没有证据"},
+           "thin": "薄弱：{quotes} 条引文，来自 {pages} 个页面；{sections} 个部分中有 {empty} 个没有证据",
+           "unanswered": "未回答", "unanswered_note": "以下部分没有关于主题的证据：{parts}", "join": "；"},
     "ja": {"summary": "要旨", "comparison": "比較", "recommendation": "推奨", "conclusion": "結論",
            "disputed": "見解が分かれる点", "references": "参考文献", "topic": "トピック",
            "intent": "意図", "describe": "説明", "compare": "比較", "recommend": "推奨",
            "evidence": "根拠",
-           "thin": "乏しい：{pages} ページから {quotes} 件の引用。{sections} 節のうち {empty} 節は根拠なし"},
+           "thin": "乏しい：{pages} ページから {quotes} 件の引用。{sections} 節のうち {empty} 節は根拠なし",
+           "unanswered": "未回答", "unanswered_note": "主題についての根拠がない部分：{parts}",
+           "join": "／"},
     "ko": {"summary": "요약", "comparison": "비교", "recommendation": "권장 사항", "conclusion": "결론",
            "disputed": "논쟁이 있는 발견", "references": "참고 문헌", "topic": "주제", "intent": "의도",
            "describe": "설명", "compare": "비교", "recommend": "추천", "evidence": "근거",
-           "thin": "부족: {pages}개 페이지에서 인용 {quotes}개, {sections}개 절 중 {empty}개는 근거 없음"},
+           "thin": "부족: {pages}개 페이지에서 인용 {quotes}개, {sections}개 절 중 {empty}개는 근거 없음",
+           "unanswered": "답하지 못함", "unanswered_note": "주제에 관한 근거가 없는 부분: {parts}",
+           "join": "; "},
 }
 
 
@@ -163,11 +170,12 @@ def thin_evidence(quotes: int, pages: int, empty: int, sections: int) -> bool:
 
 def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft, *,
              report_id: str, engine: str, notice: str | None = None,
-             fallbacks: str = "") -> Report:
+             fallbacks: str = "", unanswered: Sequence[str] = ()) -> Report:
     """The report in the intent's shape: executive summary, comparison table (compare), one
     section per section of the plan, recommendation (recommend), conclusion, disputed
     findings, references. `fallbacks` names the roles the extractive engine answered because
-    the model's answers stayed invalid (core.engine.fallback): the header says so."""
+    the model's answers stayed invalid (core.engine.fallback); `unanswered`, the parts of the
+    topic no evidence answered (core.relevance.gate): the header says both."""
     catalog = dict(evidence_catalog(findings))
     numberer = _Numberer(catalog)
     flags: list[str] = []
@@ -196,6 +204,10 @@ def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft
     if fallbacks:
         parts += [f"**Fallbacks:** the extractive engine answered for the model in: "
                   f"{markdown_text(fallbacks)} (its answers stayed invalid)", ""]
+    if unanswered:
+        note = fixed_heading("unanswered_note", lang).format(
+            parts=fixed_heading("join", lang).join(unanswered))
+        parts += [f"**{fixed_heading('unanswered', lang)}:** {markdown_text(note)}", ""]
     header_end = len(parts) - 1  # a report on thin evidence says so here, once it is counted
     empty = 0
     parts += part("summary", draft.summary)
@@ -243,4 +255,5 @@ def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft
         parts.insert(header_end, f"**{fixed_heading('evidence', lang)}:** {note}")
     return Report(report_id=report_id, topic=plan.topic, title=draft.title,
                   markdown="\n".join(parts).rstrip() + "\n", citations=tuple(numberer.citations),
-                  engine=engine, flags=tuple(flags), language=plan.language)
+                  engine=engine, flags=tuple(flags), language=plan.language,
+                  unanswered=tuple(unanswered))

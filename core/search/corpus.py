@@ -45,17 +45,21 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 from urllib.parse import unquote, urlsplit
 
 import duckdb
 
 from core.text.embedding import EmbeddingUnavailable, embedder
 from core.text.fts import fts_extension_path
-from core.models import SearchResult, Source
-from core.search import corpus_rank
+from core.models import Heading, SearchResult, Source
+from core.search import corpus_rank, corpus_vocab
 from core.search import page_text as textlib
 from core.search.corpus_build import (SCHEMA_VERSION, BuildOptions, IndexLock, apply,
-                                      default_workers, known_files, open_db, skip_counts)
+                                      boilerplate_spans, default_workers, known_files,
+                                      open_db, skip_counts, stored_headings)
+from core.search.corpus_vocab import Vocabulary
+from core.search.headings import within
 from core.search.corpus_files import EXTENSIONS, ReadLimits, summary, walk
 from core.search.documents import PAGE_BREAK, PAGED
 
@@ -106,6 +110,7 @@ class CorpusSearch:
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._pages: dict[tuple[str, str], list[int]] = {}  # (path, sha256) -> page starts
         self._walk_skips: Counter[str] = Counter()
+        self._boilerplate: set[str] | None = None  # line hashes, read once per index build
         self._lock = threading.Lock()  # guards _conn swaps and lazy indexing
         self._readers = 0
         self._idle = threading.Condition(self._lock)
@@ -131,17 +136,37 @@ class CorpusSearch:
         if located is None:
             return None
         path, ord_, page = located
-        docs = self._query("SELECT title, text FROM files WHERE path = ?", [path])
+        docs = self._query("SELECT title, text, headings FROM files WHERE path = ?", [path])
         if not docs or not docs[0][1]:
             return None
-        title, text = docs[0]
+        title, text, heads = docs[0]
+        headings = stored_headings(heads)
         if page is not None:
-            return self._read_page(path, title or result.title, text, page)
+            return self._read_page(path, title or result.title, text, page, headings)
         spans = self._query("SELECT start, stop FROM passages WHERE path = ? ORDER BY ord", [path])
         start, stop = _window(text, [tuple(s) for s in spans], ord_, self.read_chars)
         # The whole document is one source whichever passage found it; a window keeps its #pN.
         url = result.url.split("#", 1)[0] if (start, stop) == (0, len(text)) else result.url
-        return Source(url=url, title=title or result.title, text=text[start:stop])
+        return Source(url=url, title=title or result.title, text=text[start:stop],
+                      headings=within(headings, start, stop),
+                      boilerplate=self._repeated(text[start:stop]))
+
+    def vocabulary(self, words: Sequence[str]) -> Vocabulary:
+        """How many documents of the corpus use each of `words`, and how many name it in a
+        title or heading (core.search.corpus_vocab): what a topic's words are worth here."""
+        self._ensure_index()
+        with self._lock:
+            if self._conn is None:
+                return Vocabulary(documents=0, words={})
+            cur = self._conn.cursor()
+            self._readers += 1
+        try:
+            return corpus_vocab.vocabulary(cur, words)
+        finally:
+            cur.close()
+            with self._lock:
+                self._readers -= 1
+                self._idle.notify_all()
 
     def index(self) -> IndexStats:
         """Bring the index up to date with the folder; cheap when nothing changed."""
@@ -206,6 +231,7 @@ class CorpusSearch:
                 cur.close()
         indexed = files - sum(recorded.values())
         skipped = self._walk_skips + Counter(recorded)
+        self._boilerplate = None
         self.last_stats = IndexStats(indexed, extracted, removed, rebuilt,
                                      time.perf_counter() - began, stale, duplicates,
                                      dict(skipped))
@@ -293,15 +319,27 @@ class CorpusSearch:
                 self._pages[key] = starts
         return starts
 
-    def _read_page(self, path: str, title: str, text: str, page: int) -> Source | None:
+    def _read_page(self, path: str, title: str, text: str, page: int,
+                   headings: tuple[Heading, ...] = ()) -> Source | None:
         pages = text.split(PAGE_BREAK)
         if not 1 <= page <= len(pages) or not pages[page - 1].strip():
             return None
         unit = PAGED.get(Path(path).suffix.lower(), "page")
         body = textlib.trim_text(pages[page - 1], self.read_chars)
         label = "p." if unit == "page" else "slide"
+        start = sum(len(p) + len(PAGE_BREAK) for p in pages[:page - 1])
         return Source(url=f"{(self.corpus_dir / path).as_uri()}#{unit}={page}",
-                      title=f"{title} ({label} {page})", text=body)
+                      title=f"{title} ({label} {page})", text=body,
+                      headings=within(headings, start, start + len(body)),
+                      boilerplate=self._repeated(body))
+
+    def _repeated(self, text: str) -> tuple[tuple[int, int], ...]:
+        """Spans of `text` whose lines the corpus repeats on many files (its boilerplate,
+        found when the index was built: core.search.corpus_build)."""
+        if self._boilerplate is None:
+            rows = self._query("SELECT h FROM boilerplate", [])
+            self._boilerplate = {h for (h,) in rows}
+        return boilerplate_spans(text, self._boilerplate) if self._boilerplate else ()
 
     def _locate(self, url: str) -> tuple[str, int, int | None] | None:
         """(path, passage, page) a URL names; page is None unless it names a page or slide."""

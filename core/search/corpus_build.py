@@ -26,10 +26,12 @@ What it does not do: decide when to index, lock, or read (core.search.corpus doe
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import logging
 import multiprocessing
 import os
+import re
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -40,12 +42,17 @@ from pathlib import Path
 import duckdb
 
 from core.text.fts import load_fts
-from core.search.corpus_extract import Extraction, FileJob, extract_file, extract_files, passages
+from core.models import Heading
+from core.search.corpus_copies import near_copies
+from core.search.corpus_extract import (Extraction, FileJob, Passages, extract_file,
+                                        extract_files, passages)
 from core.search.corpus_files import FileStat, ReadLimits
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "3"  # 2: content keys and duplicates, the CJK bigram index; 3: skipped files
+# 2: content keys and duplicates, the CJK bigram index; 3: skipped files; 4: the documents'
+# own headings (files.headings), indexed with each passage (passages.heads, head_grams)
+SCHEMA_VERSION = "4"
 PARALLEL_MIN = 48  # fewer files to extract than this: in-process beats spawning workers
 _TASK_FILES = 8  # files per worker task: fewer, larger messages
 _IN_FLIGHT = 4  # tasks queued per worker: keeps workers busy, bounds memory
@@ -144,6 +151,7 @@ def apply(db: duckdb.DuckDBPyConnection, root: Path, on_disk: dict[str, FileStat
         relinked = _reconcile(db, options.passage_chars)
     rebuild = bool(removed or written or relinked or not fts_ready)
     if rebuild:
+        _find_boilerplate(db)
         _build_fts(db)
     db.execute("CHECKPOINT")
     duplicates = db.execute("SELECT count(*) FROM files WHERE dup_of IS NOT NULL").fetchone()[0]
@@ -215,12 +223,16 @@ def _write(db: duckdb.DuckDBPyConnection, batch: list[Extraction], known: dict[s
             "content_key": ("VARCHAR", [e.content_key for e in fresh]),
             "title": ("VARCHAR", [e.title for e in fresh]),
             "text": ("VARCHAR", [e.text for e in fresh]),
-            "skipped": ("VARCHAR", [e.skipped for e in fresh])})
+            "skipped": ("VARCHAR", [e.skipped for e in fresh]),
+            "headings": ("VARCHAR", [_headings_json(e.headings) for e in fresh]),
+            "sketch": (["BIGINT"], [list(e.sketch) for e in fresh])})
         keys = [e.content_key for e in fresh if e.content_key is not None]
         first = dict(db.execute(f"SELECT content_key, min(path) FROM files WHERE content_key IN "
                                 f"{_JSON_STRINGS} GROUP BY ALL", [json.dumps(keys)]).fetchall())
         # A twin of a smaller path gets no passages now (_reconcile settles the rest).
-        _insert_passages(db, [(e.rel, e.title, e.text, e.spans, e.grams) for e in fresh
+        _insert_passages(db, [(e.rel, e.title, e.text, Passages(e.spans, e.grams, e.heads,
+                                                                   e.head_grams))
+                              for e in fresh
                               if e.content_key is None or first[e.content_key] == e.rel])
     return len(fresh)
 
@@ -235,30 +247,43 @@ def skip_counts(cur: duckdb.DuckDBPyConnection) -> dict[str, int]:
 
 
 def _insert_passages(db: duckdb.DuckDBPyConnection,
-                     docs: list[tuple[str, str, str, tuple, tuple]]) -> None:
-    ids, paths, ords, starts, stops, titles, bodies = [], [], [], [], [], [], []
-    gram_ids, gram_texts = [], []
-    for rel, title, text, spans, grams in docs:
-        for i, ((a, b), g) in enumerate(zip(spans, grams)):
+                     docs: list[tuple[str, str, str, Passages]]) -> None:
+    rows: dict[str, list] = {k: [] for k in ("ids", "paths", "ords", "starts", "stops", "titles",
+                                             "heads", "bodies", "gram_ids", "grams", "hgrams")}
+    for rel, title, text, cut in docs:
+        for i, ((a, b), g, h, hg) in enumerate(zip(cut.spans, cut.grams, cut.heads,
+                                                   cut.head_grams)):
             pid = f"{rel}#p{i}"
-            ids.append(pid)
-            paths.append(rel)
-            ords.append(i)
-            starts.append(a)
-            stops.append(b)
-            titles.append(title)
-            bodies.append(text[a:b])
-            if g:
-                gram_ids.append(pid)
-                gram_texts.append(g)
-    if ids:
+            for key, value in (("ids", pid), ("paths", rel), ("ords", i), ("starts", a),
+                               ("stops", b), ("titles", title), ("heads", h),
+                               ("bodies", text[a:b])):
+                rows[key].append(value)
+            if g or hg:
+                rows["gram_ids"].append(pid)
+                rows["grams"].append(g)
+                rows["hgrams"].append(hg)
+    if rows["ids"]:
         _insert(db, "passages", {
-            "passage_id": ("VARCHAR", ids), "path": ("VARCHAR", paths),
-            "ord": ("INTEGER", ords), "start": ("INTEGER", starts), "stop": ("INTEGER", stops),
-            "title": ("VARCHAR", titles), "body": ("VARCHAR", bodies)})
-    if gram_ids:
-        _insert(db, "passage_grams", {"passage_id": ("VARCHAR", gram_ids),
-                                      "grams": ("VARCHAR", gram_texts)})
+            "passage_id": ("VARCHAR", rows["ids"]), "path": ("VARCHAR", rows["paths"]),
+            "ord": ("INTEGER", rows["ords"]), "start": ("INTEGER", rows["starts"]),
+            "stop": ("INTEGER", rows["stops"]), "title": ("VARCHAR", rows["titles"]),
+            "heads": ("VARCHAR", rows["heads"]), "body": ("VARCHAR", rows["bodies"])})
+    if rows["gram_ids"]:
+        _insert(db, "passage_grams", {"passage_id": ("VARCHAR", rows["gram_ids"]),
+                                      "grams": ("VARCHAR", rows["grams"]),
+                                      "head_grams": ("VARCHAR", rows["hgrams"])})
+
+
+def _headings_json(headings: tuple[Heading, ...]) -> str:
+    return json.dumps([[h.start, h.level, h.text] for h in headings], ensure_ascii=False)
+
+
+def stored_headings(raw: str | None) -> tuple[Heading, ...]:
+    """The headings a `files.headings` value holds."""
+    try:
+        return tuple(Heading(start=a, level=lv, text=t) for a, lv, t in json.loads(raw or "[]"))
+    except (ValueError, TypeError):
+        return ()
 
 
 # DuckDB turns a Python list parameter into SQL values one by one, trying to import pandas for
@@ -266,9 +291,10 @@ def _insert_passages(db: duckdb.DuckDBPyConnection,
 _JSON_STRINGS = "(SELECT unnest(json_transform(?, '[\"VARCHAR\"]')))"
 
 
-def _insert(db: duckdb.DuckDBPyConnection, table: str, columns: dict[str, tuple[str, list]]
+def _insert(db: duckdb.DuckDBPyConnection, table: str, columns: dict[str, tuple[object, list]]
             ) -> None:
-    """INSERT rows given column by column as {name: (SQL type, values)}."""
+    """INSERT rows given column by column as {name: (SQL type, values)}; a list column's type
+    is given as a one-element list (["BIGINT"])."""
     shape = json.dumps({name: [sql_type] for name, (sql_type, _) in columns.items()})
     payload = json.dumps({name: values for name, (_, values) in columns.items()},
                          ensure_ascii=False)
@@ -291,40 +317,92 @@ def _drop_passages(db: duckdb.DuckDBPyConnection, rels: list[str]) -> None:
     db.execute(f"DELETE FROM passages WHERE path IN {_JSON_STRINGS}", [json.dumps(rels)])
 
 
-_ROLES = """
-CREATE OR REPLACE TEMP TABLE roles AS
-SELECT path, CASE WHEN content_key IS NOT NULL
-                  AND min(path) OVER (PARTITION BY content_key) <> path
-             THEN min(path) OVER (PARTITION BY content_key) END AS twin_of
-FROM files
+# Each file's representative, if it is not one: an exact twin (the same words: core.search.
+# corpus_extract.content_key) goes to the smallest path; a near copy to the copy
+# core.search.corpus_copies keeps.
+_TWINS = """
+CREATE OR REPLACE TEMP TABLE twins AS
+SELECT path, min(path) OVER (PARTITION BY content_key) AS twin_of FROM files
+WHERE content_key IS NOT NULL AND skipped IS NULL
+QUALIFY min(path) OVER (PARTITION BY content_key) <> path
 """
 
 
 def _reconcile(db: duckdb.DuckDBPyConnection, passage_chars: int) -> int:
     """Give passages to exactly the representatives and record every duplicate's `dup_of`;
     return how many files changed role."""
-    db.execute(_ROLES)
+    db.execute(_TWINS)
+    copies = near_copies(db)
+    db.execute("CREATE OR REPLACE TEMP TABLE copies (path VARCHAR, rep VARCHAR)")
+    if copies:
+        _insert(db, "copies", {"path": ("VARCHAR", list(copies)),
+                               "rep": ("VARCHAR", list(copies.values()))})
+    db.execute("CREATE OR REPLACE TEMP TABLE roles AS SELECT f.path, "
+               "coalesce(t.twin_of, c.rep) AS twin_of FROM files f "
+               "LEFT JOIN twins t USING (path) LEFT JOIN copies c USING (path)")
+    db.execute("DROP TABLE twins")
+    db.execute("DROP TABLE copies")
     demoted = [r[0] for r in db.execute(
         "SELECT DISTINCT p.path FROM passages p JOIN roles r USING (path) "
         "WHERE r.twin_of IS NOT NULL ORDER BY 1").fetchall()]
     if demoted:
         _drop_passages(db, demoted)
     promoted = db.execute(
-        "SELECT f.path, f.title, f.text FROM files f JOIN roles r USING (path) "
+        "SELECT f.path, f.title, f.text, f.headings FROM files f JOIN roles r USING (path) "
         "WHERE r.twin_of IS NULL AND f.dup_of IS NOT NULL ORDER BY f.path").fetchall()
-    _insert_passages(db, [(rel, title, text, *passages(title, text, passage_chars))
-                          for rel, title, text in promoted])
+    _insert_passages(db, [(rel, title, text, passages(title, text, passage_chars,
+                                                      stored_headings(heads)))
+                          for rel, title, text, heads in promoted])
     db.execute("UPDATE files SET dup_of = r.twin_of FROM roles r "
                "WHERE r.path = files.path AND files.dup_of IS DISTINCT FROM r.twin_of")
     db.execute("DROP TABLE roles")
     return len(demoted) + len(promoted)
 
 
+# A line (of 30 characters or more, compared case- and space-insensitively) that recurs in
+# this many of the indexed files is the corpus's boilerplate (a generator's notice, a footer):
+# core.search.corpus marks it in what it reads, and it is never quoted.
+BOILERPLATE_FILES, BOILERPLATE_SHARE = 3, 0.05
+BOILERPLATE_LINE = """lower(trim(regexp_replace(line, '\\s+', ' ', 'g')))"""
+
+
+def boilerplate_spans(text: str, hashes: set[str]) -> tuple[tuple[int, int], ...]:
+    """(start, stop) of each line of `text` whose hash is one of the corpus's boilerplate
+    lines (the same normalisation as BOILERPLATE_LINE: whitespace runs as one space, trimmed,
+    lower case)."""
+    out, at = [], 0
+    for line in text.split("\n"):
+        seen = _RE2_SPACE.sub(" ", line).strip(" ").lower()
+        if len(seen) >= 30 and hashlib.md5(seen.encode("utf-8")).hexdigest() in hashes:
+            out.append((at, at + len(line)))
+        at += len(line) + 1
+    return tuple(out)
+
+
+_RE2_SPACE = re.compile(r"[\t\n\f\r ]+")  # what DuckDB's regular expressions call \s
+
+
+def _find_boilerplate(db: duckdb.DuckDBPyConnection) -> None:
+    with _transaction(db):
+        db.execute("DELETE FROM boilerplate")
+        db.execute(f"""
+            INSERT INTO boilerplate
+            WITH lines AS (
+                SELECT DISTINCT f.path, md5({BOILERPLATE_LINE}) AS h
+                FROM files f, unnest(string_split(f.text, chr(10))) AS l(line)
+                WHERE f.dup_of IS NULL AND f.skipped IS NULL AND length({BOILERPLATE_LINE}) >= 30)
+            SELECT h FROM lines GROUP BY h
+            HAVING count(*) >= greatest({BOILERPLATE_FILES}, {BOILERPLATE_SHARE} * (
+                SELECT count(*) FROM files WHERE dup_of IS NULL AND skipped IS NULL))""")
+
+
 def _build_fts(db: duckdb.DuckDBPyConnection) -> None:
-    db.execute("PRAGMA create_fts_index('passages', 'passage_id', 'title', 'body', "
+    # Fields, in this order (core.search.corpus_vocab reads them by number): the page's title,
+    # the headings over and in the passage, its body.
+    db.execute("PRAGMA create_fts_index('passages', 'passage_id', 'title', 'heads', 'body', "
                "overwrite=1)")
     # Bigrams are already the terms: split on spaces only, no stemming, stop words or case.
-    db.execute("PRAGMA create_fts_index('passage_grams', 'passage_id', 'grams', "
+    db.execute("PRAGMA create_fts_index('passage_grams', 'passage_id', 'grams', 'head_grams', "
                "stemmer='none', stopwords='none', ignore='\\s+', strip_accents=0, lower=0, "
                "overwrite=1)")
     db.execute("INSERT OR REPLACE INTO meta VALUES ('fts', '1')")
@@ -343,17 +421,19 @@ def _create_schema(db: duckdb.DuckDBPyConnection, passage_chars: int) -> None:
     meta = _meta(db)
     if (meta.get("schema") != SCHEMA_VERSION
             or meta.get("passage_chars") != str(passage_chars)):  # new or incompatible: redo
-        for table in ("passage_grams", "passages", "files", "meta"):
+        for table in ("boilerplate", "passage_grams", "passages", "files", "meta"):
             db.execute(f"DROP TABLE IF EXISTS {table}")
     db.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
     db.execute("CREATE TABLE IF NOT EXISTS files (path VARCHAR PRIMARY KEY, size BIGINT, "
                "mtime_ns BIGINT, sha256 VARCHAR, content_key VARCHAR, title VARCHAR, "
-               "text VARCHAR, dup_of VARCHAR, skipped VARCHAR)")
+               "text VARCHAR, dup_of VARCHAR, skipped VARCHAR, headings VARCHAR, "
+               "sketch BIGINT[])")
+    db.execute("CREATE TABLE IF NOT EXISTS boilerplate (h VARCHAR PRIMARY KEY)")
     db.execute("CREATE TABLE IF NOT EXISTS passages (passage_id VARCHAR PRIMARY KEY, "
                "path VARCHAR, ord INTEGER, start INTEGER, stop INTEGER, title VARCHAR, "
-               "body VARCHAR)")
+               "heads VARCHAR, body VARCHAR)")
     db.execute("CREATE TABLE IF NOT EXISTS passage_grams (passage_id VARCHAR PRIMARY KEY, "
-               "grams VARCHAR)")
+               "grams VARCHAR, head_grams VARCHAR)")
     db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?), ('passage_chars', ?)",
                [SCHEMA_VERSION, str(passage_chars)])
 

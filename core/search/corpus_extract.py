@@ -21,15 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.text import cjk
+from core.models import Heading
 from core.search import documents
 from core.search import page_text as textlib
 from core.search.corpus_files import ReadLimits, Skipped, decode, read_file
 from core.search.fetch_types import PageRefused
+from core.search.headings import html_headings, text_headings, within
 
 log = logging.getLogger(__name__)
 
 _MD_LINK_TARGET = re.compile(r"\]\([^)\s]*\)")  # a link's URL is markup, its text is content
 _WORD = re.compile(r"[^\W_]+")  # no underscore: _emphasis_ is markup
+_RST_ROLE = re.compile(r":[\w-]+:(?=`)|^\s*\.\. [\w-]+::.*$", re.M)  # reST roles, directives
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,10 @@ class Extraction:
     spans: tuple[tuple[int, int], ...] = ()
     grams: tuple[str, ...] = ()  # per passage: its title's and body's CJK bigrams, space-joined
     skipped: str | None = None  # why it is not indexed (corpus_files.REASONS); no text then
+    headings: tuple[Heading, ...] = ()  # the document's own headings, placed in `text`
+    heads: tuple[str, ...] = ()  # per passage: the headings over it and in it
+    head_grams: tuple[str, ...] = ()  # per passage: the CJK bigrams of its title and heads
+    sketch: tuple[int, ...] = ()  # a sample of its word shingles: near copies share most
 
 
 def extract_files(root: str, jobs: list[FileJob], passage_chars: int,
@@ -73,37 +80,50 @@ def extract_file(root: Path, job: FileJob, passage_chars: int,
     if digest == job.known_sha256:  # touched, not changed
         return Extraction(job.rel, job.size, job.mtime_ns, digest, unchanged=True)
     try:
-        title, body = extract_text(job.rel, raw)
+        title, body, headings = extract_text(job.rel, raw)
     except Skipped as skip:
         return Extraction(job.rel, job.size, job.mtime_ns, digest, unchanged=False,
                           skipped=skip.reason)
-    spans, grams = passages(title, body, passage_chars)
+    cut = passages(title, body, passage_chars, headings)
     return Extraction(job.rel, job.size, job.mtime_ns, digest, unchanged=False, title=title,
-                      text=body, content_key=content_key(body), spans=spans, grams=grams)
+                      text=body, content_key=content_key(body), spans=cut.spans,
+                      grams=cut.grams, headings=headings, heads=cut.heads,
+                      head_grams=cut.head_grams, sketch=sketch(body))
 
 
-def extract_text(rel: str, raw: bytes) -> tuple[str, str]:
-    """(title, text) of one corpus file; (stem, '') when an HTML page has no main text or a
-    document cannot be read (a scan, an encrypted PDF, a zip bomb: logged with the reason).
-    Raises Skipped for a text file whose bytes are not text (corpus_files.decode)."""
+def extract_text(rel: str, raw: bytes) -> tuple[str, str, tuple[Heading, ...]]:
+    """(title, text, headings) of one corpus file; (stem, '', ()) when an HTML page has no main
+    text or a document cannot be read (a scan, an encrypted PDF, a zip bomb: logged with the
+    reason). Raises Skipped for a text file whose bytes are not text (corpus_files.decode)."""
     if documents.is_document(rel):
         try:
             doc = documents.document_text(rel, raw)
         except PageRefused as exc:
             log.warning("corpus file skipped: %s", exc)
-            return Path(rel).stem, ""
-        return doc.title or Path(rel).stem, doc.text
+            return Path(rel).stem, "", ()
+        return doc.title or Path(rel).stem, doc.text, doc.headings
     decoded = decode(raw)
     if rel.lower().endswith((".html", ".htm")):
         page = textlib.extract_html(decoded, url=None)
-        return (page.title or Path(rel).stem, page.text) if page else (Path(rel).stem, "")
-    return textlib.first_line_title(decoded) or Path(rel).stem, decoded
+        if not page:
+            return Path(rel).stem, "", ()
+        return page.title or Path(rel).stem, page.text, html_headings(decoded, page.text)
+    return (textlib.first_line_title(decoded) or Path(rel).stem, decoded,
+            text_headings(decoded))
 
 
-def passages(title: str, body: str, passage_chars: int
-             ) -> tuple[tuple[tuple[int, int], ...], tuple[str, ...]]:
-    """(start, stop) of each passage of body, and each passage's CJK bigrams as one string.
-    A page break (documents.PAGE_BREAK) always ends a passage."""
+@dataclass(frozen=True)
+class Passages:
+    spans: tuple[tuple[int, int], ...]  # (start, stop) of each passage of the body
+    grams: tuple[str, ...]  # each passage's title and body CJK bigrams, space-joined
+    heads: tuple[str, ...]  # each passage's headings: those over it, then those in it
+    head_grams: tuple[str, ...]  # the CJK bigrams of the title and those headings
+
+
+def passages(title: str, body: str, passage_chars: int,
+             headings: tuple[Heading, ...] = ()) -> Passages:
+    """The body cut into passages of about `passage_chars`; a page break
+    (documents.PAGE_BREAK) always ends one."""
     found: list[tuple[int, int]] = []
     offset = 0
     for page in body.split(documents.PAGE_BREAK):
@@ -113,7 +133,10 @@ def passages(title: str, body: str, passage_chars: int
     spans = tuple(found)
     title_grams = cjk.bigrams(title)
     grams = tuple(" ".join(title_grams + cjk.bigrams(body[a:b])) for a, b in spans)
-    return spans, grams
+    heads = tuple(" · ".join(dict.fromkeys(h.text for h in within(headings, a, b)))
+                  for a, b in spans)
+    head_grams = tuple(" ".join(title_grams + cjk.bigrams(h)) for h in heads)
+    return Passages(spans, grams, heads, head_grams)
 
 
 def content_key(text: str) -> str | None:
@@ -123,3 +146,25 @@ def content_key(text: str) -> str | None:
     if not words:
         return None
     return hashlib.sha256(" ".join(words).encode("utf-8")).hexdigest()
+
+
+SHINGLE = 5  # words per shingle
+SAMPLE = 8  # one shingle in SAMPLE (by hash) is kept
+MAX_SKETCH = 4_000
+
+
+def sketch(text: str) -> tuple[int, ...]:
+    """A sample of the text's five-word shingles (case-folded words, markup and whitespace
+    aside), as 63-bit hashes: two files sharing most of them are copies of one page (an HTML
+    page and its text source, a mirrored folder), whatever their markup or a footer says.
+    CJK text is shingled by characters. Deterministic, so the index can compare files."""
+    words = _WORD.findall(_RST_ROLE.sub(" ", _MD_LINK_TARGET.sub("]", text)).casefold())
+    units = [ch for w in words for ch in (w if cjk.has_cjk(w) else [w])]
+    kept: set[int] = set()
+    for i in range(max(0, len(units) - SHINGLE + 1)):
+        digest = hashlib.blake2b(" ".join(units[i:i + SHINGLE]).encode("utf-8"),
+                                 digest_size=8).digest()
+        value = int.from_bytes(digest, "big") >> 1
+        if value % SAMPLE == 0:
+            kept.add(value)
+    return tuple(sorted(kept)[:MAX_SKETCH])

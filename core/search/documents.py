@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import zipfile
 from dataclasses import dataclass
 
+from core.models import Heading
 from core.search import pdf as pdflib
 from core.search import page_text as textlib
 from core.search.fetch_types import PageRefused
+from core.search.headings import Squeezed, clean
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +45,22 @@ PAGED = {".pdf": "page", ".pptx": "slide"}  # the URL fragment that names a page
 class Document:
     title: str
     pages: tuple[str, ...]
+    # (page index, offset in that page, level, text): the document's own headings
+    marks: tuple[tuple[int, int, int, str], ...] = ()
 
     @property
     def text(self) -> str:
         return PAGE_BREAK.join(self.pages)
+
+    @property
+    def headings(self) -> tuple[Heading, ...]:
+        """The headings placed in `text` (pages joined by PAGE_BREAK)."""
+        starts, at = [], 0
+        for page in self.pages:
+            starts.append(at)
+            at += len(page) + len(PAGE_BREAK)
+        return tuple(Heading(start=starts[p] + offset, level=level, text=text)
+                     for p, offset, level, text in self.marks if p < len(starts) and text)
 
 
 def is_document(name: str) -> bool:
@@ -57,7 +72,7 @@ def document_text(name: str, raw: bytes, *, max_chars: int = MAX_CHARS) -> Docum
     lowered = name.lower()
     if lowered.endswith(".pdf"):
         pages, title = pdflib.pdf_pages(raw, url=name, max_chars=max_chars)
-        return Document(title, tuple(pages))
+        return Document(title, tuple(pages), _placed(pages, pdflib.pdf_outline(raw)))
     if lowered.endswith(".docx"):
         return _docx(name, raw, max_chars)
     if lowered.endswith(".pptx"):
@@ -87,6 +102,7 @@ def _docx(name: str, raw: bytes, max_chars: int) -> Document:
     doc = _opened(name, raw, open_docx)
     blocks: list[str] = []
     heading = ""
+    marks: list[tuple[int, int, int, str]] = []
     size = 0
     for item in doc.iter_inner_content():
         if isinstance(item, Table):
@@ -96,6 +112,9 @@ def _docx(name: str, raw: bytes, max_chars: int) -> Document:
             style = (item.style.name if item.style is not None else "") or ""
             if text and not heading and style.startswith(("Title", "Heading")):
                 heading = text
+            level = _heading_level(style)
+            if text and level:
+                marks.append((0, size, level, clean(text)))
         if text.strip():
             blocks.append(text)
             size += len(text) + 2
@@ -105,7 +124,27 @@ def _docx(name: str, raw: bytes, max_chars: int) -> Document:
     if not body.strip():
         raise PageRefused(name, "document without text")
     title = _line(doc.core_properties.title or "") or heading or textlib.first_line_title(body)
-    return Document(title[:300], (body,))
+    return Document(title[:300], (body,), tuple(m for m in marks if m[1] < len(body)))
+
+
+def _heading_level(style: str) -> int:
+    """A Word paragraph style's heading level: Title 1, "Heading 2" 2; 0 for body text."""
+    if style == "Title":
+        return 1
+    found = re.fullmatch(r"Heading (\d)", style)
+    return min(int(found.group(1)), 3) if found else 0
+
+
+def _placed(pages: list[str], outline: list[tuple[int, int, str]]
+            ) -> tuple[tuple[int, int, int, str], ...]:
+    """A PDF's outline entries (page index, level, title) placed on their pages: where the
+    title's words are on the page, else at its top."""
+    marks = []
+    for page, level, title in outline:
+        if 0 <= page < len(pages) and clean(title):
+            at = Squeezed(pages[page]).find(title, 0)
+            marks.append((page, at or 0, level, clean(title)))
+    return tuple(marks)
 
 
 def _pptx(name: str, raw: bytes, max_chars: int) -> Document:
@@ -113,12 +152,17 @@ def _pptx(name: str, raw: bytes, max_chars: int) -> Document:
 
     deck = _opened(name, raw, Presentation)
     slides: list[str] = []
+    marks: list[tuple[int, int, int, str]] = []
     first_title = ""
     size = 0
     for slide in deck.slides:
         texts = [t for t in (_shape_text(shape) for shape in slide.shapes) if t]
-        if not first_title and slide.shapes.title is not None:
-            first_title = _line(slide.shapes.title.text_frame.text)
+        heading = _line(slide.shapes.title.text_frame.text) if slide.shapes.title is not None \
+            else ""
+        if not first_title:
+            first_title = heading
+        if heading:  # a slide's title heads the slide
+            marks.append((len(slides), 0, 2, clean(heading)))
         slides.append("\n".join(texts))
         size += len(slides[-1]) + 1
         if size > max_chars:
@@ -127,7 +171,7 @@ def _pptx(name: str, raw: bytes, max_chars: int) -> Document:
         raise PageRefused(name, "presentation without text")
     title = _line(deck.core_properties.title or "") or first_title or textlib.first_line_title(
         next(s for s in slides if s.strip()))
-    return Document(title[:300], tuple(slides))
+    return Document(title[:300], tuple(slides), tuple(marks))
 
 
 def _shape_text(shape) -> str:

@@ -112,3 +112,31 @@ def _title(reader, text: str) -> str:
         if line.strip():
             return " ".join(line.split())[:300]
     return ""
+
+
+def pdf_outline(body: bytes, max_entries: int = 500) -> list[tuple[int, int, str]]:
+    """The PDF's outline (bookmarks) as (page index, level, title), levels 1-3; [] when it has
+    none or it cannot be read (an outline is a nicety, never a reason to refuse the file)."""
+    try:
+        from pypdf import PdfReader
+
+        reader = PdfReader(io.BytesIO(body), strict=False)
+        if reader.is_encrypted:
+            reader.decrypt("")
+        entries: list[tuple[int, int, str]] = []
+
+        def walk(items, level: int) -> None:
+            for item in items:
+                if len(entries) >= max_entries:
+                    return
+                if isinstance(item, list):
+                    walk(item, level + 1)
+                elif level <= 3:
+                    page = reader.get_destination_page_number(item)
+                    if page is not None and page >= 0:
+                        entries.append((page, level, str(item.title or "")))
+
+        walk(reader.outline, 1)
+        return entries
+    except Exception:  # noqa: BLE001 - pypdf raises many types on odd outlines
+        return []

@@ -21,9 +21,10 @@ configuration, built once.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable, Sequence
 
 from core.accounting.metering import Billing
-from core.models import stable_id
+from core.models import Vocabulary, stable_id
 from core.search.base import SearchBackend
 from core.search.cache import CachedFetcher, CachedSearch
 from core.search.corpus import CorpusSearch
@@ -112,3 +113,9 @@ def corpus_search(config: RunConfig | Settings) -> CorpusSearch:
                         max_file_bytes=config.corpus_max_file_bytes,
                         max_html_bytes=config.corpus_max_html_bytes,
                         follow_symlinks=config.corpus_follow_symlinks)
+
+
+def vocabulary_of(backend: SearchBackend) -> Callable[[Sequence[str]], Vocabulary] | None:
+    """What the backend can tell of a topic's words (core.relevance.subject): a corpus knows
+    its own vocabulary; a web search does not."""
+    return backend.vocabulary if isinstance(backend, CorpusSearch) else None

@@ -136,10 +136,11 @@ class ResultStore:
             previous = diff.previous.report_id if diff is not None else None
             con.execute("INSERT INTO reports (report_id, batch_id, topic_id, topic, title, "
                         "markdown, engine, flags, created_at, language, edition, "
-                        "previous_report_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+                        "previous_report_id, unanswered) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
                             report.report_id, batch_id, topic_id, report.topic, report.title,
                             report.markdown, engine, list(report.flags), now, report.language,
-                            topic.edition or None, previous])
+                            topic.edition or None, previous, list(report.unanswered)])
             if diff is not None and diff.changes:
                 con.executemany("INSERT INTO changes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
                     [report.report_id, i, previous, c.kind, c.url, c.title, c.text, c.quote,
@@ -254,7 +255,7 @@ class ResultStore:
         with self._connection() as con:
             report = one_dict(con.execute(
                 "SELECT report_id, batch_id, topic_id, topic, title, markdown, engine, flags, "
-                "created_at FROM reports WHERE report_id = ?", [report_id]))
+                "unanswered, created_at FROM reports WHERE report_id = ?", [report_id]))
             if report is None:
                 return None
             report["citations"] = dicts(con.execute(

@@ -32,16 +32,18 @@ Version history:
      `error`; `failures` lists them and `cost_by_batch` counts them (`invalid`)
   9  editions: `topics.edition` and `reports.edition` (a scheduled batch's run: its date by
      default), `reports.previous_report_id` (the topic's previous edition), `changes` (what
-     changed since it, one row per item, core.editions); `pages.etag` and
+     changed since it, one row per item, core.reports.editions); `pages.etag` and
      `pages.last_modified` for conditional fetches; views `report_editions` and
      `report_changes`, `latest_reports` gains `edition`
-  10 the call memo `call_memo` (core.memo): one answer per fingerprint of a successful billed
+  10 the call memo `call_memo` (core.accounting.memo): one answer per fingerprint of a successful billed
      request, so a retry or rerun is served it instead of paying again; the ledger's
      outcome 'served' (cost 0) and the usage sums' `served_calls`
   11 no table changes: the ledger's outcome 'fallback' (a role the extractive engine answered
      because the model's answers stayed invalid, core.engine.fallback) is not a call; the usage
      sums gain `fallbacks` and `fallback_roles`, and the view `fallbacks` lists them per topic
      and role
+  12 `reports.unanswered`: the parts of the topic no evidence answered (core.relevance.gate),
+     as the report's header names them; `latest_reports` shows them
 """
 
 from __future__ import annotations
@@ -53,12 +55,12 @@ import duckdb
 
 from core.store.connection import StoreError
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # Order matters for counts() and nothing else; meta is bookkeeping, not data.
 TABLES = ("runs", "topics", "subquestions", "sources", "topic_sources", "findings",
           "citations", "reports", "llm_calls", "model_limits", "pages", "searches", "changes")
-# Not counted: `call_memo` (core.memo), answers kept for repeats of billed calls.
+# Not counted: `call_memo` (core.accounting.memo), answers kept for repeats of billed calls.
 
 _META = "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);"
 
@@ -96,15 +98,15 @@ CREATE TABLE IF NOT EXISTS reports (
     report_id VARCHAR PRIMARY KEY, batch_id VARCHAR NOT NULL, topic_id VARCHAR NOT NULL,
     topic VARCHAR NOT NULL, title VARCHAR, markdown VARCHAR NOT NULL, engine VARCHAR,
     flags VARCHAR[], created_at TIMESTAMPTZ NOT NULL, language VARCHAR, edition VARCHAR,
-    previous_report_id VARCHAR);
--- What changed in a report since the topic's previous edition (core.editions), one row per
+    previous_report_id VARCHAR, unanswered VARCHAR[]);
+-- What changed in a report since the topic's previous edition (core.reports.editions), one row per
 -- item: kind is source_added | source_gone | claim_added | claim_dropped | claim_changed |
 -- number_changed.
 CREATE TABLE IF NOT EXISTS changes (
     report_id VARCHAR, idx INTEGER, previous_report_id VARCHAR NOT NULL, kind VARCHAR NOT NULL,
     url VARCHAR, title VARCHAR, text VARCHAR, quote VARCHAR, before VARCHAR,
     PRIMARY KEY (report_id, idx));
--- The usage ledger: one row per core.usage.CallRecord, columns named like its fields. Never
+-- The usage ledger: one row per core.accounting.usage.CallRecord, columns named like its fields. Never
 -- deleted by a rerun: a call that was paid for stays paid for.
 CREATE TABLE IF NOT EXISTS llm_calls (
     call_id VARCHAR PRIMARY KEY, run_id VARCHAR NOT NULL, batch_id VARCHAR NOT NULL,
@@ -128,7 +130,7 @@ CREATE TABLE IF NOT EXISTS pages (
 CREATE TABLE IF NOT EXISTS searches (
     key VARCHAR PRIMARY KEY, engine VARCHAR, query VARCHAR, results JSON,
     fetched_at TIMESTAMPTZ NOT NULL);
--- The call memo (core.memo): the answer of one successful billed call (an LLM completion or a
+-- The call memo (core.accounting.memo): the answer of one successful billed call (an LLM completion or a
 -- search's results, as JSON) under a hash of its request and edition; never the request
 -- itself, never a key.
 CREATE TABLE IF NOT EXISTS call_memo (
@@ -137,7 +139,7 @@ CREATE TABLE IF NOT EXISTS call_memo (
     created_at TIMESTAMPTZ NOT NULL);
 """
 
-# The sums behind core.usage.UsageTotals, over `llm_calls l`; the aliases are its field names.
+# The sums behind core.accounting.usage.UsageTotals, over `llm_calls l`; the aliases are its field names.
 # Shared by the views and by ledger.usage_totals so both always count the same way.
 USAGE_COLUMNS = """
     count(*) FILTER (WHERE l.outcome <> 'fallback') AS calls,
@@ -181,7 +183,7 @@ GROUP BY l.batch_id, l.topic_id, t.topic, l.role;
 -- report, a new edition or a later batch researching the same topic adds one, and only the
 -- newest is listed here.
 CREATE OR REPLACE VIEW latest_reports AS
-SELECT report_id, batch_id, topic, title, language, created_at, engine, edition
+SELECT report_id, batch_id, topic, title, language, created_at, engine, edition, unanswered
 FROM reports
 QUALIFY row_number() OVER (PARTITION BY lower(trim(topic))
                            ORDER BY created_at DESC, report_id) = 1;
@@ -379,10 +381,19 @@ def _count_fallbacks(con: duckdb.DuckDBPyConnection) -> None:
     step. Frozen: no table changes."""
 
 
+def _add_unanswered(con: duckdb.DuckDBPyConnection) -> None:
+    """The parts a report leaves unanswered. Frozen: the v12 column; older reports say none
+    (NULL), the gate did not exist when they were written."""
+    for (view,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal "
+                               "AND database_name = current_database()").fetchall():
+        con.execute(f'DROP VIEW IF EXISTS "{view}"')  # recreated after the last step
+    con.execute("ALTER TABLE reports ADD COLUMN unanswered VARCHAR[]")
+
+
 # MIGRATIONS[n] takes a file from version n to n + 1.
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7,
-    7: _v7_to_v8, 8: _v8_to_v9, 9: _add_call_memo, 10: _count_fallbacks}
+    7: _v7_to_v8, 8: _v8_to_v9, 9: _add_call_memo, 10: _count_fallbacks, 11: _add_unanswered}
 
 
 def _foreign(con: duckdb.DuckDBPyConnection) -> bool:

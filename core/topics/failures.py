@@ -61,12 +61,14 @@ def _clip(text: str) -> str:
 
 
 class NoEvidence(RuntimeError):
-    """A report that cites nothing: an empty corpus, or one with no page on the topic. Not a
-    success with zero references."""
+    """No part of the topic is answered by evidence about it: an empty corpus, or one with no
+    page on the subject (core.relevance.gate). Not a success with zero references, nor a report
+    quoting pages about something else."""
 
-    def __init__(self, topic: str, search: str) -> None:
+    def __init__(self, topic: str, search: str, about: str | None = None) -> None:
         where = "the corpus" if search == "corpus" else f"the {search} search"
-        super().__init__(f"{where} has no page about {topic[:120]!r}: nothing to cite, "
+        subject = " ".join((about or topic).split())[:120]
+        super().__init__(f"{where} has no page about {subject!r}: nothing to cite, "
                          f"no report (check the corpus folder, or ask about what it holds)")
 
 

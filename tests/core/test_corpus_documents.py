@@ -45,18 +45,24 @@ def corpus(tmp_path: Path) -> Path:
 
 
 def test_each_kind_is_extracted_with_its_pages(corpus: Path) -> None:
-    title, text = extract_text("locks.pdf", (corpus / "locks.pdf").read_bytes())
+    title, text, _ = extract_text("locks.pdf", (corpus / "locks.pdf").read_bytes())
     assert title == "Locks handbook" and text.split(PAGE_BREAK) == PDF_PAGES
-    spans, _ = passages(title, text, 40)  # tiny passages: still never across a page
-    assert all(PAGE_BREAK not in text[a:b] for a, b in spans)
-    title, text = extract_text("queues.docx", (corpus / "queues.docx").read_bytes())
+    cut = passages(title, text, 40)  # tiny passages: still never across a page
+    assert all(PAGE_BREAK not in text[a:b] for a, b in cut.spans)
+    title, text, headings = extract_text("queues.docx", (corpus / "queues.docx").read_bytes())
     assert title == "Queues memo" and PAGE_BREAK not in text
     assert "queues that pickle every object" in text and "queue | yes" in text
-    title, text = extract_text("loops.pptx", (corpus / "loops.pptx").read_bytes())
+    # Word's heading styles are the document's headings, placed where their text is.
+    assert [(h.level, h.text, text[h.start:h.start + len(h.text)]) for h in headings] == [
+        (1, "Queues memo", "Queues memo")]
+    title, text, headings = extract_text("loops.pptx", (corpus / "loops.pptx").read_bytes())
     assert title == "Event loops"
     assert text.split(PAGE_BREAK) == [
         "Coroutines\nA coroutine yields control to the event loop at every await.",
         "Blocking\nA blocking call inside a coroutine stalls every other coroutine."]
+    # A slide's title heads the slide.
+    assert [(h.text, text[h.start:].split("\n", 1)[0]) for h in headings] == [
+        ("Coroutines", "Coroutines"), ("Blocking", "Blocking")]
 
 
 def test_a_pdf_hit_and_its_source_name_the_page(corpus: Path, tmp_path: Path) -> None:
@@ -100,7 +106,7 @@ def test_unreadable_documents_are_skipped_not_fatal(corpus: Path, tmp_path: Path
                          ("bomb.docx", "unpacks to")):
         with pytest.raises(PageRefused, match=reason):
             document_text(name, (corpus / name).read_bytes())
-        assert extract_text(name, (corpus / name).read_bytes()) == (Path(name).stem, "")
+        assert extract_text(name, (corpus / name).read_bytes()) == (Path(name).stem, "", ())
     search = CorpusSearch(corpus, tmp_path / "index.duckdb", workers=1, semantic_weight=0)
     assert search.index().files == 6
     assert any("locks.pdf" in h.url for h in search.search("lock ordering deadlock", k=5))

@@ -17,7 +17,7 @@ from core.engine.offline.words import notice_of
 from core.models import (Message, ResearchPlan, SearchResult, Source, SubQuestion, Topic,
                          Transcript)
 from core.reports.report import assemble, evidence_catalog
-from tests.fakes.memory_search import memory_search
+from tests.fakes.memory_search import memory_search, memory_vocabulary
 
 COMPARE_TOPICS = {
     "Compare threading, multiprocessing and asyncio for concurrent I/O in Python":
@@ -86,7 +86,7 @@ def _transcript(sq: SubQuestion, sources: list[Source]) -> Transcript:
 
 def _engine(sources: list[Source]) -> ExtractiveEngine:
     """The engine planning over `sources` as its corpus."""
-    return ExtractiveEngine(search=memory_search(sources))
+    return ExtractiveEngine(vocabulary=memory_vocabulary(sources))
 
 
 def _echoes(heading: str, topic: str) -> bool:
@@ -131,35 +131,37 @@ def test_engine_plays_every_role_the_pipeline_asks_of_it() -> None:
 # -- plan -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("topic", sorted(COMPARE_TOPICS))
-def test_compare_plans_have_a_row_per_facet_naming_every_option(topic: str) -> None:
+def test_a_comparison_asks_each_option_then_how_they_differ(topic: str) -> None:
     intent, targets = COMPARE_TOPICS[topic]
     plan = _engine(LISTS + SOURCES + SERIAL + DATABASES).plan(Topic(text=topic,
                                                                     max_subquestions=4))
     assert (plan.intent, plan.targets) == (intent, targets)
-    assert 1 <= len(plan.subquestions) <= 4
     assert [sq.index for sq in plan.subquestions] == list(range(len(plan.subquestions)))
-    for sq in plan.subquestions:
-        assert sq.focus == targets  # a quote must name an option
-        # Every option is searched for every facet: each column can get its evidence.
-        assert [q.split()[0] for q in sq.queries] == [t.split()[0] for t in targets][:3]
-        assert not _echoes(sq.question, topic), sq.question
+    options = [sq for sq in plan.subquestions if len(sq.focus) == 1]
+    assert [sq.focus for sq in options] == [(t,) for t in targets]  # a quote names its option
+    for sq, option in zip(options, targets):
+        assert sq.question.startswith(option) and sq.queries[0].startswith(option)
+    if len(targets) < 4:  # and, room left, one on how they differ, about them all
+        differ = plan.subquestions[len(targets)]
+        assert differ.focus == targets and "differ" in differ.question
     assert len({sq.question for sq in plan.subquestions}) == len(plan.subquestions)
 
 
-def test_an_option_the_corpus_never_names_is_no_option() -> None:
+def test_an_option_the_corpus_never_names_is_a_part_nobody_can_answer() -> None:
     plan = _engine(SOURCES).plan(Topic(text="Compare asyncio and trio for concurrent I/O"))
-    assert plan.intent == "describe" and plan.targets == ()
+    assert plan.targets == ("asyncio", "trio")
+    assert [(p.kind, p.absent) for p in plan.parts] == [
+        ("option", ()), ("option", ("trio",)), ("differ", ("trio",))]
     plan = ExtractiveEngine().plan(Topic(text="Compare asyncio and trio for concurrent I/O"))
-    assert plan.targets == ("asyncio", "trio")  # no corpus to ask: the topic's word for it
+    assert plan.targets == ("asyncio", "trio") and not any(p.absent for p in plan.parts)
 
 
-def test_compare_facets_are_the_sources_words_discussed_for_every_option() -> None:
-    plan = _engine(SOURCES).plan(Topic(text=TOPIC, max_subquestions=4))
-    names = [sq.question for sq in plan.subquestions]
-    assert names[0] == "Concurrent I/O in Python"  # the topic's own context first
-    text = " ".join(s.text for s in SOURCES).lower()
-    for name in names[1:]:
-        assert name.lower() in text, name  # a phrase of the sources
+def test_a_comparisons_rows_are_what_the_question_names_of_every_option() -> None:
+    plan, findings, report = _run(TOPIC, SOURCES)
+    rows = [line for line in report.markdown.splitlines() if line.startswith("| ")]
+    assert rows[0] == "| Dimension | threading | multiprocessing | asyncio |"
+    assert rows[1].startswith("| Concurrent I/O in Python |")
+    assert all(cell.strip() not in ("", "—") for cell in rows[1].split("|")[2:-1]), rows[1]
 
 
 @pytest.mark.parametrize("n", range(1, 7))
@@ -173,29 +175,31 @@ def test_max_subquestions_is_honoured(topic: str, n: int) -> None:
     assert all(1 <= len(sq.queries) <= 3 for sq in plan.subquestions)
 
 
-def test_four_options_still_get_at_most_three_queries() -> None:
+def test_four_options_are_four_parts_and_searched_one_by_one() -> None:
     plan = _engine(LISTS).plan(Topic(text="Compare lists, tuples, sets and dicts"))
     assert plan.targets == ("lists", "tuples", "sets", "dicts")
-    assert all(len(sq.queries) == 3 for sq in plan.subquestions)
+    assert [sq.focus for sq in plan.subquestions] == [("lists",), ("tuples",), ("sets",),
+                                                      ("dicts",)]
+    assert all(1 <= len(sq.queries) <= 3 for sq in plan.subquestions)
 
 
 def test_each_part_of_a_two_part_question_gets_a_section() -> None:
     topic = "How does asyncio schedule coroutines and what happens when a call blocks?"
     plan = _engine(SOURCES).plan(Topic(text=topic, max_subquestions=4))
     assert plan.intent == "describe"
-    assert len(plan.subquestions) >= 2
+    assert [sq.question for sq in plan.subquestions] == [
+        "How does asyncio schedule coroutines?", "asyncio: what happens when a call blocks?"]
     assert plan.subquestions[0].focus == ("asyncio",)  # the topic's word the titles name
-    for sq in plan.subquestions:
-        assert not _echoes(sq.question, topic)
     # The second part is searched with the subject it leaves out.
-    assert "asyncio" in plan.subquestions[1].queries[0]
+    assert plan.subquestions[1].queries[0].startswith("asyncio")
 
 
-def test_without_a_corpus_each_part_is_a_section_in_its_own_words() -> None:
+def test_without_a_corpus_each_part_is_a_section_in_the_topics_words() -> None:
     plan = ExtractiveEngine().plan(Topic(text="What does the reflog record in git and how "
                                               "long are its entries kept?"))
-    assert [sq.question for sq in plan.subquestions] == ["Reflog record git",
-                                                         "Long entries kept"]
+    first, second = [sq.question for sq in plan.subquestions]
+    assert first == "What does the reflog record in git?"
+    assert second.startswith("How long are") and second.endswith("entries kept?")
 
 
 def test_single_option_compare_falls_back_to_describe() -> None:
@@ -361,21 +365,28 @@ def test_subquestion_without_evidence_gets_its_heading_and_insufficient_evidence
     assert ExtractiveEngine.notice in report.markdown
 
 
-def test_comparison_cells_prefer_a_claim_about_that_option_alone() -> None:
+def test_comparison_cells_quote_each_option_and_rows_may_be_shared_headings() -> None:
     from core.models import Claim, Evidence, Finding
 
-    def claim(text: str) -> Claim:
-        return Claim(text=text, evidence=(Evidence(url="u", title="t", quote=text),))
+    def claim(text: str, section: str = "") -> Claim:
+        return Claim(text=text, evidence=(Evidence(url="u", title="t", quote=text,
+                                                   section=section),))
 
     engine = ExtractiveEngine()
     plan = engine.plan(Topic(text="Compare threading and asyncio"))
-    both = claim("Threading and asyncio both help programs that wait on sockets.")
-    finding = Finding(subquestion_index=0, subquestion=plan.subquestions[0].question, claims=(
-        both, claim("Threading shares memory between threads."),
-        claim("Asyncio runs coroutines on one event loop.")))
-    table = engine.write_report(plan, [finding]).comparison_table
-    row = table.splitlines()[2]
-    assert "shares memory" in row and "event loop" in row and "both help" not in row
+    threading, asyncio_ = plan.subquestions[:2]
+    findings = [
+        Finding(subquestion_index=0, subquestion=threading.question, claims=(
+            claim("Threading shares memory between threads.", "Memory"),
+            claim("A thread that waits on a socket releases the lock.", "Waiting on sockets"))),
+        Finding(subquestion_index=1, subquestion=asyncio_.question, claims=(
+            claim("Asyncio runs coroutines on one event loop.", "Memory"),
+            claim("A coroutine waits on a socket at an await.", "Waiting on sockets")))]
+    table = engine.write_report(plan, findings).comparison_table
+    rows = table.splitlines()[2:]
+    assert [r.split("|")[1].strip() for r in rows] == ["Memory", "Waiting on sockets"]
+    assert "shares memory" in rows[0] and "one event loop" in rows[0]
+    assert "releases the lock" in rows[1] and "at an await" in rows[1]
 
 
 def test_a_chinese_comparison_report_writes_its_own_words_in_chinese() -> None:
@@ -389,14 +400,16 @@ def test_a_chinese_comparison_report_writes_its_own_words_in_chinese() -> None:
         ("postgresql", "PostgreSQL 通过多版本并发控制让多个写入者同时工作。PostgreSQL 的并发写入按行加锁。"))])
     plan = engine.plan(Topic(text="SQLite 和 PostgreSQL 在并发写入上有什么区别？"))
     assert plan.language == "zh" and plan.intent == "compare"
-    finding = Finding(subquestion_index=0, subquestion=plan.subquestions[0].question, claims=(
-        claim("SQLite 同一时间只允许一个写入者持有写锁。"),
-        claim("PostgreSQL 通过多版本并发控制让多个写入者同时工作。")))
-    draft = engine.write_report(plan, [finding])
+    assert [sq.question for sq in plan.subquestions] == [
+        "SQLite：并发写入", "PostgreSQL：并发写入", "SQLite与PostgreSQL在并发写入上的区别"]
+    findings = [Finding(subquestion_index=0, subquestion=plan.subquestions[0].question,
+                        claims=(claim("SQLite 同一时间只允许一个写入者持有写锁。"),)),
+                Finding(subquestion_index=1, subquestion=plan.subquestions[1].question,
+                        claims=(claim("PostgreSQL 通过多版本并发控制让多个写入者同时工作。"),))]
+    draft = engine.write_report(plan, findings)
     header, _, row = draft.comparison_table.splitlines()[:3]
     assert header.startswith("| 维度 | SQLite | PostgreSQL |")
-    label = row.split("|")[1].strip()
-    assert label and "区别" not in label and label == plan.subquestions[0].question == "并发写入"
+    assert row.split("|")[1].strip() == "并发写入"  # the question's own aspect
     assert draft.title.startswith("研究报告：")
     assert "引用的证据回答了" in draft.conclusion
     assert "Quoted evidence" not in draft.conclusion

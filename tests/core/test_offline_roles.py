@@ -10,7 +10,7 @@ from core.engine.offline.extractive import ExtractiveEngine
 from core.models import Claim, Evidence, Finding, FollowUp, Source, Topic, Transcript
 from core.reports.report import assemble
 from tests.core.test_depth_roles import SQ, hits
-from tests.fakes.memory_search import memory_search
+from tests.fakes.memory_search import memory_vocabulary
 
 # The offline planner draws its outline from a corpus: a few pages of one.
 CORPUS = [Source(url=f"https://docs.example/{n}", title=n, text=t) for n, t in (
@@ -25,7 +25,7 @@ CORPUS = [Source(url=f"https://docs.example/{n}", title=n, text=t) for n, t in (
            "generations. Reference counting frees most objects at once."),
     ("gc-tuning", "Garbage collection thresholds decide when a generation is collected."),
     ("gc-debug", "The gc module reports what garbage collection found unreachable."))]
-OFFLINE = ExtractiveEngine(search=memory_search(CORPUS))
+OFFLINE = ExtractiveEngine(vocabulary=memory_vocabulary(CORPUS))
 COMPARE = OFFLINE.plan(Topic(text="asyncio vs threading for I/O", max_subquestions=3))
 
 
@@ -95,7 +95,8 @@ def test_offline_reports_have_a_conclusion_and_recommend_a_recommendation(
 
 
 def test_offline_conclusion_names_the_sections_still_open() -> None:
-    plan = OFFLINE.plan(Topic(text="How does Python garbage collection work?", max_subquestions=3))
+    plan = OFFLINE.plan(Topic(text="How does Python garbage collection work, and how are "
+                                   "cycles of objects freed?", max_subquestions=3))
     n = len(plan.subquestions)
     assert n >= 2, plan
     draft = OFFLINE.write_report(plan, [quoted(0, plan.subquestions[0].question)])

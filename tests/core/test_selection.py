@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from core.engine.offline.extractive import ExtractiveEngine
-from core.engine.offline.selection import Candidate, naming, pick, rank
+from core.engine.offline.selection import Candidate, pick, rank
+from core.relevance.about import naming
 from core.engine.sentences import Scorer, Sentence, sentences, terms
 from core.models import Source, SubQuestion, Transcript
 
@@ -55,21 +56,20 @@ def test_a_page_title_does_not_carry_a_fragment_that_is_far_from_the_subject() -
     assert ranked and not any("identification" in c.sentence.text for c in ranked)
 
 
-def test_a_sentence_naming_part_of_the_subject_counts_only_when_close_in_meaning() -> None:
+def test_a_sentence_naming_only_a_common_part_of_the_subject_is_not_about_it() -> None:
+    """The subject of "How does sourdough fermentation work?" is its rarest word; "Kombucha
+    fermentation" names the common half of it and is about something else."""
     bread = Source(url="https://bake.example/sour", title="Baking notes", text=(
         "A sourdough starter is a culture of wild yeast and lactic acid bacteria kept in flour. "
-        "Sourdough fermentation sours the dough as the bacteria make lactic and acetic acid. "
-        "Warm kitchens speed up sourdough fermentation, while a fridge slows it for days. "
-        "The long fermentation of sourdough breaks down part of the gluten in the flour."))
+        "Warm kitchens speed up sourdough fermentation, while a fridge slows it for days."))
     tea = Source(url="https://brew.example/tea", title="Brewing notes", text=(
         "Kombucha fermentation works through a floating culture of bacteria and yeast on sweet "
-        "tea. Ale fermentation works best between eighteen and twenty-two degrees Celsius. "
-        "Most kombucha is fermented for seven to ten days before it is bottled."))
+        "tea. Ale fermentation works best between eighteen and twenty-two degrees Celsius."))
     sq = SubQuestion(index=1, question="How does sourdough fermentation work?",
-                     queries=("sourdough fermentation",), focus=("sourdough fermentation",))
+                     queries=("sourdough fermentation",), focus=("sourdough",))
     texts = [c.sentence.text for c in rank(sq, [bread, tea])]
-    assert any(t.startswith("A sourdough starter") for t in texts)  # names half, means it
-    assert not any("Kombucha" in t or "Ale " in t for t in texts)  # names half, means other
+    assert any(t.startswith("A sourdough starter") for t in texts)
+    assert not any("Kombucha" in t or "Ale " in t for t in texts)
 
 
 def test_naming_needs_every_word_of_a_short_phrase_and_most_of_a_long_one() -> None:

@@ -80,7 +80,8 @@ def make_v1_file(path: Path) -> None:
 
 # Columns later versions added to v1 tables, with the value an old row gets.
 _ADDED = {"subquestions": {"wave": 1, "why": None, "parent": None},
-          "reports": {"language": None, "edition": None, "previous_report_id": None},
+          "reports": {"language": None, "edition": None, "previous_report_id": None,
+                      "unanswered": None},
           "runs": {"host": None, "pid": None}, "topics": {"edition": None}}
 
 
@@ -139,11 +140,12 @@ def test_v1_file_migrates_keeping_every_row(tmp_path: Path) -> None:
     before = {t: dump(path, t) for t in _V1_TABLES}
 
     store = ResultStore(path)
-    assert store.schema_version() == SCHEMA_VERSION == 11
+    assert store.schema_version() == SCHEMA_VERSION == 12
     assert {t: dump(path, t) for t in _V1_TABLES} == before
-    # v4: every old sub-question was the plan's (wave 1); old reports name no language.
+    # v4: every old sub-question was the plan's (wave 1); old reports name no language, and
+    # (v12) no unanswered part: the gate did not exist when they were written.
     assert added_values(path, "subquestions") == {(1, None, None)}
-    assert added_values(path, "reports") == {(None, None, None)}
+    assert added_values(path, "reports") == {(None, None, None, None)}
     assert store.counts() == {t: len(before[t]) for t in _V1_TABLES} | {
         "llm_calls": 0, "model_limits": 0, "pages": 0, "searches": 0,
                               "changes": 0}

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from core.engine.sentences import sentences, terms
-from core.models import SearchResult, Source
+from core.relevance.about import agree
+from core.models import SearchResult, Source, Vocabulary, WordStats
 
 
 def memory_search(sources: Sequence[Source]) -> Callable[[str, int], list[SearchResult]]:
@@ -30,3 +31,23 @@ def memory_search(sources: Sequence[Source]) -> Callable[[str, int], list[Search
                 for i, r in enumerate(ranked, start=1)]
 
     return search
+
+
+def memory_vocabulary(sources: Sequence[Source]) -> Callable[[Sequence[str]], Vocabulary]:
+    """What core.search.corpus_vocab tells of a topic's words, over pages held in memory: how
+    many pages use each word (all its terms), and how many name it in their title."""
+    pages = [(set(terms(s.text)) | set(terms(s.title)), set(terms(s.title))) for s in sources]
+
+    def has(terms_: set[str], want: set[str]) -> bool:  # a stemmer's leniency: "scheduled"
+        return all(any(agree(w, t) for t in terms_) for w in want)
+
+    def vocabulary(words: Sequence[str]) -> Vocabulary:
+        out = {}
+        for word in words:
+            want = set(terms(word))
+            if want:
+                out[word] = WordStats(documents=sum(has(used, want) for used, _ in pages),
+                                      titled=sum(has(title, want) for _, title in pages))
+        return Vocabulary(documents=len(pages), words=out)
+
+    return vocabulary

@@ -64,7 +64,8 @@ def _verify(ev: EvidenceOut, sources: Sequence[Source]) -> list[Evidence]:
         for source in (*named, *others):
             exact = _anchor(fragment, source.text)
             if exact:
-                found.append(Evidence(url=source.url, title=source.title, quote=exact))
+                found.append(Evidence(url=source.url, title=source.title, quote=exact,
+                                      section=source.section_at(source.text.find(exact))))
                 break
     return found
 

@@ -1,7 +1,9 @@
 """The offline extractive engine: every role, with no network and no model weights.
 
-It plans with core.engine.offline.outline (sections drawn from what the corpus holds), picks the sentences of what was read that answer each
-sub-question (core.engine.offline.selection: words and meaning, on the subject, near-duplicates once),
+It plans with core.engine.offline.outline (the question's own parts, its subject read against
+the corpus's vocabulary), picks the sentences of what was read that answer each sub-question
+(core.engine.offline.selection: about the subject, ranked by words and meaning, near-duplicates
+once),
 quotes them verbatim as evidence, and assembles the report from those quotes, with a summary
 chosen for coverage of the sections (core.engine.offline.summary). Meaning comes from the shared offline
 embedder (core.embedding), the only "model" here: 16 MB of word vectors, no generation.
@@ -14,14 +16,16 @@ from __future__ import annotations
 from typing import Sequence
 
 from core.text.embedding import Embedder
-from core.models import ReportDraft, SectionDraft
-from core.engine.offline.outline import Search, draft_plan
+from core.engine.base import ReportDraft, SectionDraft
+from core.engine.offline.outline import draft_plan
 from core.engine.offline.words import words
-from core.engine.offline.selection import corroborated, naming, pick, rank
+from core.engine.offline.selection import corroborated, pick, rank
+from core.relevance.about import about as on_subject, agree, names
 from core.engine.offline.summary import summarize
 from core.engine.sentences import query_words, terms
 from core.models import (Claim, Evidence, Finding, FollowUp, ResearchPlan, SearchResult,
                          Source, SubQuestion, Topic, Transcript)
+from core.relevance.subject import VocabularyOf
 from core.reports.report import escape_markdown, evidence_catalog
 
 NOTICE = words("en")["notice"]
@@ -70,12 +74,14 @@ class ExtractiveEngine:
 
     def __init__(self, claims_per_finding: int = 6, claims_per_section: int = 4,
                  notes_per_source: int = 3, embedder: Embedder | None = None,
-                 search: Search | None = None) -> None:
+                 vocabulary: VocabularyOf | None = None) -> None:
         self.claims_per_section = claims_per_section
         self.claims_per_finding = claims_per_finding
         self.notes_per_source = notes_per_source
         self._embedder = embedder  # None: the process's shared one, loaded on first use
-        self._search = search  # the corpus the outline is drawn from; None: the topic's parts
+        # What the corpus says of a topic's words (its subject, and what it never names);
+        # None (a web search): the topic's named things are its subject.
+        self._vocabulary = vocabulary
 
     def for_role(self, role: str) -> "ExtractiveEngine":
         return self
@@ -85,7 +91,7 @@ class ExtractiveEngine:
 
     # -- plan ---------------------------------------------------------------------------------
     def plan(self, topic: Topic, *, max_tokens: int | None = None) -> ResearchPlan:
-        return draft_plan(topic, self._search, self._embedder)
+        return draft_plan(topic, self._vocabulary)
 
     # -- research rounds ----------------------------------------------------------------------
     def next_queries(self, transcript: Transcript, round_index: int, *,
@@ -139,21 +145,22 @@ class ExtractiveEngine:
                wave: int, limit: int, *, max_tokens: int | None = None,
                scale: float = 1.0) -> list[FollowUp]:
         """One follow-up per section left without evidence: the content words of its question
-        searched together, as written (the plan's queries searched subject and aspect apart)."""
+        with the topic's other words, searched together as written (the plan searched each
+        part with its subject alone)."""
         supported = {f.subquestion_index for f in findings if f.support}
-        asked = {q for sq in plan.subquestions for q in sq.queries}
+        asked = {q.lower() for sq in plan.subquestions for q in sq.queries}
         out: list[FollowUp] = []
         for sq in plan.sections:
             covered = sq.index in supported or any(
                 f.parent == sq.index and f.index in supported for f in plan.subquestions)
             if covered:
                 continue
-            # Subject and aspect together, in one search: the plan's queries split them.
-            words = query_words(sq.question)
-            query = " ".join(words[:5])
-            if not query or query in asked:
+            # The section's words and the rest of the topic's, in one search.
+            words = list(dict.fromkeys(query_words(sq.question) + query_words(plan.topic)))
+            query = " ".join(words[:6])
+            if not query or query.lower() in asked:
                 continue
-            asked.add(query)  # sections sharing a subject get one follow-up, not one each
+            asked.add(query.lower())  # sections sharing a subject get one follow-up, not one each
             out.append(FollowUp(question=f"What do the sources say about {query}?",
                                 queries=(query,), parent=sq.index,
                                 why=f"wave {wave} found no quoted evidence for: {sq.question}"))
@@ -170,7 +177,8 @@ class ExtractiveEngine:
         ranked = rank(sq, transcript.sources, self._embedder)
         claims = [Claim(text=c.sentence.clean,
                         evidence=(Evidence(url=c.source.url, title=c.source.title,
-                                           quote=c.sentence.text),),
+                                           quote=c.sentence.text,
+                                           section=c.source.section_at(c.sentence.start)),),
                         confidence="high" if corroborated(c, ranked) else "medium")
                   for c in pick(ranked, self.claims_per_finding, sq.focus)]
         notes = "\n".join(m.content for m in transcript.messages if m.role == "tool")
@@ -187,13 +195,26 @@ class ExtractiveEngine:
             return (escape_markdown(claim.text) + " "
                     + "".join(f"[{keys[id(e)]}]" for e in claim.evidence))
 
+        # Researchers run independently: a sentence found for two sections is said once, in
+        # the one whose own words it names most ("serve quorum reads", not "replicate
+        # writes"), then the one that ranked it highest, then the earlier one.
+        subject = {t for sq in plan.subquestions for k in sq.focus for t in terms(k)}
+        own = [set(terms(f.subquestion)) - subject for f in findings]
+        focus = {sq.index: sq.focus for sq in plan.subquestions}
+        home: dict[str, tuple[int, int, int]] = {}
+        for s_i, f in enumerate(findings):
+            for rank_i, c in enumerate(f.claims):
+                said = terms(c.text)
+                hits = sum(any(agree(w, t) for t in said) for w in own[s_i]) + _fits(
+                    c, focus.get(f.subquestion_index, ()), plan.targets)
+                home[c.text] = min(home.get(c.text, (-hits, rank_i, s_i)), (-hits, rank_i, s_i))
         used: set[str] = set()
         sections, shown = [], []
-        for f in findings:
-            # Researchers run independently, and a model may repeat itself: say a sentence once.
+        for s_i, f in enumerate(findings):
             fresh = []
             for c in f.claims:
-                if c.text not in used and len(fresh) < self.claims_per_section:
+                if (c.text not in used and home[c.text][2] == s_i
+                        and len(fresh) < self.claims_per_section):
                     used.add(c.text)
                     fresh.append(c)
             shown.append((f.subquestion, fresh))
@@ -216,36 +237,93 @@ class ExtractiveEngine:
                            conclusion=_coverage(plan, findings, sections))
 
     def _comparison_table(self, plan: ResearchPlan, findings: Sequence[Finding], cite) -> str:
-        targets = plan.targets
-        rows = [f"| {words(plan.language)['dimension']} | " + " | ".join(targets) + " |",
-                "|---" * (len(targets) + 1) + "|"]
-        target_terms = [set(terms(t)) for t in targets]
-        used: set[str] = set()  # a sentence fills one cell of the whole table, not one per row
-        for f in findings:
-            cells = []
-            for mine in target_terms:
-                others = [t for t in target_terms if t is not mine]
-                hit = _about_option([c for c in f.claims if c.text not in used], mine, others)
-                if hit is not None:
-                    used.add(hit.text)
-                cells.append(_cell(cite(hit)) if hit else "—")
-            dim = escape_markdown(f.subquestion).replace("|", "\\|")
-            rows.append(f"| {dim} | " + " | ".join(cells) + " |")
-        return "\n".join(rows)
+        """One column per option; a row per aspect the question names ("a small web app"),
+        then per heading the sources give beside two options or more ("Thread Objects" and
+        "Process objects" are not one; "Connection objects" twice is), each cell a quote about
+        its option. Neither: one row named by the options themselves."""
+        options = plan.targets
+        mine = _claims_by_option(plan, findings)
+        used: set[str] = set()  # a sentence fills one cell of the whole table
+
+        def first(claims: Sequence[Claim]) -> Claim | None:
+            hit = next((c for c in claims if c.text not in used), None)
+            if hit is not None:
+                used.add(hit.text)
+            return hit
+
+        rows: list[tuple[str, list[Claim | None]]] = [
+            (_row_label(aspect), [first(mine[o]) for o in options]) for aspect in plan.aspects]
+        for label, cells in _shared_headings(options, mine):
+            if len(rows) >= max(2, len(plan.parts)):
+                break
+            rows.append((label, [first(c) for c in cells]))
+        if not rows:
+            rows.append((" / ".join(options), [first(mine[o]) for o in options]))
+        lines = [f"| {words(plan.language)['dimension']} | " + " | ".join(options) + " |",
+                 "|---" * (len(options) + 1) + "|"]
+        for label, cells in rows:
+            shown = [_cell(cite(c)) if c is not None else "—" for c in cells]
+            lines.append(f"| {escape_markdown(label).replace('|', chr(92) + '|')} | "
+                         + " | ".join(shown) + " |")
+        return "\n".join(lines)
 
 
-def _about_option(claims: Sequence[Claim], mine: set[str],
-                  others: Sequence[set[str]]) -> Claim | None:
-    """The claim for an option's cell: one naming this option alone, else one naming it, else
-    one quoted from a page whose title names it and no other option (an API reference such as
-    "multiprocessing" rarely repeats its own name in its sentences)."""
-    rivals = set().union(*others)
-    named = [c for c in claims if mine & set(terms(c.text))]
-    alone = next((c for c in named if not rivals & set(terms(c.text))), None)
-    return alone or (named[0] if named else None) or next(
-        (c for c in claims if _titled(c, mine) and not any(_titled(c, o) for o in others)), None)
+def _fits(claim: Claim, focus: Sequence[str], options: Sequence[str]) -> int:
+    """How well a claim fits a comparison's section: one about the section's option alone, or
+    about two options or more in the section on how they differ."""
+    if len(options) < 2 or not focus:
+        return 0
+    named = [o for o in options if names(claim.text, (o,))]
+    if len(focus) == 1:
+        return 2 if named == [focus[0]] else 0
+    return 2 if len(named) >= 2 else 0
 
 
-def _titled(claim: Claim, option: set[str]) -> bool:
-    """A claim quoted from a page whose title names the option ("multiprocessing.pool")."""
-    return any(naming([sorted(option)], terms(e.title)) >= 1.0 for e in claim.evidence)
+def _claims_by_option(plan: ResearchPlan, findings: Sequence[Finding]) -> dict[str, list[Claim]]:
+    """Each option's claims, best first: those of its own sub-question, then those of the
+    others (how they differ) that are about it alone."""
+    part_of = {sq.index: sq.part for sq in plan.subquestions}
+    out: dict[str, list[Claim]] = {o: [] for o in plan.targets}
+    rest: list[Claim] = []
+    for f in findings:
+        index = part_of.get(f.subquestion_index)
+        part = plan.parts[index] if index is not None and index < len(plan.parts) else None
+        if part is not None and part.kind == "option" and part.about[0] in out:
+            out[part.about[0]] += f.claims
+        else:
+            rest += f.claims
+    for option in plan.targets:
+        others = [o for o in plan.targets if o != option]
+        out[option] += [c for c in rest if _about_only(c, option, others)]
+    return out
+
+
+def _about_only(claim: Claim, option: str, others: Sequence[str]) -> bool:
+    ev = claim.evidence[0] if claim.evidence else None
+    about = (lambda keys: on_subject(claim.text, ev.title if ev else "",  # noqa: E731
+                                     ev.section if ev else "", keys))
+    return about((option,)) and not any(about((o,)) for o in others)
+
+
+def _shared_headings(options: Sequence[str], mine: dict[str, list[Claim]]
+                     ) -> list[tuple[str, list[list[Claim]]]]:
+    """Headings (the innermost one a quote sits under) that two options' quotes or more sit
+    under, compared by their words: (the heading as a source writes it, each option's claims
+    under it). A heading naming an option is that option's own title, not a shared aspect."""
+    seen: dict[str, tuple[str, dict[str, list[Claim]]]] = {}
+    for option in options:
+        for claim in mine[option]:
+            section = claim.evidence[0].section if claim.evidence else ""
+            leaf = section.rsplit(" › ", 1)[-1].strip()
+            key = " ".join(sorted(set(terms(leaf))))
+            if not key or any(names(leaf, (o,)) for o in options):
+                continue
+            spelled, cells = seen.setdefault(key, (leaf, {}))
+            cells.setdefault(option, []).append(claim)
+    shared = [(spelled, [cells.get(o, []) for o in options])
+              for spelled, cells in seen.values() if len(cells) >= 2]
+    return sorted(shared, key=lambda row: -sum(bool(c) for c in row[1]))
+
+
+def _row_label(aspect: str) -> str:
+    return aspect[:1].upper() + aspect[1:] if aspect[:1].islower() else aspect

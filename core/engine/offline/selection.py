@@ -1,21 +1,20 @@
 """Which sentences of what was read answer a sub-question, for the offline extractive engine.
 
 Every prose sentence of the sources is a candidate (boilerplate that recurs on several pages is
-not). A candidate is scored by a blend of word relevance (the BM25-like `Scorer` against the
-question, its queries and its focus) and meaning (embedding cosine to the question and to the
-focus phrases), so a sentence that says the same thing in other words still counts, and one that
-merely shares aspect words ("purpose", "performance") does not win on those alone.
+not, and a page read twice, as copies, counts once). A candidate is scored by a blend of word
+relevance (the BM25-like `Scorer` against the question, its queries and its focus) and meaning
+(embedding cosine to the question and to the focus phrases), so a sentence that says the same
+thing in other words still counts, and one that merely shares aspect words ("purpose",
+"performance") does not win on those alone.
 
-A sentence must also be about the subject, the sub-question's `focus`: it names a focus phrase
-(every word of it; two thirds of a long Chinese phrase's character bigrams); or it names half of
-that and is about as close to it in meaning as the sentences that name all of it; or its page
-title names the phrase and it is closer to the phrase in meaning than the average sentence read.
-A page title alone no longer lets "A string used for identification purposes only." through.
-Naming is not meaning, though: a page that names the subject in another sense (the writer Franz
-Kafka on a Kafka-the-broker question) is left out whole when, with the subject's own words
-masked, its content is far from the other pages that name it (see `stray_pages`).
-Naming is not weighted by rarity on purpose: in a pool about the subject its own words are the
-common ones, and in a pool that is not they are the rare ones.
+A sentence must be about the subject, the sub-question's `focus` (core.relevance.about): it
+names a focus phrase, or its page's title or the headings it sits under do (and then it is
+closer to the subject in meaning than the average sentence read: a page titled for the subject
+has its fragments too). Meaning and word overlap rank what is about the subject; they never let
+in what is not. Naming is not meaning,
+though: a page that names the subject in another sense (the writer Franz Kafka on a
+Kafka-the-broker question) is left out whole when, with the subject's own words masked, its
+content is far from the other pages that name it (see `stray_pages`).
 
 All candidates of one call are embedded in one batch; nothing is cached between calls. The
 quotes are `Sentence` spans, exact substrings of the source text. Deterministic: embeddings are,
@@ -34,23 +33,21 @@ import numpy as np
 from core.text.embedding import Embedder, embedder as shared_embedder
 from core.engine.sentences import Scorer, Sentence, overlap, sentences, terms
 from core.models import Source, SubQuestion
+from core.relevance.about import about as on_subject, naming, own_page
+from core.search.headings import clean
 
-# Weights of the blend: words, meaning of the question, meaning of the subject, naming it.
-_W_WORDS, _W_QUESTION, _W_FOCUS, _W_NAMED = 0.35, 0.35, 0.15, 0.15
+# Weights of the blend: words, meaning of the question, meaning of the subject, naming it,
+# and being on the subject's own page (its title opens with the subject's name).
+_W_WORDS, _W_QUESTION, _W_FOCUS, _W_NAMED, _W_OWN = 0.35, 0.35, 0.15, 0.15, 0.2
 _HAN = re.compile(r"[\u4e00-\u9fff]")
 # Near-duplicates: the same statement from two pages (or twice on one) is quoted once.
 DUPLICATE_COSINE, DUPLICATE_OVERLAP = 0.92, 0.5
 # Another page saying nearly the same thing corroborates a claim.
 CORROBORATE_COSINE, CORROBORATE_OVERLAP = 0.85, 0.3
-# Share of a long Chinese focus phrase's bigrams a sentence must name.
-_LONG_PHRASE = 2 / 3
-# How much closer to the subject than the pool's average (in standard deviations) a sentence
-# naming half of it must be when no sentence names all of it (see _partial_bar):
-# "A sourdough starter is a culture of wild yeast" is about "sourdough fermentation",
-# "Kombucha fermentation works through a culture" is not.
-_CLOSE_PARTIAL = 0.75
 # A sentence recurring on this many pages is boilerplate (headers, disclaimers, cookie notes).
 _BOILERPLATE_PAGES = 3
+# A page sharing this much of its sentences with one before it is a copy of it.
+COPY_SHARE = 0.8
 # A page naming the subject is about something else when, subject words masked, it is this many
 # times as far (1 - cosine) from the other naming pages' centroid as the typical naming page...
 _STRAY_DISTANCE = 1.8
@@ -102,11 +99,18 @@ def rank(subquestion: SubQuestion, sources: Sequence[Source],
     phrases = [terms(f) for f in focus]
     docs = [scorer.docs[i].keys() for i in range(len(pool))]
     named = np.array([naming(phrases, d) for d in docs])
+    own = {src.url: own_page(src.title, focus) for src in sources}
     blend = (_W_WORDS * _unit(words) + _W_QUESTION * _minmax(q_sim)
-             + _W_FOCUS * _minmax(f_sim) + _W_NAMED * named)
-    titles = {src.url: terms(src.title) for src in sources}
-    about = (_about_subject(phrases, docs, [titles[src.url] for _, src in pool], named, f_sim)
-             if phrases else np.ones(len(pool), dtype=bool))
+             + _W_FOCUS * _minmax(f_sim) + _W_NAMED * named
+             + _W_OWN * np.array([own[src.url] for _, src in pool]))
+    # About the subject: a sentence naming it, under a heading that names it, or on a page
+    # whose title names it and closer to it in meaning than the average sentence read ("A
+    # string kept for identification purposes only." on a page titled "Heat pumps" is not).
+    closer = f_sim >= float(f_sim.mean())
+    about = np.array([named[i] >= 1.0 or on_subject("", "", src.section_at(sent.start), focus)
+                      or (closer[i] and on_subject("", src.title, "", focus))
+                      for i, (sent, src) in enumerate(pool)], dtype=bool) if phrases else \
+        np.ones(len(pool), dtype=bool)
     stray = stray_pages(focus, sources, embedder) if phrases else set()
     about &= np.array([page(src.url) not in stray for _, src in pool], dtype=bool)
     # An answer shares a word with the question, its queries or its subject, or names the
@@ -149,6 +153,23 @@ def pick(ranked: Sequence[Candidate], limit: int,
     return sorted(chosen, key=lambda c: order[id(c)])
 
 
+def distinct_pages(sources: Sequence[Source]) -> list[Source]:
+    """The sources without copies: a page whose sentences are mostly those of a page before it,
+    and the other way round (a manual's .html beside its .txt, a mirrored folder), is that page
+    read again. Copies count
+    once, and the first is quoted; two copies are not two witnesses, nor three boilerplate."""
+    kept: list[tuple[str, set[str]]] = []
+    out = []
+    for src in sources:
+        said = {s.clean for s in sentences(src.text)}
+        copy = any(page(src.url) != url and said and other and len(said & other) >= COPY_SHARE
+                   * max(len(said), len(other)) for url, other in kept)
+        if not copy:
+            kept.append((page(src.url), said))
+            out.append(src)
+    return out
+
+
 def corroborated(claim: Candidate, ranked: Sequence[Candidate]) -> bool:
     """Another page says nearly the same thing."""
     return any(page(o.source.url) != page(claim.source.url)
@@ -161,7 +182,9 @@ def _same(a: Candidate, b: Candidate, cosine: float, words: float) -> bool:
 
 
 def _pool(sources: Sequence[Source]) -> list[tuple[Sentence, Source]]:
-    pool = [(s, src) for src in sources for s in sentences(src.text)]
+    sources = distinct_pages(sources)
+    pool = [(s, src) for src in sources for s in (_headless(s, src) for s in sentences(src.text)
+                                                  if not _repeated(s, src))]
     spread: dict[str, set[str]] = {}
     for sent, src in pool:
         spread.setdefault(sent.clean, set()).add(page(src.url))
@@ -178,53 +201,21 @@ def _pool(sources: Sequence[Source]) -> list[tuple[Sentence, Source]]:
     return out
 
 
-def naming(phrases: Sequence[Sequence[str]], have: Iterable[str]) -> float:
-    """1.0 when `have` (terms of a text) names some focus phrase: every word of it, or two thirds
-    of the bigrams of a longer Chinese one (bigrams across word boundaries, such as 池容 in
-    电池容量, are noise); else the best fraction named, scaled so that 1.0 is the bar ("cancel"
-    matches "cancellation", see `_agree`)."""
-    stems: dict[str, list[str]] = {}
-    for t in set(have):
-        stems.setdefault(t[:5], []).append(t)
-    best = 0.0
-    for phrase in phrases:
-        words = set(phrase)
-        if not words:
-            continue
-        bar = _LONG_PHRASE if len(words) > 2 and any(_HAN.match(t) for t in words) else 1.0
-        named = sum(any(_agree(t, h) for h in stems.get(t[:5], ())) for t in words)
-        best = max(best, min(1.0, named / len(words) / bar))
-    return best
+def _repeated(sentence: Sentence, source: Source) -> bool:
+    """The sentence is (mostly) text its corpus repeats on many pages."""
+    inside = sum(max(0, min(b, sentence.end) - max(a, sentence.start))
+                 for a, b in source.boilerplate)
+    return inside * 2 > sentence.end - sentence.start
 
 
-def _agree(a: str, b: str) -> bool:
-    """The same word for naming's sake: equal, or one (of five letters or more) a prefix of the
-    other: "cancel" and "cancellation", "schedul" (stemmed "schedule") and "scheduling"; but
-    "multipl" (stemmed "multiples") is not "multiprocessing"."""
-    short, long_ = sorted((a, b), key=len)
-    return a == b or (len(short) >= 5 and long_.startswith(short))
-
-
-def _about_subject(phrases: list[list[str]], docs: Sequence[Iterable[str]],
-                   titles: Sequence[list[str]], named: np.ndarray,
-                   f_sim: np.ndarray) -> np.ndarray:
-    """Which sentences are about the subject (see the module docstring): they name it; or name
-    half of it (the compared respect, when the options share one) and are about as close to it
-    in meaning as those that name it all; or their page title names it and they are closer to
-    it than the average sentence."""
-    # Options compared in one respect ("SQLite JSON", "PostgreSQL JSON"): the words every phrase
-    # shares are that respect, and a sentence naming half must name it, not just an option.
-    shared = sorted(set.intersection(*map(set, phrases))) if len(phrases) > 1 else []
-    # Cosines are compared within the pool: Chinese text has a far higher baseline than English.
-    spread = max(float(f_sim.std()), 0.05)
-    bar = _partial_bar(f_sim, named, spread)
-    closer = f_sim >= float(f_sim.mean())
-    return np.array([
-        named[i] >= 1.0
-        or (f_sim[i] >= bar and named[i] >= 0.5
-            and (not shared or naming([shared], doc) >= 1.0))
-        or (closer[i] and naming(phrases, {*doc, *titles[i]}) >= 1.0)
-        for i, doc in enumerate(docs)], dtype=bool)
+def _headless(sentence: Sentence, source: Source) -> Sentence:
+    """The sentence without a heading of its page glued to its start ("Introduction¶
+    urllib.request is ..."): still a verbatim span of the page."""
+    first, newline, rest = sentence.text.partition("\n")
+    if newline and rest.strip() and clean(first) in {h.text for h in source.headings}:
+        lead = len(first) + 1 + len(rest) - len(rest.lstrip())
+        return Sentence(sentence.text[lead:], sentence.start + lead, sentence.end)
+    return sentence
 
 
 def stray_pages(focus: Sequence[str], sources: Sequence[Source],
@@ -275,15 +266,6 @@ def _subject_mask(focus: Sequence[str]) -> re.Pattern[str]:
     parts = [rf"(?<![A-Za-z0-9_]){re.escape(w)}" if not _HAN.match(w) else re.escape(w)
              for w in sorted(words, key=lambda w: (-len(w), w))]
     return re.compile("|".join(parts) or r"(?!)", re.I)
-
-
-def _partial_bar(f_sim: np.ndarray, named: np.ndarray, spread: float) -> float:
-    """How close to the subject in meaning a sentence naming only part of it must be: about as
-    close as the least close sentence that names all of it (half a standard deviation of slack),
-    or clearly closer than the pool's average when none does."""
-    above_average = float(f_sim.mean()) + _CLOSE_PARTIAL * spread
-    full = f_sim[named >= 1.0]
-    return min(above_average, float(full.min()) - 0.5 * spread) if len(full) else above_average
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

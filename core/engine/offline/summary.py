@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from core.text.embedding import Embedder, embedder as shared_embedder
-from core.engine.offline.selection import naming
+from core.relevance.about import naming
 from core.engine.sentences import overlap, terms
 from core.models import Claim, ResearchPlan
 

@@ -1,14 +1,15 @@
-"""What the offline planner reads from the topic itself: little, and only at robust points.
+"""The shape of a question, read from its text alone, at robust points only.
 
 - its parts: a question asking two things is split at the conjunction that joins them ("what
-  does X record *and how* long are its entries kept", 以及, 并且, a second question mark);
+  is X for, *and what* are its pitfalls", "what does X record *and how* long are its entries
+  kept", 以及, 并且, a second question mark);
 - the options of a comparison, in the common shapes (X vs Y, X or Y, between X and Y, X and Y
-  differ, compare X, Y and Z, X 和/与/还是 Y): candidates only, which the outline keeps when
-  the corpus names them (core.engine.offline.outline);
+  differ, compare X, Y and Z, X 和/与/还是 Y), and what the question asks of every option (its
+  context: "for a small web app");
 - whether it asks for a recommendation.
 
-Everything else (what the sections are, what they are called) comes from the corpus. There is
-no grammar of question kinds here on purpose: questions people write do not fit one.
+What the topic is about, and which of its words the corpus knows, is core.relevance.subject's.
+There is no grammar of question kinds here on purpose: questions people write do not fit one.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ _SPLIT = re.compile(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or|vs\.?|versus|than)\s+|"
 _CONTEXT = re.compile(r"\s+(?=(?:for|when|in|on|with|to|at|under|regarding|while|during|"
                       r"if)\s)")
 _ARTICLE = re.compile(r"^(?:the|a|an)\s+", re.I)
+_PRONOUN = re.compile(r"(?:i|we|you|they|one)\s", re.I)
 _FILLER = frozenset("which what one ones it them both either neither other others the other "
                     "something anything i we you".split())
 
@@ -78,22 +80,51 @@ def read_question(text: str) -> Question:
     text = " ".join(text.split())
     cjk = has_cjk(text)
     options, context, respect = (_options_cjk(text) if cjk else _options(text))
-    return Question(text=text, parts=_parts(text, cjk), options=options, context=context,
+    return Question(text=text, parts=_parts(text, cjk, options), options=options, context=context,
                     recommend=bool(_RECOMMEND.search(text)), respect=respect)
 
 
-def _parts(text: str, cjk: bool) -> tuple[str, ...]:
+def _parts(text: str, cjk: bool, options: tuple[str, ...] = ()) -> tuple[str, ...]:
     pieces = (_CLAUSE_CJK if cjk else _CLAUSE).split(text)
     parts = [p.strip(" ,，。.?？") for p in pieces]
     parts = [p for p in parts if len(p) >= (2 if cjk else 4)]
+    if not cjk and not options:
+        parts = [q for p in parts for q in _verb_phrases(p)]
     return tuple(parts) or (text,)
+
+
+# "A and B work": a list of names sharing the question's verb, not two questions.
+_SHARED_VERB = frozenset("work works happen differ compare interact function behave relate "
+                         "matter fit cooperate combine operate".split())
+_SMALL = frozenset("a an the of to in on at by for from with and or its their my our your "
+                   "i we you it they this that these those".split())
+
+
+def _verb_phrases(part: str) -> list[str]:
+    """A question whose verb phrases are joined by "and": "How does Corvid replicate writes
+    and serve quorum reads" asks two things; "How does garbage collection and reference
+    counting work" (a list before a shared verb) and "read and write" (nothing on one side)
+    ask one."""
+    left, sep, right = part.partition(" and ")
+    if not sep or not _ASKING_START.match(left):
+        return [part]
+    words = right.split()
+    content = lambda ws: [w for w in ws if w.lower() not in _SMALL]  # noqa: E731
+    if (len(content(left.split()[2:])) < 2 or len(content(words)) < 2
+            or not words[0][:1].islower() or words[-1].lower().strip("?") in _SHARED_VERB):
+        return [part]
+    return [left, right]
+
+
+_ASKING_START = re.compile(r"^(?:how|why|when|where|what)\s+(?:does|do|did|can|could|should|"
+                           r"will|would|is|are)\s+\S", re.I)
 
 
 def _options(text: str) -> tuple[tuple[str, ...], str, str]:
     for shape in _SHAPES:
         m = shape.search(text.strip())
-        if not m:
-            continue
+        if not m or _PRONOUN.match(m.group("list")):
+            continue  # "How do I read and write ...": what someone does, not options
         items = [_ARTICLE.sub("", i.strip(" ,.;:?")) for i in _SPLIT.split(m.group("list"))]
         rest = m.group("rest")
         rest = rest or ""

@@ -1,0 +1,90 @@
+"""Whether a text is about a subject: it names it, or it sits in a page or section whose title
+names it. Nothing else decides relevance here; meaning and word overlap rank what is about the
+subject (core.engine.offline.selection), they never let in what is not.
+
+    naming(phrases, terms)              how fully a text's terms name one of the phrases (1.0: all)
+    names(text, keys)                   the text names one of the key phrases
+    about(text, title, section, keys)   the text, its page's title or its section names one
+
+A key phrase is named when every word of it is (a word by its stem, and a word of five letters
+or more also by a longer word it begins: "cancel" is named by "cancellation"); a long Chinese
+phrase when two thirds of its bigrams are (bigrams across word boundaries are noise).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Sequence
+
+from core.engine.sentences import terms
+
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+LONG_PHRASE = 2 / 3  # share of a long Chinese phrase's bigrams a text must name
+
+
+def naming(phrases: Sequence[Sequence[str]], have: Iterable[str]) -> float:
+    """1.0 when `have` (terms of a text) names some phrase (each a list of terms): every word of
+    it, or two thirds of the bigrams of a longer Chinese one; else the best fraction named,
+    scaled so that 1.0 is the bar."""
+    stems: dict[str, list[str]] = {}
+    for t in set(have):
+        stems.setdefault(t[:5], []).append(t)
+    best = 0.0
+    for phrase in phrases:
+        words = set(phrase)
+        if not words:
+            continue
+        bar = LONG_PHRASE if len(words) > 2 and any(_HAN.match(t) for t in words) else 1.0
+        named = sum(any(agree(t, h) for h in stems.get(t[:5], ())) for t in words)
+        best = max(best, min(1.0, named / len(words) / bar))
+    return best
+
+
+def agree(a: str, b: str) -> bool:
+    """The same word for naming's sake: equal; one (of five letters or more) a prefix of the
+    other: "cancel" and "cancellation", "schedul" (stemmed "schedule") and "scheduling"; or the
+    two sharing their first seven letters: "collector" and "collection", "replicate" and
+    "replication". But "multipl" (stemmed "multiples") is not "multiprocessing"."""
+    if a == b:
+        return True
+    short, long_ = sorted((a, b), key=len)
+    if len(short) >= 5 and long_.startswith(short):
+        # An identifier that merely starts with the word is another name: sched_param, md5sum.
+        return not long_[len(short):][:1] in "_0123456789"
+    return len(short) >= 7 and short[:7] == long_[:7] and "_" not in short + long_
+
+
+def split_terms(text: str) -> list[str]:
+    """A text's terms with dotted and hyphenated names taken apart ("os.path" is os and path,
+    "write-ahead" write and ahead); an identifier with underscores stays whole (pg_dump)."""
+    return terms(re.sub(r"[-./]", " ", text))
+
+
+def key_terms(keys: Sequence[str]) -> list[list[str]]:
+    """The key phrases as lists of terms."""
+    return [t for t in (split_terms(k) for k in keys) if t]
+
+
+def names(text: str, keys: Sequence[str]) -> bool:
+    """Whether `text` names one of the key phrases."""
+    phrases = key_terms(keys)
+    return bool(phrases) and naming(phrases, split_terms(text)) >= 1.0
+
+
+def own_page(title: str, keys: Sequence[str]) -> float:
+    """How much a page is the subject's own: 1.0 when its title opens with a key ("subprocess —
+    Subprocesses with..." for subprocess), 0.5 when it names one elsewhere
+    ("asyncio.subprocess"), else 0."""
+    said = split_terms(title)
+    phrases = key_terms(keys)
+    if any(said[:len(p)] == p for p in phrases):
+        return 1.0
+    return 0.5 if phrases and naming(phrases, said) >= 1.0 else 0.0
+
+
+def about(text: str, title: str, section: str, keys: Sequence[str]) -> bool:
+    """Whether a quote is about the subject `keys`: it names one, or its page's title or the
+    headings it sits under do. With no keys (a topic without a content word) everything is."""
+    if not key_terms(keys):
+        return True
+    return names(text, keys) or names(title, keys) or names(section, keys)

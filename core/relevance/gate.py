@@ -1,0 +1,125 @@
+"""The gate before a report is written, whichever engine researched the topic: each part of the
+question is judged answered or not from its evidence, and evidence that is not about the part's
+subject is no evidence.
+
+    judge(plan, findings) -> Judgement     what answers each part; evidence off the subject out
+    passed(plan, findings, where) -> Judgement, or NoEvidence when no part is answered
+
+A part is answered when quotes researched for it are about its subject (they, their page's title
+or their section name one of the part's keys: core.relevance.about), the quotes of one page name
+most of what the part asks (its words weighed by their rarity in the corpus: `coverage`), and
+the corpus knows every word the part asks about (a part naming an absent word, "sourdough", is
+never answered). How options differ is answered by quotes about two options at least. A sub-question without a
+part (one a reviewer added) may answer any part its quotes are about.
+
+A weak model quoting off-subject pages, and the extractive engine researching for it, meet the
+same gate: the judgement reads the findings, not the engine that wrote them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from core.topics.failures import NoEvidence
+
+# Of what a part asks (its words weighed by rarity), what one page's evidence must name.
+COVERAGE = 0.5
+from core.models import Claim, Evidence, Finding, Part, ResearchPlan
+from core.relevance.about import about, names
+
+
+@dataclass(frozen=True)
+class Judgement:
+    findings: tuple[Finding, ...]  # the findings with evidence off their part's subject removed
+    answered: tuple[Part, ...]
+    unanswered: tuple[Part, ...]
+    reason: str = ""  # what the corpus has no page about, when no part is answered
+
+    @property
+    def headings(self) -> tuple[str, ...]:
+        """The unanswered parts as the report names them."""
+        return tuple(p.heading for p in self.unanswered)
+
+
+def judge(plan: ResearchPlan, findings: Sequence[Finding]) -> Judgement:
+    """Each part answered or not, and the findings kept on subject (see the module docstring).
+    A plan without parts (read before this gate existed) passes whatever cites something."""
+    if not plan.parts:
+        cited = any(f.support for f in findings)
+        return Judgement(tuple(findings), (), (), "" if cited else "the topic")
+    part_of = {sq.index: sq.part for sq in plan.subquestions}
+    everywhere = tuple(range(len(plan.parts)))
+    kept: list[Finding] = []
+    quoted: dict[int, list[Evidence]] = {i: [] for i in everywhere}
+    for finding in findings:
+        mine = part_of.get(finding.subquestion_index)
+        parts = (mine,) if mine is not None and mine < len(plan.parts) else everywhere
+        claims: list[Claim] = []
+        for claim in finding.claims:
+            evidence = []
+            for ev in claim.evidence:
+                fits = [p for p in parts if _about(ev, plan.parts[p])]
+                for p in fits:
+                    quoted[p].append(ev)
+                if fits:
+                    evidence.append(ev)
+            if evidence or not claim.evidence:  # a claim that quoted nothing stays as it was
+                claims.append(claim.model_copy(update={"evidence": tuple(evidence)}))
+        kept.append(finding.model_copy(update={"claims": tuple(claims)}))
+    answered, unanswered = [], []
+    for i, part in enumerate(plan.parts):
+        (answered if _answers(part, quoted[i]) else unanswered).append(part)
+    return Judgement(tuple(kept), tuple(answered), tuple(unanswered),
+                     "" if answered else _missing(plan))
+
+
+def passed(plan: ResearchPlan, findings: Sequence[Finding], where: str) -> Judgement:
+    """The judgement, or NoEvidence naming what the corpus (`where`: the search backend's
+    name) has no page about when not one part is answered."""
+    judged = judge(plan, findings)
+    if not judged.answered and (plan.parts or judged.reason):
+        raise NoEvidence(plan.topic, where, about=judged.reason or None)
+    return judged
+
+
+def _about(ev: Evidence, part: Part) -> bool:
+    return about(ev.quote, ev.title, ev.section, part.about)
+
+
+def _answers(part: Part, evidence: Sequence[Evidence]) -> bool:
+    if part.absent or not evidence:
+        return False
+    if part.kind == "differ":
+        covered = {key for key in part.about for ev in evidence
+                   if about(ev.quote, ev.title, ev.section, (key,))}
+        return len(covered) >= 2
+    return part.kind == "option" or coverage(part, evidence) >= COVERAGE
+
+
+def coverage(part: Part, evidence: Sequence[Evidence]) -> float:
+    """The most of what the part asks that one page's evidence names (its quotes, title and
+    headings), each word weighed by its rarity: an off-corpus question sharing a common word
+    with the corpus ("care", "stop") names little of what it asks on any page."""
+    total = sum(weight for _, weight in part.words)
+    if total <= 0:
+        return 1.0
+    pages: dict[str, list[str]] = {}
+    for ev in evidence:
+        pages.setdefault(ev.url.split("#", 1)[0], []).extend((ev.quote, ev.title, ev.section))
+    best = 0.0
+    for texts in pages.values():
+        said = " ".join(texts)
+        best = max(best, sum(w for word, w in part.words if names(said, (word,))) / total)
+    return best
+
+
+def _missing(plan: ResearchPlan) -> str:
+    """What the corpus has no page about: the words it never uses, in the topic's order, else
+    the subject the parts ask about."""
+    absent = [w for p in plan.parts for w in p.absent]
+    if absent:
+        return " ".join(dict.fromkeys(absent))
+    keys = [k for p in plan.parts for k in p.about]
+    return " / ".join(dict.fromkeys(keys)) or plan.topic
+

@@ -1,0 +1,108 @@
+"""What a corpus's words are worth: in how many documents each occurs, and in how many a title
+or heading names it (core.relevance reads a topic's subject from these counts).
+
+    vocabulary(cursor, words) -> Vocabulary(documents, {word: WordStats(documents, titled)})
+
+A word is counted as the index sees it, from the index's own tables (DuckDB's fts `dict` and
+`terms`): a Latin word by the Porter stems of its letter runs ("sqlite3" is sqlite, "write-ahead"
+is write and ahead, and a document must hold them all), a Chinese, Japanese or Korean run by its
+character bigrams (core.text.cjk), all of which a document must hold. Documents are files with
+passages (a file's twin, core.search.corpus_build, counts once); "titled" means the page's title
+or one of its headings (the index's `title` and `heads` fields) names the word. A word made only
+of the index's stop words cannot be counted and is left out of the answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Sequence
+
+import duckdb
+
+from core.text import cjk
+from core.models import Vocabulary, WordStats
+
+_LATIN = re.compile(r"[a-z]+")
+# The fields of each fts index, by number (core.search.corpus_build._build_fts).
+_WORD_TITLED = (0, 1)  # passages: title, heads (2: body)
+_GRAM_TITLED = (1,)  # passage_grams: head_grams (0: grams)
+
+_WORDS = """
+SELECT d.term, t.fieldid, p.path
+FROM fts_main_passages.dict d
+JOIN fts_main_passages.terms t ON t.termid = d.termid
+JOIN fts_main_passages.docs dc ON dc.docid = t.docid
+JOIN passages p ON p.passage_id = dc.name
+WHERE d.term IN (SELECT unnest(json_transform(?, '["VARCHAR"]')))
+GROUP BY ALL
+"""
+_GRAMS = """
+SELECT d.term, t.fieldid, p.path
+FROM fts_main_passage_grams.dict d
+JOIN fts_main_passage_grams.terms t ON t.termid = d.termid
+JOIN fts_main_passage_grams.docs dc ON dc.docid = t.docid
+JOIN passages p ON p.passage_id = dc.name
+WHERE d.term IN (SELECT unnest(json_transform(?, '["VARCHAR"]')))
+GROUP BY ALL
+"""
+
+
+def vocabulary(cur: duckdb.DuckDBPyConnection, words: Sequence[str]) -> Vocabulary:
+    """The counts for `words` (see the module docstring)."""
+    documents = cur.execute("SELECT count(DISTINCT path) FROM passages").fetchone()[0]
+    stop = {w for (w,) in cur.execute("SELECT sw FROM fts_main_passages.stopwords").fetchall()}
+    latin: dict[str, list[str]] = {}
+    grams: dict[str, list[str]] = {}
+    for word in dict.fromkeys(words):
+        tokens = [t for t in _LATIN.findall(word.lower()) if t not in stop]
+        bigrams = cjk.bigrams(word)
+        if tokens or bigrams:
+            latin[word], grams[word] = tokens, bigrams
+    stems = _stems(cur, sorted({t for ts in latin.values() for t in ts}))
+    seen = _paths(cur, _WORDS, sorted(set(stems.values())), _WORD_TITLED)
+    seen_grams = _paths(cur, _GRAMS, sorted({g for gs in grams.values() for g in gs}),
+                        _GRAM_TITLED) if any(grams.values()) else {}
+    out: dict[str, WordStats] = {}
+    for word in latin:
+        keys = [(seen, stems[t]) for t in latin[word]] + [(seen_grams, g) for g in grams[word]]
+        body = [table.get(k, (set(), set()))[0] for table, k in keys]
+        titled = [table.get(k, (set(), set()))[1] for table, k in keys]
+        # A long Chinese word: two thirds of its bigrams (those across its own word boundaries
+        # are noise); anything else: all of its parts.
+        need = len(keys) if len(grams[word]) <= 3 else -(-2 * len(keys) // 3)
+        out[word] = WordStats(documents=_holding(body, need), titled=_holding(titled, need))
+    return Vocabulary(documents=documents, words=out)
+
+
+def _holding(sets: list[set[str]], need: int) -> int:
+    """How many paths are in at least `need` of `sets`."""
+    if need >= len(sets):
+        return len(set.intersection(*sets))
+    counts: dict[str, int] = {}
+    for paths in sets:
+        for path in paths:
+            counts[path] = counts.get(path, 0) + 1
+    return sum(n >= need for n in counts.values())
+
+
+def _stems(cur: duckdb.DuckDBPyConnection, tokens: list[str]) -> dict[str, str]:
+    if not tokens:
+        return {}
+    rows = cur.execute("SELECT t, stem(t, 'porter') FROM (SELECT unnest(json_transform(?, "
+                       "'[\"VARCHAR\"]')) AS t)", [json.dumps(tokens)]).fetchall()
+    return dict(rows)
+
+
+def _paths(cur: duckdb.DuckDBPyConnection, sql: str, terms: list[str],
+           titled_fields: tuple[int, ...]) -> dict[str, tuple[set[str], set[str]]]:
+    """term -> (paths using it anywhere, paths naming it in a titled field)."""
+    out: dict[str, tuple[set[str], set[str]]] = {}
+    if not terms:
+        return out
+    for term, field, path in cur.execute(sql, [json.dumps(terms)]).fetchall():
+        anywhere, titled = out.setdefault(term, (set(), set()))
+        anywhere.add(path)
+        if field in titled_fields:
+            titled.add(path)
+    return out

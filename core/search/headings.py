@@ -1,0 +1,155 @@
+"""The real headings of a document, placed in its extracted text: what its sections are called,
+in its own words.
+
+    html_headings(html, text)   h1-h3 of a page, placed where their sections start in the text
+                                trafilatura extracted (which often drops the heading itself:
+                                DocBook's title pages, for instance)
+    text_headings(text)         a markdown file's `#` lines and a reStructuredText file's
+                                underlined titles
+    within(headings, a, b)      the headings of text[a:b], shifted to it, the one in effect at
+                                `a` first (at 0), so a window of a document keeps its sections
+
+Word headings (Title, Heading N styles), PDF outline entries and slide titles are placed where
+those documents are read (core.search.documents). A heading's text is shown without section
+numbering ("30.5. WAL Configuration" is "WAL Configuration") or permalink marks ("¶").
+
+What it does not do: judge whether a heading is any good (a heading is the document's), or
+invent one for a document that has none.
+"""
+
+from __future__ import annotations
+
+import html as htmllib
+import re
+from typing import Iterable, Sequence
+
+from core.models import Heading, heading_chain
+
+_HTML_HEADING = re.compile(r"<h([1-3])\b[^>]*>(.*?)</h\1\s*>", re.S | re.I)
+_ANY_HEADING = re.compile(r"<h[1-6]\b[^>]*>.*?</h[1-6]\s*>", re.S | re.I)
+_SKIPPED = re.compile(r"<(script|style|nav|noscript)\b.*?</\1\s*>", re.S | re.I)
+_TAG = re.compile(r"<[^>]+>")
+_NUMBERING = re.compile(r"^(?:(?:chapter|part|appendix|section)\s+[\dIVXLC]+[.:]?\s+|"
+                        r"[A-Z]?\d+(?:\.\d+)*\.?\s+|[A-Z]\.\d+(?:\.\d+)*\.?\s+|第\s*\d+\s*章\s*)",
+                        re.I)
+_MD = re.compile(r"^(#{1,3})\s+(\S.*?)\s*#*\s*$", re.M)
+_RST_UNDERLINE = re.compile(r"^([=\-~^*+#\"'`:.])\1{2,}\s*$")
+MAX_HEADING = 200  # characters: a longer "heading" is a paragraph in heading markup
+LOOKAHEAD = 3_000  # characters of markup after a heading searched for its first words
+_PROBE = 40  # characters of a section's first line that place it in the text
+
+
+_RST_ROLE = re.compile(r":[\w-]+:`([^`]*)`")
+
+
+def clean(text: str) -> str:
+    """A heading as shown: one line, without numbering, a permalink mark or reST markup."""
+    text = _RST_ROLE.sub(r"\1", htmllib.unescape(text)).replace("`", "").replace(" --- ", " — ")
+    text = " ".join(text.replace("¶", " ").split())
+    return _NUMBERING.sub("", text).strip(" .:")[:MAX_HEADING]
+
+
+class Squeezed:
+    """A text without whitespace, each character's offset in the original kept, so a probe
+    taken from other markup is found whatever the line breaks."""
+
+    def __init__(self, text: str) -> None:
+        kept = [(i, ch) for i, ch in enumerate(text) if not ch.isspace()]
+        self.origin = [i for i, _ in kept]
+        self.text = "".join(ch for _, ch in kept)
+
+    def find(self, needle: str, at: int) -> int | None:
+        """The offset in the original text where `needle` (squeezed) first occurs at or after
+        original offset `at`; None when it does not."""
+        probe = "".join(needle.split())
+        if not probe:
+            return None
+        lo = _first_at_or_after(self.origin, at)
+        found = self.text.find(probe, lo)
+        return self.origin[found] if found >= 0 else None
+
+
+def _first_at_or_after(origin: Sequence[int], at: int) -> int:
+    lo, hi = 0, len(origin)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if origin[mid] < at:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _plain(fragment: str) -> str:
+    return htmllib.unescape(_TAG.sub(" ", fragment))
+
+
+def html_headings(html: str, text: str) -> tuple[Heading, ...]:
+    """The page's h1-h3, each at the offset of `text` where its section starts: the heading
+    itself when the extractor kept it as a line, else the first words that follow it in the
+    markup. A heading whose section cannot be placed (boilerplate the extractor dropped) is
+    left out; placed headings keep document order."""
+    html = _SKIPPED.sub(" ", html)
+    squeezed = Squeezed(text)
+    out: list[Heading] = []
+    at = 0
+    for match in _HTML_HEADING.finditer(html):
+        name = clean(_plain(match.group(2)))
+        if not name:
+            continue
+        where = _place(squeezed, name, html[match.end():match.end() + LOOKAHEAD], at)
+        if where is None:
+            continue
+        out.append(Heading(start=where, level=int(match.group(1)), text=name))
+        at = where
+    return tuple(out)
+
+
+def _place(squeezed: Squeezed, name: str, after: str, at: int) -> int | None:
+    """Where a heading's section starts in the text: its own line if kept, else its first
+    line of content (headings of subsections in between skipped)."""
+    own = squeezed.find(name, at)
+    body = " ".join(_plain(_ANY_HEADING.sub(" ", after)).split())
+    first = body[:_PROBE]
+    follows = squeezed.find(first, at) if len(first) >= 8 else None
+    if own is not None and (follows is None or own <= follows):
+        return own
+    return follows
+
+
+def text_headings(text: str) -> tuple[Heading, ...]:
+    """A markdown file's `#`, `##` and `###` lines and a reStructuredText file's titles (a line
+    underlined, and maybe overlined, with one punctuation character: levels in order of first
+    use, as reST assigns them)."""
+    found: list[Heading] = [Heading(start=m.start(), level=len(m.group(1)), text=clean(m.group(2)))
+                            for m in _MD.finditer(text)]
+    styles: list[str] = []
+    lines = text.splitlines(keepends=True)
+    offset = 0
+    starts = []
+    for line in lines:
+        starts.append(offset)
+        offset += len(line)
+    for i in range(1, len(lines)):
+        under, title = lines[i].rstrip("\n"), lines[i - 1].strip()
+        m = _RST_UNDERLINE.match(under)
+        if not m or not title or _RST_UNDERLINE.match(title) or len(under.strip()) < len(title):
+            continue
+        overlined = i >= 2 and lines[i - 2].strip() == under.strip()
+        style = ("over" if overlined else "") + m.group(1)
+        if style not in styles:
+            styles.append(style)
+        level = styles.index(style) + 1
+        if level <= 3:
+            found.append(Heading(start=starts[i - 1], level=level, text=clean(title)))
+    return tuple(sorted((h for h in found if h.text), key=lambda h: h.start))
+
+
+def within(headings: Iterable[Heading], start: int, stop: int) -> tuple[Heading, ...]:
+    """The headings of text[start:stop], shifted to it: those in effect at `start` (their
+    chain, outermost first) placed at 0, then those inside the slice."""
+    headings = list(headings)
+    chain = heading_chain(headings, start)
+    inside = [h.model_copy(update={"start": h.start - start}) for h in headings
+              if start < h.start < stop]
+    return tuple([c.model_copy(update={"start": 0}) for c in chain] + inside)

@@ -1,0 +1,258 @@
+"""What a topic is about, and the gate before a report (core/relevance), on a corpus nobody
+shaped it on: a made-up replicated store ("Corvid"), a write-ahead log page copied three times,
+pages about a backup tool, and a Chinese page, indexed by the real CorpusSearch.
+
+Each test is one of issue 32's failures: off-corpus questions stored as reports, words most
+pages share deciding the subject, phrases cut from sentences as headings, copies counted as
+none, a second document never cited.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bench.offline_run import research_offline
+from core.topics.failures import NoEvidence
+from core.models import Claim, Evidence, Finding, Part, ResearchPlan, SubQuestion, Topic
+from core.relevance.about import about, agree, names
+from core.relevance.gate import judge, passed
+from core.relevance.subject import read_topic
+from core.search.corpus import CorpusSearch
+from tests.fakes.documents import write_docx, write_pdf
+
+WAL = """<html><head><title>Write-ahead logging and checkpoints</title></head><body>
+<h1>Write-ahead logging and checkpoints</h1>
+<p>With write-ahead logging, every change is first appended to the log file before the database
+file itself is modified. Readers keep reading the original pages while writers append new
+versions of those pages to the log.</p>
+<h2>What a checkpoint does</h2>
+<p>A checkpoint copies the pages that were committed to the write-ahead log back into the main
+database file. After a checkpoint completes, the log can be reset and reused from its
+beginning, so it does not grow without bound.</p>
+<p>By default a checkpoint runs automatically when the log reaches about one thousand pages.
+Applications can also run a checkpoint manually, for example during idle periods.</p>
+<h2>Checkpoints and readers</h2>
+<p>A checkpoint cannot copy a page that an active reader may still need, so long-running read
+transactions can prevent the checkpoint from finishing and let the log grow.</p>
+</body></html>"""
+
+TARN = {
+    "tarn-snapshot.html": ("tarn-snapshot(1)", [
+        ("DESCRIPTION", "A snapshot records every file of the tree with its size, owner and "
+                        "modification time. Unchanged chunks are stored once, so a snapshot of "
+                        "a tree that barely changed costs little space in the vault."),
+        ("RETENTION", "Snapshots are kept for 60 days by default; the retention.days setting "
+                      "changes how long. tarn prune deletes snapshots older than the retention "
+                      "period and frees their chunks. Pruning a pair of snapshots at once is "
+                      "safe, and a home directory is backed up like any other tree.")]),
+    "tarn-restore.html": ("tarn-restore(1)", [
+        ("DESCRIPTION", "Restore writes the files of a snapshot into a target directory. "
+                        "Restore verifies each chunk against its checksum before writing it. "
+                        "A restore of a whole home directory takes as long as its size needs.")]),
+    "tarn-mirror.html": ("tarn-mirror(1)", [
+        ("DESCRIPTION", "A mirror copies the vault to a second disk as it is, chunk for chunk. "
+                        "A mirror keeps no history of its own: deleting a file in the vault "
+                        "deletes it in the mirror at the next run.")]),
+}
+
+
+def _html(title: str, sections: list[tuple[str, str]]) -> str:
+    body = "".join(f"<h2>{h}</h2>\n<p>{p}</p>\n" for h, p in sections)
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
+            f"<body><h1>{title}</h1>\n{body}</body></html>")
+
+
+@pytest.fixture(scope="module")
+def tarn(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    docs = tmp_path_factory.mktemp("tarn") / "docs"
+    docs.mkdir()
+    for name, (title, sections) in TARN.items():
+        (docs / name).write_text(_html(title, sections), encoding="utf-8")
+    return docs
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("work")
+
+
+def _run(text: str, folder: Path, work: Path):
+    return research_offline(Topic(text=text, batch_id="relevance"), folder, work)
+
+
+# -- off the corpus: refused in one line ----------------------------------------------------------
+
+@pytest.mark.parametrize("question, missing", [
+    ("Which wines pair well with grilled salmon?", "wines grilled salmon"),
+    ("How do I bake sourdough bread at home?", "bake sourdough bread"),
+    ("How does the Kubernetes horizontal pod autoscaler decide when to scale?", "Kubernetes"),
+    ("How should I prune apple trees in late winter?", "apple"),
+])
+def test_a_question_from_another_field_is_refused_with_its_reason(tarn: Path, work: Path,
+                                                                  question: str,
+                                                                  missing: str) -> None:
+    """The corpus shares words with each question ("pair", "home", "prune", "scale"); none of
+    those words is what it asks about."""
+    with pytest.raises(NoEvidence) as refused:
+        _run(question, tarn, work)
+    line = str(refused.value)
+    assert "\n" not in line and "has no page about" in line and missing in line, line
+
+
+def test_words_most_pages_share_never_decide_the_subject(tarn: Path, work: Path) -> None:
+    search = CorpusSearch(tarn, work / "vocab.duckdb", workers=1)
+    try:
+        reading = read_topic("What does a tarn snapshot record, and how long are snapshots kept?",
+                             search.vocabulary)
+    finally:
+        search.close()
+    # "tarn" is in every title: the corpus's own subject; "snapshot" is what is asked about.
+    assert reading.keys[0].lower().startswith("snapshot"), reading.keys
+    assert "tarn" not in [k.lower() for k in reading.keys]
+    assert [p.heading for p in reading.parts] == [
+        "What does a tarn snapshot record?", "How long are snapshots kept?"]
+
+
+# -- the outline is the question's parts ----------------------------------------------------------
+
+def _headings(markdown: str) -> list[str]:
+    fixed = {"Executive summary", "Conclusion", "References", "Comparison", "Recommendation"}
+    return [h for h in re.findall(r"(?m)^## (.+)$", markdown) if h not in fixed]
+
+
+def test_each_part_is_a_section_named_in_the_topics_words(tarn: Path, work: Path) -> None:
+    run = _run("What does a tarn snapshot record, and how long are snapshots kept?", tarn, work)
+    assert _headings(run.report.markdown) == ["What does a tarn snapshot record?",
+                                              "How long are snapshots kept?"]
+    assert "60 days" in run.report.markdown  # the second part is answered: how long
+    assert "[insufficient evidence]" not in run.report.markdown
+
+
+def test_a_later_parts_pronoun_is_the_subject_so_reports_never_share_a_heading() -> None:
+    first = read_topic("What is Python's sqlite3 module for, and what are its main pitfalls?")
+    second = read_topic("What is Python's json module for, and what are its main pitfalls?")
+    assert first.parts[1].heading == "What are sqlite3's main pitfalls?"
+    assert second.parts[1].heading == "What are json's main pitfalls?"
+    corvid = read_topic("How does Corvid replicate writes and serve quorum reads?")
+    assert [p.heading for p in corvid.parts] == ["How does Corvid replicate writes?",
+                                                 "Corvid: serve quorum reads"]
+
+
+def test_a_list_before_a_shared_verb_is_one_part() -> None:
+    assert len(read_topic("How does Python's garbage collection and reference counting "
+                          "work?").parts) == 1
+    assert len(read_topic("How do I read and write CSV files?").parts) == 1
+
+
+def test_a_comparison_asks_each_option_for_its_purpose_and_how_they_differ() -> None:
+    reading = read_topic("Should I use Postgres or SQLite for a small web app?")
+    assert [p.heading for p in reading.parts] == [
+        "Postgres for a small web app", "SQLite for a small web app",
+        "How do Postgres and SQLite differ for a small web app?"]
+    assert [p.kind for p in reading.parts] == ["option", "option", "differ"]
+
+
+# -- copies are one page, and every document is cited ----------------------------------------------
+
+def test_three_copies_of_one_page_are_answered_from_one_of_them(tmp_path: Path,
+                                                                work: Path) -> None:
+    (tmp_path / "wal" / "mirror").mkdir(parents=True)
+    (tmp_path / "wal" / "checkpoints.html").write_text(WAL)
+    (tmp_path / "wal" / "mirror" / "checkpoints.html").write_text(
+        WAL.replace("</body>", "<p>Mirrored from docs.example.org.</p></body>"))
+    (tmp_path / "wal" / "checkpoints.txt").write_text(re.sub(r"<[^>]+>", "", WAL))
+    run = _run("What does a write-ahead logging checkpoint do?", tmp_path / "wal", work)
+    cited = {c.url.split("#")[0].rsplit("/", 1)[-1] for c in run.report.citations}
+    assert len(run.report.citations) >= 3 and cited == {"checkpoints.html"}, cited
+    assert "A checkpoint copies the pages" in run.report.markdown
+
+
+def test_a_question_over_a_docx_and_a_pdf_cites_both(tmp_path: Path, work: Path) -> None:
+    folder = tmp_path / "corvid"
+    folder.mkdir()
+    write_docx(folder / "quorum-reads.docx", "Corvid quorum reads", [
+        "Corvid serves a read by asking several replicas of the key and waiting for a quorum "
+        "of them to answer.",
+        "A quorum read returns the value with the newest version among the answers, so it "
+        "sees every write that reached a write quorum."])
+    write_pdf(folder / "replication.pdf", "Corvid replication", [
+        "Replication in Corvid\nCorvid replicates every write to three nodes chosen by "
+        "consistent hashing of the key. A write is acknowledged once a write quorum of two "
+        "replicas has stored it durably."])
+    run = _run("How does Corvid replicate writes and serve quorum reads?", folder, work)
+    cited = {c.url.split("#")[0].rsplit("/", 1)[-1] for c in run.report.citations}
+    assert cited == {"quorum-reads.docx", "replication.pdf"}, cited
+    assert _headings(run.report.markdown) == ["How does Corvid replicate writes?",
+                                              "Corvid: serve quorum reads"]
+    assert "[insufficient evidence]" not in run.report.markdown
+
+
+# -- the gate, for any engine's findings ----------------------------------------------------------
+
+def _plan(*parts: Part) -> ResearchPlan:
+    return ResearchPlan(topic="t", brief="t", parts=parts, subquestions=tuple(
+        SubQuestion(index=i, question=p.heading, part=i, focus=p.about)
+        for i, p in enumerate(parts)))
+
+
+def _finding(index: int, *quotes: tuple[str, str, str]) -> Finding:
+    return Finding(subquestion_index=index, subquestion="q", claims=tuple(
+        Claim(text=q, evidence=(Evidence(url=f"https://x.test/{i}", title=title, quote=q,
+                                         section=section),))
+        for i, (q, title, section) in enumerate(quotes)))
+
+
+def test_evidence_off_the_subject_is_no_evidence_whoever_quoted_it() -> None:
+    """A weak model quoting "a key pair for each account" for a wine question."""
+    plan = _plan(Part(text="wines", heading="Which wines pair well with salmon?",
+                      about=("wines", "salmon")))
+    off = _finding(0, ("Create a key pair for each account.", "git-credential", ""))
+    judged = judge(plan, [off])
+    assert not judged.answered and judged.findings[0].claims == ()
+    with pytest.raises(NoEvidence, match="no page about 'wines / salmon'"):
+        passed(plan, [off], "corpus")
+
+
+def test_a_page_or_section_title_naming_the_subject_makes_its_sentences_evidence() -> None:
+    plan = _plan(Part(text="reflog", heading="What does the reflog record?", about=("reflog",)))
+    titled = _finding(0, ("It records when the tips of branches were updated.",
+                          "git-reflog(1)", ""))
+    section = _finding(0, ("Entries older than 90 days are pruned.", "git-gc(1)",
+                           "Configuration › gc.reflogExpire"))
+    untitled = _finding(0, ("Entries older than 90 days are pruned.", "git-gc(1)", "Notes"))
+    assert judge(plan, [titled]).answered
+    assert not judge(plan, [untitled]).answered
+    assert about("Entries expire.", "git-gc(1)", "Configuration › reflog expiry", ("reflog",))
+
+
+def test_a_part_asking_about_a_word_the_corpus_never_uses_is_unanswered() -> None:
+    plan = _plan(Part(text="SQLite", heading="SQLite for a web app", about=("SQLite",),
+                      kind="option"),
+                 Part(text="Postgres", heading="Postgres for a web app", about=("Postgres",),
+                      absent=("Postgres",), kind="option"),
+                 Part(text="differ", heading="How do they differ?", about=("SQLite", "Postgres"),
+                      absent=("Postgres",), kind="differ"))
+    sqlite = _finding(0, ("SQLite stores the whole database in one file.", "sqlite3", ""))
+    judged = judge(plan, [sqlite])
+    assert [p.heading for p in judged.answered] == ["SQLite for a web app"]
+    assert judged.headings == ("Postgres for a web app", "How do they differ?")
+
+
+def test_how_options_differ_needs_quotes_about_two_of_them() -> None:
+    differ = Part(text="d", heading="How do json and pickle differ?", about=("json", "pickle"),
+                  kind="differ")
+    one = _finding(0, ("json is a text format.", "json", ""))
+    two = _finding(0, ("json is a text format.", "json", ""),
+                   ("pickle can run code when it loads.", "pickle", ""))
+    assert not judge(_plan(differ), [one]).answered
+    assert judge(_plan(differ), [two]).answered
+
+
+def test_an_identifier_starting_with_the_subject_is_another_name() -> None:
+    assert not names("param should be an instance of sched_param.", ("sched",))
+    assert names("The sched module defines a class.", ("sched",))
+    assert agree("collector", "collection") and agree("cancel", "cancellation")
+    assert not agree("multipl", "multiprocessing")
