@@ -49,7 +49,7 @@ def _days(scenario, subjects) -> list:
     days = [("day 1: first edition", "2026-12-01", None),
             ("day 2: nothing changed", "2026-12-02", None),
             ("day 3: one page changed", "2026-12-03",
-             lambda: scenario.edit_number(subjects[0], 7, 9))]
+             lambda: scenario.edit_number(subjects[0], 0, 9))]
     rows = []
     for label, edition, change in days:
         if change is not None:

@@ -146,7 +146,8 @@ class Part(_Frozen):
     # What its evidence must be about: the subject, or one option (not "keys": dict() and
     # Prefect's input walk read a model with a `keys` attribute as a mapping).
     about: tuple[str, ...] = ()
-    absent: tuple[str, ...] = ()  # its words the corpus never uses: nothing can answer it
+    absent: tuple[str, ...] = ()  # its words the corpus never uses (what it has no page about)
+    unknown: tuple[str, ...] = ()  # names among them: nothing can answer around a missing name
     kind: PartKind = "part"  # an option of a comparison, or how the options differ
     # What it asks about, each word weighed by its rarity in the corpus: evidence answers it
     # when one page's quotes name most of that weight (core.relevance.gate).

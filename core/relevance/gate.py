@@ -5,12 +5,13 @@ subject is no evidence.
     judge(plan, findings) -> Judgement     what answers each part; evidence off the subject out
     passed(plan, findings, where) -> Judgement, or NoEvidence when no part is answered
 
-A part is answered when quotes researched for it are about its subject (they, their page's title
+A part is answered when quotes (researched for it or another part) are about its subject (they, their page's title
 or their section name one of the part's keys: core.relevance.about), the quotes of one page name
-most of what the part asks (its words weighed by their rarity in the corpus: `coverage`), and
-the corpus knows every word the part asks about (a part naming an absent word, "sourdough", is
-never answered). How options differ is answered by quotes about two options at least. A sub-question without a
-part (one a reviewer added) may answer any part its quotes are about.
+most of what the part asks (its words weighed by their rarity in the corpus: `coverage`, where a
+word the corpus never uses, "sourdough", weighs the most), and the corpus knows every name the
+part asks about (Kubernetes; a comparison's options). How options differ is answered by quotes about two options at least. A
+sub-question a reviewer wrote (it has no part) asks a part of its own, read from its words: the
+report answers the reviewer, and names the topic's parts left unanswered.
 
 A weak model quoting off-subject pages, and the extractive engine researching for it, meet the
 same gate: the judgement reads the findings, not the engine that wrote them.
@@ -27,6 +28,7 @@ from core.topics.failures import NoEvidence
 COVERAGE = 0.5
 from core.models import Claim, Evidence, Finding, Part, ResearchPlan
 from core.relevance.about import about, names
+from core.relevance.subject import read_topic
 
 
 @dataclass(frozen=True)
@@ -48,18 +50,21 @@ def judge(plan: ResearchPlan, findings: Sequence[Finding]) -> Judgement:
     if not plan.parts:
         cited = any(f.support for f in findings)
         return Judgement(tuple(findings), (), (), "" if cited else "the topic")
-    part_of = {sq.index: sq.part for sq in plan.subquestions}
-    everywhere = tuple(range(len(plan.parts)))
+    # A reviewer's own question (no part: flows/plan_review) asks a part of its own.
+    own = {sq.index: read_topic(sq.question).parts[0] for sq in plan.subquestions
+           if sq.part is None and read_topic(sq.question).parts}
+    every = [*plan.parts, *own.values()]
+    # A quote answers every part it is about, whichever sub-question found it: a model's
+    # sub-question on how two options differ also quotes what each one is.
+    everywhere = tuple(range(len(every)))
     kept: list[Finding] = []
     quoted: dict[int, list[Evidence]] = {i: [] for i in everywhere}
     for finding in findings:
-        mine = part_of.get(finding.subquestion_index)
-        parts = (mine,) if mine is not None and mine < len(plan.parts) else everywhere
         claims: list[Claim] = []
         for claim in finding.claims:
             evidence = []
             for ev in claim.evidence:
-                fits = [p for p in parts if _about(ev, plan.parts[p])]
+                fits = [p for p in everywhere if _about(ev, every[p])]
                 for p in fits:
                     quoted[p].append(ev)
                 if fits:
@@ -68,7 +73,7 @@ def judge(plan: ResearchPlan, findings: Sequence[Finding]) -> Judgement:
                 claims.append(claim.model_copy(update={"evidence": tuple(evidence)}))
         kept.append(finding.model_copy(update={"claims": tuple(claims)}))
     answered, unanswered = [], []
-    for i, part in enumerate(plan.parts):
+    for i, part in enumerate(every):
         (answered if _answers(part, quoted[i]) else unanswered).append(part)
     return Judgement(tuple(kept), tuple(answered), tuple(unanswered),
                      "" if answered else _missing(plan))
@@ -88,7 +93,7 @@ def _about(ev: Evidence, part: Part) -> bool:
 
 
 def _answers(part: Part, evidence: Sequence[Evidence]) -> bool:
-    if part.absent or not evidence:
+    if part.unknown or not evidence or (part.kind != "part" and part.absent):
         return False
     if part.kind == "differ":
         covered = {key for key in part.about for ev in evidence

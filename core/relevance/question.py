@@ -125,9 +125,9 @@ def _options(text: str) -> tuple[tuple[str, ...], str, str]:
         m = shape.search(text.strip())
         if not m or _PRONOUN.match(m.group("list")):
             continue  # "How do I read and write ...": what someone does, not options
-        items = [_ARTICLE.sub("", i.strip(" ,.;:?")) for i in _SPLIT.split(m.group("list"))]
-        rest = m.group("rest")
-        rest = rest or ""
+        listed, after = _list_and_clause(m.group("list"))
+        items = [_ARTICLE.sub("", i.strip(" ,.;:?")) for i in _SPLIT.split(listed)]
+        rest = " ".join(filter(None, [after, m.group("rest") or ""]))
         if len(items) >= 2:  # the last option ends where its context begins
             last, *more = _CONTEXT.split(items[-1], maxsplit=1)  # "asyncio for concurrent I/O"
             items[-1], tail = _name(last, len(items[-2].split()))
@@ -147,6 +147,21 @@ def _options(text: str) -> tuple[tuple[str, ...], str, str]:
             return (tuple(options), _context(" ".join([before, rest])),
                     _context(before) if inside else "")
     return (), "", ""
+
+
+_LAST_JOINT = re.compile(r"\s(?:and|or|vs\.?|versus)\s", re.I)
+
+
+def _list_and_clause(listed: str) -> tuple[str, str]:
+    """A list of options ends at its last item: a comma after the joint before that item starts
+    a clause of its own ("Postgres or SQLite, for a small app": the app is no option)."""
+    joint = None
+    for joint in _LAST_JOINT.finditer(listed):
+        pass
+    if joint is None:
+        return listed, ""
+    cut = listed.find(",", joint.end())
+    return (listed, "") if cut < 0 else (listed[:cut], listed[cut + 1:].strip())
 
 
 def _name(item: str, pair: int, leading: bool = False) -> tuple[str, str]:

@@ -5,9 +5,9 @@ which of its words the corpus never uses.
 
 The subject first. A topic's content words (its question wording, FRAME, and stop words left
 out) are weighed by the corpus's own counts (core.search.corpus_vocab):
-- a word the corpus never uses is *absent*: the corpus has no page about it, so no part that
-  asks about it can be answered ("sourdough", "Kubernetes", "salmon"), whatever else it shares
-  with the corpus ("home", "pair");
+- a word the corpus never uses is *absent*: the corpus has no page about it. A part asking
+  about an absent name ("Kubernetes", "Postgres") cannot be answered; an absent word weighs the
+  most in what a part asks, so no page answers "sourdough bread at home" by naming "home";
 - a named thing (written with capitals, digits or code punctuation: SQLite, sqlite3, os.path,
   CREATE INDEX) or a word some page's title or heading names (the corpus's own name for a
   subject: "reflog", 主机名解析) is a *key*, unless most of the corpus's pages use it (its own
@@ -133,10 +133,15 @@ def _named(token: str, first: bool) -> bool:
     return token[:1].isupper() and not first
 
 
+_MARKUP = re.compile(r"!?\[[^\]]*\]\([^)]*\)|<[^>]*>|"
+                     r"\b(?:https?|ftp|file|javascript|vbscript|data|mailto):\S+", re.I)
+
+
 def read_topic(text: str, vocabulary: VocabularyOf | None = None, language: str = "en",
                max_parts: int = 6) -> Reading:
-    """The topic's subject and parts (see the module docstring)."""
-    q = read_question(text)
+    """The topic's subject and parts (see the module docstring). Markup a topic may carry (HTML
+    tags, markdown links and images, URLs) is no part of the question: it is read without."""
+    q = read_question(_MARKUP.sub(" ", text).strip() or text)
     found = content_words(q.text)
     counted = vocabulary([w for w, _, _ in found]) if vocabulary and found else None
     words = []
@@ -211,31 +216,41 @@ def _keys(words: Sequence[Word], total: int) -> tuple[tuple[str, str], ...]:
 
 def _parts(q: Question, keys: Sequence[str], phrases: Sequence[str], words: Sequence[Word],
            total: int, language: str) -> tuple[Part, ...]:
-    """One part per question the topic asks, each about the whole subject, with the words it
-    asks about weighed by their rarity. A later part that leans on the first ("what are *its*
-    pitfalls", "how are *they* treated") asks about what the first part does too."""
+    """One part per question the topic asks, each with its own subject (read from its own words
+    as the topic's is) and the words it asks about, weighed by their rarity. A later part that
+    leans on the first ("what are *its* pitfalls", "how are *they* treated", or one naming none
+    of the topic's keys) asks about what the first part does too. A word the corpus never
+    uses makes only the parts that ask about it unanswerable: a name at once, other words by
+    their weight in what the part asks (core.relevance.gate)."""
     subject = _subject_phrase(phrases or keys, words)
     by_text = {w.text: w for w in words}
+    named = {part for k in keys for part in k.split()}
     out: list[Part] = []
+    first: list[Word] = []
     for i, text in enumerate(q.parts):
-        mine = [word for word, _, _ in content_words(text)]
-        asked = [by_text[w] for w in mine if w in by_text and not _common(by_text[w], total)]
-        leans = bool(_LEANS.search(text)) or not set(mine) & {w for k in keys for w in k.split()}
-        if i and out and leans:
-            asked = list({w.text: w for w in [*_first_words(out[0], words), *asked]}.values())
-        absent = tuple(dict.fromkeys(w.text for w in asked if w.absent))
+        own = list({w: by_text[w] for w, _, _ in content_words(text) if w in by_text}.values())
+        leans = bool(_LEANS.search(text)) or not own
+        mine = list({w.text: w for w in [*first, *own]}.values()) if i and leans else own
+        about = tuple(dict.fromkeys(k for k, _ in _keys(mine, total))) if mine else ()
+        if i and out and not {w.text for w in own} & named:
+            # It names nothing of the subject ("what happens when a call blocks"): it is
+            # about what the first part is about, as well as its own words.
+            about = tuple(dict.fromkeys([*out[0].about, *about]))
+        if not i:
+            first = own
+        asked = [w for w in mine if not _common(w, total)]
+        # The gate weighs what a part asks (`words`): a word the corpus never uses weighs the
+        # most, and a name it never uses (`unknown`) cannot be answered around at all.
         out.append(Part(text=text, heading=heading(text, subject, language, i > 0),
-                        about=tuple(keys), absent=absent, kind="part",
-                        words=tuple((w.text, _weight(w, total)) for w in asked)))
+                        about=about or tuple(keys),
+                        absent=tuple(dict.fromkeys(w.text for w in asked if w.absent)),
+                        unknown=tuple(dict.fromkeys(w.text for w in asked
+                                                    if w.absent and w.named)),
+                        kind="part", words=tuple((w.text, _weight(w, total)) for w in asked)))
     return tuple(out)
 
 
 _LEANS = re.compile(r"\b(?:it|its|they|them|their|this|these|those)\b|它|它们|其", re.I)
-
-
-def _first_words(part: Part, words: Sequence[Word]) -> list[Word]:
-    asked = {w for w, _ in part.words}
-    return [w for w in words if w.text in asked]
 
 
 def _weight(word: Word, total: int) -> float:

@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 
 # 2: content keys and duplicates, the CJK bigram index; 3: skipped files; 4: the documents'
 # own headings (files.headings), indexed with each passage (passages.heads, head_grams)
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "4"  # also: the word index keeps Latin words only
 PARALLEL_MIN = 48  # fewer files to extract than this: in-process beats spawning workers
 _TASK_FILES = 8  # files per worker task: fewer, larger messages
 _IN_FLIGHT = 4  # tasks queued per worker: keeps workers busy, bounds memory
@@ -399,8 +399,11 @@ def _find_boilerplate(db: duckdb.DuckDBPyConnection) -> None:
 def _build_fts(db: duckdb.DuckDBPyConnection) -> None:
     # Fields, in this order (core.search.corpus_vocab reads them by number): the page's title,
     # the headings over and in the passage, its body.
+    # Latin words only ([a-z] after lower-casing and stripping accents): the default keeps any
+    # letter, so "应用。PostgreSQL" was one token and a name in Chinese text was never found.
+    # Han text has its own index, of bigrams, below.
     db.execute("PRAGMA create_fts_index('passages', 'passage_id', 'title', 'heads', 'body', "
-               "overwrite=1)")
+               "ignore='(\\.|[^a-z])+', overwrite=1)")
     # Bigrams are already the terms: split on spaces only, no stemming, stop words or case.
     db.execute("PRAGMA create_fts_index('passage_grams', 'passage_id', 'grams', 'head_grams', "
                "stemmer='none', stopwords='none', ignore='\\s+', strip_accents=0, lower=0, "

@@ -277,6 +277,11 @@ def test_main_runs_topics_through_the_flows_and_scores_them(monkeypatch, capsys,
         "# Blocking\n\nA blocking call stalls the whole event loop. Memory use of a thread "
         "includes its own stack, while a coroutine needs only a small frame.\n",
         encoding="utf-8")
+    # The second topic is Chinese, on databases for a small web application: a page about it
+    # (a corpus with none has no report on it, core/relevance).
+    (corpus / "web-db.md").write_text(
+        "# 小型 Web 应用的数据库\n\nSQLite 把整个数据库放在一个文件里，适合写入不多的小型 Web 应用。"
+        "PostgreSQL 是独立的数据库服务器，多用户同时写入时更可靠。\n", encoding="utf-8")
     fake_judge = JudgeProvider(fallback=ResearchProvider("openai"))
     out_json = tmp_path / "scores.json"
     with ScriptedServer(default=fake_judge) as server:
@@ -299,6 +304,7 @@ def test_main_runs_topics_through_the_flows_and_scores_them(monkeypatch, capsys,
         assert row["cost_usd"] > 0  # from the ledger
     assert fake_judge.race_calls == 2 and fake_judge.citation_calls >= 1
     # The judge's calls are not in the ledger (nor in the cost): one row per research call.
-    _, n = query_readonly(tmp_path / "q.duckdb", "SELECT count(*) FROM llm_calls")
+    _, n = query_readonly(tmp_path / "q.duckdb", "SELECT count(*) FROM llm_calls "
+                                                 "WHERE outcome <> 'fallback'")
     research_calls = len(server.requests) - fake_judge.race_calls - fake_judge.citation_calls
     assert research_calls > 0 and n[0][0] == research_calls

