@@ -28,24 +28,20 @@ _LATIN = re.compile(r"[a-z]+")
 _WORD_TITLED = (0, 1)  # passages: title, heads (2: body)
 _GRAM_TITLED = (1,)  # passage_grams: head_grams (0: grams)
 
-_WORDS = """
+def _uses(index: str) -> str:
+    """(term, field, path) for the wanted terms of one fts index (its tables are per index)."""
+    return f"""
 SELECT d.term, t.fieldid, p.path
-FROM fts_main_passages.dict d
-JOIN fts_main_passages.terms t ON t.termid = d.termid
-JOIN fts_main_passages.docs dc ON dc.docid = t.docid
+FROM fts_main_{index}.dict d
+JOIN fts_main_{index}.terms t ON t.termid = d.termid
+JOIN fts_main_{index}.docs dc ON dc.docid = t.docid
 JOIN passages p ON p.passage_id = dc.name
 WHERE d.term IN (SELECT unnest(json_transform(?, '["VARCHAR"]')))
 GROUP BY ALL
 """
-_GRAMS = """
-SELECT d.term, t.fieldid, p.path
-FROM fts_main_passage_grams.dict d
-JOIN fts_main_passage_grams.terms t ON t.termid = d.termid
-JOIN fts_main_passage_grams.docs dc ON dc.docid = t.docid
-JOIN passages p ON p.passage_id = dc.name
-WHERE d.term IN (SELECT unnest(json_transform(?, '["VARCHAR"]')))
-GROUP BY ALL
-"""
+
+
+_WORDS, _GRAMS = _uses("passages"), _uses("passage_grams")
 
 
 def vocabulary(cur: duckdb.DuckDBPyConnection, words: Sequence[str]) -> Vocabulary:

