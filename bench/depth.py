@@ -68,7 +68,7 @@ def write_corpus(folder: Path) -> Path:
 
 
 def run_provider(provider: str, work: Path, corpus: Path) -> Row:
-    from core import runtime
+    from tasks import contexts
     from core.store import query_readonly
     from flows.batch import research_batch
     from tests.fakes.http import ScriptedServer
@@ -80,7 +80,7 @@ def run_provider(provider: str, work: Path, corpus: Path) -> Row:
     db = work / f"{provider}.duckdb"
     fake = ResearchProvider(provider)
     key_var, url_var, suffix = SDK_ENV[provider]
-    runtime.reset()
+    contexts.close()
     with ScriptedServer(default=fake) as server:
         os.environ[key_var] = "sk-bench-not-a-real-key"
         os.environ[url_var] = server.url + suffix

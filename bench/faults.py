@@ -63,7 +63,7 @@ def write_corpus(folder: Path) -> Path:
 
 def run_config(provider: str, rate: float, n_topics: int, work: Path, corpus: Path,
                seed: int) -> Row:
-    from core import runtime
+    from tasks import contexts
     from core.store import ResultStore, query_readonly
     from flows.batch import research_batch
     from tests.fakes.http import ScriptedServer
@@ -77,7 +77,7 @@ def run_config(provider: str, rate: float, n_topics: int, work: Path, corpus: Pa
     db = work / f"{label}.duckdb"
     fake = ResearchProvider(provider, fault_rate=rate, seed=seed)
     key_var, url_var, suffix = SDK_ENV[provider]
-    runtime.reset()
+    contexts.close()
     with ScriptedServer(default=fake) as server:
         os.environ[key_var] = "sk-bench-not-a-real-key"
         os.environ[url_var] = server.url + suffix

@@ -1,13 +1,14 @@
-"""Benchmark: what the call memo (core.memo) costs a billed call, and what a batch pays for it.
+"""Benchmark: what the call memo (core.accounting.memo) costs a billed call, and what a batch pays
+for it.
 
 A `MeteredModel` around a model that answers at once (no network) and a ledger that keeps its
 rows in memory (a served call writes a ledger row like any call; that row's cost is the ledger's,
 not the memo's), with the memo off (RESEARCHFLOW_MEMO_TTL_HOURS 0) and on, its records in a real
-DuckDB file: what is left is the memo's own cost. It prints the wall and CPU per call for: calls with the memo off; first calls with it
-on (a lookup that misses, and the answer recorded, written in batches like the ledger); repeats
-(served from memory); repeats in a fresh process (served from the store). The last column
-multiplies the extra cost by the calls of bench/overhead.py's default batch (10 topics: ~530
-LLM calls and ~100 searches), next to that batch's wall time of about a minute.
+DuckDB file: what is left is the memo's own cost. It prints the wall and CPU per call for: calls
+with the memo off; first calls with it on (a lookup that misses, and the answer recorded, written in
+batches like the ledger); repeats (served from memory); repeats in a fresh process (served from the
+store). The last column multiplies the extra cost by the calls of bench/overhead.py's default batch
+(10 topics: ~530 LLM calls and ~100 searches), next to that batch's wall time of about a minute.
 
     python bench/memo_cost.py --calls 500
 """
@@ -42,11 +43,11 @@ class _Instant:
 
 
 def _model(db: Path, ttl: float):
-    from core.ledger import Ledger
-    from core.memo import CallMemo
-    from core.metering import MeteredModel
-    from core.pacing import ProviderGate
-    from core.prices import PriceTable
+    from core.accounting.ledger import Ledger
+    from core.accounting.memo import CallMemo
+    from core.accounting.metering import MeteredModel
+    from core.accounting.pacing import ProviderGate
+    from core.accounting.prices import PriceTable
     from core.store import ResultStore
     from core.store.call_memo import MemoStore
 
@@ -56,7 +57,7 @@ def _model(db: Path, ttl: float):
 
 
 def _timed(model, n: int, offset: int = 0) -> tuple[float, float]:
-    from core.ledger import acting_as, scoped
+    from core.accounting.ledger import acting_as, scoped
     from core.models import Message
 
     wall, cpu = time.perf_counter(), time.process_time()

@@ -3,7 +3,7 @@
 Each topic runs the calls the product makes for one topic (flows/topic.py, tasks/*.py:
 plan → research every sub-question over the corpus search → compress → supervisor's waves →
 report), in-line and without Prefect, with `CorpusSearch` pointed at the topic's corpus through
-the same Settings → RunConfig → runtime path the CLI's `--corpus` takes. Corpora:
+the same Settings → RunConfig → run context path the CLI's `--corpus` takes. Corpora:
 
   sqlalchemy  SQLAlchemy's dialect docstrings (SQLite, PostgreSQL, MySQL, Oracle, SQL Server),
               rendered to HTML pages in a temporary folder (bench/docs_corpus.py)

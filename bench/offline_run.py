@@ -31,23 +31,40 @@ def research_offline(topic: Topic, corpus_dir: Path | None, work: Path) -> Offli
     NoEvidence when no part of the topic is answered), the report. Nothing is stored."""
     from core.overflow.recovery import compress_with_shrink, report_with_shrink
     from core.overflow.roles import plan_with_shrink, review_with_shrink
-    from core.report import assemble, report_id_for
     from core.settings import Settings, run_config
-    from core.waves import MAX_FOLLOWUPS, affordable_followups, for_report, gaps
     try:
         from core.relevance.gate import judge, passed
     except ImportError:  # --root at a tree from before the gate (issue 32)
         judge = passed = None  # type: ignore[assignment]
-    try:
-        from core.engine.offline.words import notice_of
+    try:  # a tree with run contexts and core in quarters
+        from core.reports.report import assemble, report_id_for
         from core.researcher import DirectSteps, research_subquestion
-        from core.runtime import current
-    except ImportError:  # --root at a tree from before the modules were renamed (730d974)
-        from core.engine.report_words import notice_of  # type: ignore[no-redef]
-        from core.research import DirectSteps, research_subquestion  # type: ignore[no-redef]
-        from core.runtime import build_engine, build_search
-    else:
-        build_engine, build_search = (lambda c: current().engine(c)), (lambda c: current().search(c))
+        from core.topics.waves import MAX_FOLLOWUPS, affordable_followups, for_report, gaps
+        from tasks.contexts import context_for
+
+        def notice_of(engine: Any, language: str | None) -> str | None:
+            return engine.notice_for(language)
+
+        def build_engine(config: Any) -> Any:
+            return context_for(config).engine
+
+        def build_search(config: Any) -> Any:
+            return context_for(config).search
+    except ImportError:  # --root at an older tree: its module names
+        from core.report import assemble, report_id_for  # type: ignore[no-redef]
+        from core.waves import (MAX_FOLLOWUPS, affordable_followups,  # type: ignore[no-redef]
+                                for_report, gaps)
+        try:
+            from core.engine.offline.words import notice_of  # type: ignore[no-redef]
+            from core.researcher import DirectSteps, research_subquestion
+            from core.runtime import current
+        except ImportError:  # before the modules were renamed (730d974)
+            from core.engine.report_words import notice_of  # type: ignore[no-redef]
+            from core.research import DirectSteps, research_subquestion  # type: ignore
+            from core.runtime import build_engine, build_search  # type: ignore[no-redef]
+        else:
+            build_engine = lambda c: current().engine(c)  # type: ignore  # noqa: E731
+            build_search = lambda c: current().search(c)  # type: ignore  # noqa: E731
 
     settings = Settings.load(model="offline", search="corpus", corpus_dir=corpus_dir,
                              cache_dir=work / "cache", db_path=work / "unused.duckdb")

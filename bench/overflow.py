@@ -48,7 +48,7 @@ from bench.roles import SPECS as ROLE_SPECS, format_roles, role_misses, run_role
 from bench.scenarios import (MAX_OUTPUT_TOKENS, WINDOW, Scenario, all_scenarios,  # noqa: E402
                              make_findings, make_plan, make_transcript, prose,
                              smoke_scenarios)
-from core.engine.base import ReportDraft  # noqa: E402
+from core.models import ReportDraft  # noqa: E402
 from core.llm.base import ChatModel  # noqa: E402
 from core.llm.registry import make_model  # noqa: E402
 from core.models import Finding, Message, ResearchPlan, SubQuestion, Transcript  # noqa: E402

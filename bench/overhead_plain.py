@@ -18,9 +18,9 @@ from pathlib import Path
 def run_plain(csv_path: str, batch_id: str, model: str, search: str, db_path: str,
               topic_workers: int, subquestion_workers: int) -> list[str]:
     """flows.batch.research_batch's work in plain threads; the report ids (see module doc)."""
-    from core.topics_csv import read_topics_csv
-    from core.ledger import scoped
-    from core.runtime import current
+    from core.topics.rows import read_topics_csv
+    from core.accounting.ledger import scoped
+    from tasks import contexts
     from core.settings import Settings, run_config
     from core.store import ResultStore
 
@@ -38,9 +38,9 @@ def run_plain(csv_path: str, batch_id: str, model: str, search: str, db_path: st
         reports = []
         for future in futures:
             reports.append(future.result())
-            current().flush()
+            contexts.flush()
             store.usage(run_id=run_id, topic_id=rows[len(reports) - 1].topic.topic_id)
-    current().flush()
+    contexts.flush()
     store.usage(run_id=run_id)
     store.finish_run(run_id, "succeeded")
     return reports
@@ -48,34 +48,34 @@ def run_plain(csv_path: str, batch_id: str, model: str, search: str, db_path: st
 
 def _topic(topic, config, run_id: str, workers: int) -> str:
     """flows.topic.research_topic / run_topic with the task bodies called in-line."""
-    from core.ledger import acting_as, current_scope, scoped
+    from core.accounting.ledger import acting_as, current_scope, scoped
     from core.models import ResearchResult
     from core.overflow.roles import plan_with_shrink, review_with_shrink
     from core.overflow.recovery import report_with_shrink
-    from core.report import assemble, report_id_for
-    from core.engine.offline.words import notice_of
-    from core.runtime import current
+    from core.reports.report import assemble, report_id_for
+    from tasks import contexts
     from core.store import ResultStore
-    from core.waves import MAX_FOLLOWUPS, affordable_followups, for_report, gaps
+    from core.topics.waves import MAX_FOLLOWUPS, affordable_followups, for_report, gaps
 
+    context = contexts.context_for(config)
+    engine = context.engine
     with scoped(topic_id=topic.topic_id, max_topic_cost_usd=None), \
             ThreadPoolExecutor(workers) as pool:
         with acting_as("plan"):
-            plan = plan_with_shrink(current().engine(config).for_role("plan"), topic)
+            plan = plan_with_shrink(engine.for_role("plan"), topic)
         findings, transcripts = _wave(pool, plan.subquestions, topic, config)
         for number in range(2, topic.max_waves + 1):
             scope = current_scope()
-            limit = affordable_followups(MAX_FOLLOWUPS, spent=current().ledger(config.db_path).spent(
+            limit = affordable_followups(MAX_FOLLOWUPS, spent=context.ledger.spent(
                 scope.run_id, scope.topic_id), cap=None, researched=len(plan.subquestions))
             with acting_as("review"):
-                followups = review_with_shrink(current().engine(config).for_role("plan"), plan,
-                                               findings, gaps(plan, findings), number - 1, limit)
+                followups = review_with_shrink(engine.for_role("plan"), plan, findings,
+                                               gaps(plan, findings), number - 1, limit)
             if not followups:
                 break
             plan = plan.with_followups(followups, number)
             more, read = _wave(pool, plan.subquestions[-len(followups):], topic, config)
             findings, transcripts = findings + more, transcripts + read
-        engine = current().engine(config)
         writer = engine.for_role("report")
         with acting_as("report"):
             draft, kept = report_with_shrink(writer, plan, for_report(plan, findings),
@@ -83,13 +83,13 @@ def _topic(topic, config, run_id: str, workers: int) -> str:
                                              max_output_tokens=config.max_output_tokens)
         report = assemble(plan, kept, draft,
                           report_id=report_id_for(topic.batch_id, topic.topic_id),
-                          engine=engine.name, notice=notice_of(engine, plan.language))
+                          engine=engine.name, notice=engine.notice_for(plan.language))
         sources = {s.url: s for t in transcripts for s in t.sources}
         result = ResearchResult(topic=topic, plan=plan, sources=tuple(sources.values()),
                                 findings=tuple(findings), report=report)
         store = ResultStore(Path(config.db_path))
         report_id = store.save_result(result, run_id=run_id, engine=report.engine)
-        current().flush()
+        contexts.flush()
         store.usage(run_id=run_id, topic_id=topic.topic_id)
         return report_id
 
@@ -109,12 +109,13 @@ def _wave(pool, subquestions, topic, config):
 
 
 def _research(sq, topic, config):
-    from core.ledger import scoped
+    from core.accounting.ledger import scoped
     from core.researcher import DirectSteps, research_subquestion
-    from core.runtime import current
+    from tasks import contexts
 
     # tasks.research.TaskSteps makes the same calls, each as a task run.
-    steps = DirectSteps(current().engine(config), current().search(config))
+    context = contexts.context_for(config)
+    steps = DirectSteps(context.engine, context.search)
     with scoped(subquestion_index=sq.index):
         return research_subquestion(steps, sq, max_rounds=topic.max_rounds,
                                     max_pages=topic.max_pages,
@@ -122,9 +123,10 @@ def _research(sq, topic, config):
 
 
 def _compress(transcript, config):
-    from core.ledger import acting_as, scoped
+    from core.accounting.ledger import acting_as, scoped
     from core.overflow.recovery import compress_with_shrink
-    from core.runtime import current
+    from tasks import contexts
 
+    compressor = contexts.context_for(config).engine.for_role("compress")
     with scoped(subquestion_index=transcript.subquestion.index), acting_as("compress"):
-        return compress_with_shrink(current().engine(config).for_role("compress"), transcript)
+        return compress_with_shrink(compressor, transcript)

@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
                            "RESEARCHFLOW_CACHE_DIR": work / "cache"}.items():
             os.environ.setdefault(key, str(value))
-    from core.runtime import current
+    from tasks import contexts
     from core.store import ResultStore, query_readonly
     from flows.batch import research_batch
 
@@ -359,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     if not state.is_completed():
         print(f"note: the batch ended {state.name}; topics without a report are shown so",
               file=sys.stderr)
-    current().flush()
+    contexts.flush()
     store = ResultStore(db)
     # By text: a topic's id carries the batch's edition, which the batch chose.
     reports = {r["topic"]: (r["topic_id"], r["report_id"]) for r in store.list_reports(batch)}

@@ -11,17 +11,18 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple, Sequence
 
-from core.report import HEADINGS
+from core.reports.report import HEADINGS
 
 _CITE = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\](?!\()")  # [3] or [3, 4]; not a [text](link)
-# A sentence ends at its punctuation plus any citation marks right after it (as core/report.py).
+# A sentence ends at its punctuation plus any citation marks right after it (as
+# core/reports/report.py).
 _END = re.compile(r"(?:[.!?]+(?=\s|$|\[)|[。！？]+)(?:\s*\[\d+(?:\s*,\s*\d+)*\](?!\())*")
 # "1. [Title](url) — “quote”" (older reports) or "1. Title ([host](url)) — “quote”".
 _REF = re.compile(r"^\s*(\d+)\.\s+(?:\[.*\]\((?P<old>\S+?)\)|.*?\(\[[^\]]*\]\((?P<url>\S+?)\)\))"
                   r"\s*(?:[—–-]+\s*[“\"](?P<quote>.*)[”\"])?\s*$")
 _ITEM = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
-_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")  # core.escaping.markdown_text, undone
-# Every language's heading (core.report.HEADINGS), lower-cased, and older spellings.
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")  # core.text.escaping.markdown_text, undone
+# Every language's heading (core.reports.report.HEADINGS), lower-cased, and older spellings.
 REFERENCES = {"sources", "参考资料"} | {t["references"].lower() for t in HEADINGS.values()}
 DISPUTED = {t["disputed"].lower() for t in HEADINGS.values()}
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from core.engine.model_driven.llm_engine import LLMEngine
-from core.ledger import acting_as
+from core.accounting.ledger import acting_as
 from core.llm.registry import make_model
 from core.models import (Claim, Evidence, Finding, Message, ResearchPlan, Source, SubQuestion,
                          ToolCall, Topic, Transcript)

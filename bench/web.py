@@ -199,10 +199,10 @@ def serving(site: Site) -> Iterator[dict[str, str]]:
 
 def _fetcher():
     """The process's cached fetcher, from the search backend the runs built (for its counters)."""
-    from core import runtime
+    from tasks import contexts
 
-    for backend in runtime.current().built("search"):
-        serp = getattr(getattr(backend, "_backend", None), "inner", None)
+    for context in contexts.built():
+        serp = getattr(getattr(context.search, "_backend", None), "inner", None)
         fetch = getattr(serp, "_fetch", None)
         if fetch is not None and hasattr(fetch, "hits"):
             return fetch

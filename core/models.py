@@ -1,7 +1,8 @@
 """The data that flows between pipeline steps.
 
 Every model here is a pydantic model so it serialises cleanly into Prefect results and DuckDB
-rows. Values that never change after creation are frozen. Nothing here performs I/O.
+rows, except an engine's draft of a report (`ReportDraft`), a frozen dataclass that never leaves
+the report task. Values that never change after creation are frozen. Nothing here performs I/O.
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from core.language import resolve_language
+from core.text.language import resolve_language
 
 Intent = Literal["describe", "compare", "recommend"]
 Confidence = Literal["high", "medium", "conflict"]
 Role = Literal["system", "user", "assistant", "tool"]
 ReviewOnTimeout = Literal["proceed", "cancel"]
+
+
+MAX_EDITION_CHARS = 100  # an edition's name: a date, "week-49", a release
 
 
 class _Frozen(BaseModel):
@@ -79,9 +83,9 @@ class Topic(TopicOptions):
 
     text: str = Field(min_length=3, max_length=MAX_TOPIC_CHARS)
     batch_id: str = "adhoc"
-    # A scheduled batch's run (core.editions): each edition stores its own report. "": none
+    # A scheduled batch's run (core.reports.editions): each edition stores its own report. "": none
     # (a lone topic), the topic has one report that a rerun replaces.
-    edition: str = Field(default="", max_length=100)
+    edition: str = Field(default="", max_length=MAX_EDITION_CHARS)
 
     @classmethod
     def of(cls, text: str, options: TopicOptions, batch_id: str = "adhoc",
@@ -313,6 +317,39 @@ class Finding(_Frozen):
     def support(self) -> int:
         """How much quoted evidence backs this finding (used to cut the weakest first)."""
         return sum(len(c.evidence) for c in self.claims)
+
+
+@dataclass(frozen=True)
+class SectionDraft:
+    subquestion_index: int
+    heading: str
+    body: str  # prose citing evidence as [E<n>]
+
+
+# The parts of a report besides its sections, under their default headings.
+PART_HEADINGS = {"summary": "Executive summary", "comparison": "Comparison",
+                 "recommendation": "Recommendation", "conclusion": "Conclusion"}
+
+
+@dataclass(frozen=True)
+class ReportDraft:
+    """A report before its references are numbered: prose citing evidence as [E<n>].
+
+    Parts follow the intent: every report has a summary, the sections and a conclusion; a
+    comparison has its table, a recommendation its recommendation. `headings` holds the
+    headings the writer chose for those parts (in the report's language).
+    """
+
+    title: str
+    summary: str
+    sections: tuple[SectionDraft, ...]
+    comparison_table: str | None = None  # markdown table, for compare intents
+    recommendation: str | None = None  # for recommend intents
+    conclusion: str = ""
+    headings: tuple[tuple[str, str], ...] = ()  # (part, heading) where not the default
+
+    def heading(self, part: str) -> str:
+        return dict(self.headings).get(part) or PART_HEADINGS[part]
 
 
 class Citation(_Frozen):

@@ -40,7 +40,7 @@ from urllib.parse import urldefrag
 from typing import Callable, Protocol, Sequence
 
 from core.engine.base import ResearchEngine
-from core.ledger import acting_as
+from core.accounting.ledger import acting_as
 from core.overflow.roles import (choose_with_shrink, condense_with_shrink, queries_with_shrink,
                                  rewrite_with_shrink)
 from core.models import (Message, PageNotes, SearchResult, Source, SubQuestion, ToolCall,

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
+from dotenv import dotenv_values
 from pydantic import (AliasChoices, BaseModel, ConfigDict, Field, SecretStr,
                       ValidationError, field_validator)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -31,7 +32,95 @@ def default_cache_dir() -> Path:
     return Path(base) / "researchflow"
 
 
-class Settings(BaseSettings):
+class RunFields(BaseModel):
+    """The settings a task builds from, under the same name and default in `Settings` (where they
+    are read) and in `RunConfig` (what a task receives): written once, here.
+
+    Fields marked `exclude=True` say how the process runs, not what it asks (pacing, prices,
+    store locking, the memo's expiry): they are left out of the JSON that Prefect hashes for a
+    task's cache key, so changing them never costs a cached call.
+    """
+
+    # -- what is asked, and how a model answers -------------------------------------------------
+    results_per_query: int = Field(default=4, ge=1, le=20)
+    max_output_tokens: int = 4_096
+    default_context_window: int = 128_000  # the window assumed for an unknown model
+    request_timeout: float = 60.0
+    # Reasoning and thinking. `max_output_tokens` stays the ANSWER's budget: a model's thinking
+    # allowance is added on top of it per call (see core.llm.base). `reasoning_effort` goes to
+    # OpenAI models (None: the model's default; a model that refuses it is asked without it from
+    # then on) and sizes a reasoning model's allowance. `thinking_budget` is tokens of
+    # thinking: Gemini's thinking_config.thinking_budget (0 turns thinking off where allowed) and
+    # Claude's extended thinking (at least 1024; 0 or None: off); for OpenAI reasoning models it
+    # sizes the reasoning allowance. None: Gemini 2.5/3 think by default with an 8192-token
+    # allowance. Env: RESEARCHFLOW_REASONING_EFFORT, RESEARCHFLOW_THINKING_BUDGET.
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    thinking_budget: int | None = Field(default=None, ge=0)
+    # How OpenAI and compatible servers are asked for JSON. "auto": json_schema first, stepping
+    # down to json_object, then to the schema as an instruction, when a server refuses (learned
+    # per model). Any other value is sent as is. Env: RESEARCHFLOW_JSON_MODE.
+    json_mode: Literal["auto", "json_schema", "json_object", "instruction"] = "auto"
+    # A role whose answers stay invalid after its bounded re-asks (a weak model): "extractive"
+    # lets the offline engine answer it (core.engine.fallback; the report says so), "none"
+    # fails the topic naming the role. Env: RESEARCHFLOW_FALLBACK; `--fallback` on the CLI.
+    fallback: Literal["extractive", "none"] = "extractive"
+
+    # -- the corpus (core.search.corpus_files): the folder is untrusted. File symlinks out of it
+    # are skipped unless followed here, and larger files are skipped before they are read (HTML
+    # has its own, smaller cap: parsing it costs many times its size in memory and time).
+    corpus_follow_symlinks: bool = False
+    corpus_max_file_bytes: int = Field(default=20_000_000, ge=1)
+    corpus_max_html_bytes: int = Field(default=2_000_000, ge=1)
+
+    # -- what a page read yields (core/search/web.py and friends) -------------------------------
+    max_page_bytes: int = 3_000_000  # larger pages are refused, not parsed
+    max_source_chars: int = 60_000  # extracted text beyond this is trimmed
+    # Hosts on this comma-separated list (`host` or `host:port`) may be fetched even when they
+    # resolve to a private, loopback or link-local address: tests, intranet wikis, staging
+    # mirrors. Everything else that resolves there is refused, on every redirect hop and again at
+    # connect time.
+    fetch_allow_hosts: str | None = None
+    page_ttl_hours: float = Field(default=24.0, ge=0)  # page and search cache freshness; 0: off
+    respect_robots: bool = True
+    fetch_connect_timeout: float = Field(default=5.0, gt=0)
+    fetch_read_timeout: float = Field(default=10.0, gt=0)
+    page_deadline: float = Field(default=20.0, gt=0)  # seconds for one page, redirects included
+    max_redirects: int = Field(default=5, ge=0, le=20)
+    # SerpAPI: engine google | bing | duckduckgo | google_scholar | google_news; location
+    # ("Austin, Texas"), interface language (hl, "en") and country (gl, "us").
+    serpapi_engine: str = "google"
+    serpapi_location: str | None = None
+    serpapi_language: str | None = None
+    serpapi_country: str | None = None
+    # SearXNG (search=searxng): the instance's root URL, and what to ask it for (comma-separated
+    # engine and category names, a language code); None: the instance's own defaults.
+    searxng_url: str | None = None
+    searxng_engines: str | None = None
+    searxng_categories: str | None = None
+    searxng_language: str | None = None
+
+    # -- how the process runs (not hashed) -----------------------------------------------------
+    max_calls_per_minute: int | None = Field(default=None, ge=1, exclude=True)  # per provider
+    max_fetches_per_host: int = Field(default=2, ge=1, le=16, exclude=True)  # at once, per host
+    # Price overrides: JSON text or a JSON file's path (see core.accounting.prices).
+    prices: str | None = Field(default=None, exclude=True)
+    # The store file: how long a write waits for another process to let go of it, and how
+    # long an idle connection stays open for the next write (0: one connection per write).
+    store_lock_timeout: float = Field(default=30.0, ge=0, exclude=True)
+    store_hold_seconds: float = Field(default=0.5, ge=0, exclude=True)
+    # Where a new DuckLake keeps its Parquet files (a folder every writer mounts at the same
+    # path; the catalog remembers it).
+    lake_data_path: str | None = Field(default=None, exclude=True)
+    # How old a recorded answer of a billed call may be when a repeat is served it
+    # (core.accounting.memo; retries and reruns of the same edition); 0: the memo is off. Whether
+    # a repeat is served, not what is asked: a memo's answer is the request's own.
+    memo_ttl_hours: float = Field(default=24.0, ge=0, exclude=True)
+
+
+class Settings(BaseSettings, RunFields):
+    """Everything that configures a run: `RunFields`, and what `run_config` resolves or the flows
+    read themselves (FLOW_SETTINGS)."""
+
     model_config = SettingsConfigDict(env_prefix="RESEARCHFLOW_", env_file=".env",
                                       extra="ignore", populate_by_name=True)
 
@@ -39,10 +128,8 @@ class Settings(BaseSettings):
     # Past one machine. `store`: a DuckLake target ("ducklake:postgres:dbname=rf host=db
     # user=rf", no password: libpq reads PGPASSWORD or ~/.pgpass) that many processes and
     # machines write at once, instead of the file at db_path (one writing process); a db_path
-    # written "ducklake:..." names a lake too. `lake_data_path`: where a new lake keeps its
-    # Parquet files (a folder every writer mounts at the same path; the catalog remembers it).
+    # written "ducklake:..." names a lake too (its Parquet files: `lake_data_path`).
     store: str | None = Field(default=None, pattern=r"^ducklake:")
-    lake_data_path: str | None = None
     # The runner of a topic's sub-question tasks (flows.runners): "threads" in this process, or
     # "dask" through prefect-dask, on the cluster at dask_address (tcp://host:8786) or, without
     # one, on a LocalCluster of worker processes this process starts.
@@ -50,17 +137,11 @@ class Settings(BaseSettings):
     dask_address: str | None = None
     cache_dir: Path = Field(default_factory=default_cache_dir)
     corpus_dir: Path | None = None  # None: the bundled CPython documentation corpus
-    # The corpus folder is untrusted (core.search.corpus_files): file symlinks out of it are
-    # skipped unless followed here, and larger files are skipped before they are read (HTML
-    # has its own, smaller cap: parsing it costs many times its size in memory and time).
-    corpus_follow_symlinks: bool = False
-    corpus_max_file_bytes: int = Field(default=20_000_000, ge=1)
-    corpus_max_html_bytes: int = Field(default=2_000_000, ge=1)
 
     # "auto" picks the first provider whose key is set, else the offline extractive engine.
     model: str = "auto"
     # A model per role ("provider:model"); unset roles use `model`. With `model` on auto,
-    # condense defaults to a cheaper model of the same provider (core.llm.siblings.cheaper).
+    # condense may go to a cheaper model of the same provider (`role_models`).
     model_plan: str | None = None
     model_research: str | None = None  # chooses follow-up queries
     model_condense: str | None = None
@@ -89,84 +170,21 @@ class Settings(BaseSettings):
     serpapi_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("RESEARCHFLOW_SERPAPI_BASE_URL"))
 
-    # Context windows: overrides by model prefix, and the window assumed for unknown models.
+    # Context windows: overrides by model prefix (the default: `default_context_window`).
     context_windows: dict[str, int] = Field(default_factory=dict)
-    default_context_window: int = 128_000
-    max_output_tokens: int = 4_096
-    request_timeout: float = 60.0
 
-    # Reasoning and thinking. `max_output_tokens` stays the ANSWER's budget: a model's thinking
-    # allowance is added on top of it per call (see core.llm.base). `reasoning_effort` goes to
-    # OpenAI models (None: the model's default; a model that refuses it is asked without it from
-    # then on) and sizes a reasoning model's allowance. `thinking_budget` is tokens of
-    # thinking: Gemini's thinking_config.thinking_budget (0 turns thinking off where allowed) and
-    # Claude's extended thinking (at least 1024; 0 or None: off); for OpenAI reasoning models it
-    # sizes the reasoning allowance. None: Gemini 2.5/3 think by default with an 8192-token
-    # allowance. Env: RESEARCHFLOW_REASONING_EFFORT, RESEARCHFLOW_THINKING_BUDGET.
-    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
-    thinking_budget: int | None = Field(default=None, ge=0)
-    # How OpenAI and compatible servers are asked for JSON. "auto": json_schema first, stepping
-    # down to json_object, then to the schema as an instruction, when a server refuses (learned
-    # per model). Any other value is sent as is. Env: RESEARCHFLOW_JSON_MODE.
-    json_mode: Literal["auto", "json_schema", "json_object", "instruction"] = "auto"
-
-    # A role whose answers stay invalid after its bounded re-asks (a weak model): "extractive"
-    # lets the offline engine answer it (core.engine.fallback; the report says so), "none"
-    # fails the topic naming the role. Env: RESEARCHFLOW_FALLBACK; `--fallback` on the CLI.
-    fallback: Literal["extractive", "none"] = "extractive"
-
-    results_per_query: int = Field(default=4, ge=1, le=20)
     max_topic_concurrency: int = Field(default=2, ge=1, le=16)
     max_subquestion_workers: int = Field(default=4, ge=1, le=32)
-    # Spending: caps in USD (None: no cap), pacing per provider, and price overrides
-    # (JSON text or a JSON file's path; see core.prices).
+    # Spending: caps in USD (None: no cap); pacing and prices are RunFields.
     max_cost_usd: float | None = Field(default=None, gt=0)  # per topic
     max_batch_cost_usd: float | None = Field(default=None, gt=0)
-    max_calls_per_minute: int | None = Field(default=None, ge=1)  # per provider
     # Seconds before a provider call's first retry; each further retry waits twice as long
     # (2, 4, 8, 16, 32 s, each +-50% jitter), and at least what the provider's retry-after
     # names. 0: retry at once (the test suite). Read once per process, when tasks/retry.py
     # builds the tasks' retry options (Prefect fixes a task's delays when it is defined).
     retry_backoff: float = Field(default=2.0, ge=0)
-    prices: str | None = None
-
-    # The store file: how long a write waits for another process to let go of it, and how
-    # long an idle connection stays open for the next write (0: one connection per write).
-    store_lock_timeout: float = Field(default=30.0, ge=0)
-    store_hold_seconds: float = Field(default=0.5, ge=0)
-
-    max_page_bytes: int = 3_000_000  # larger pages are refused, not parsed
-    max_source_chars: int = 60_000  # extracted text beyond this is trimmed
-
-    # The web layer (core/search/web.py and friends). Hosts on this comma-separated list
-    # (`host` or `host:port`) may be fetched even when they resolve to a private, loopback or
-    # link-local address: tests, intranet wikis, staging mirrors. Everything else that resolves
-    # there is refused, on every redirect hop and again at connect time.
-    fetch_allow_hosts: str | None = None
-    page_ttl_hours: float = Field(default=24.0, ge=0)  # page and search cache freshness; 0: off
-    # How old a recorded answer of a billed call may be when a repeat is served it (core.memo;
-    # retries and reruns of the same edition); 0: the memo is off.
-    memo_ttl_hours: float = Field(default=24.0, ge=0)
-    respect_robots: bool = True
-    max_fetches_per_host: int = Field(default=2, ge=1, le=16)  # at once, per host
-    fetch_connect_timeout: float = Field(default=5.0, gt=0)
-    fetch_read_timeout: float = Field(default=10.0, gt=0)
-    page_deadline: float = Field(default=20.0, gt=0)  # seconds for one page, redirects included
-    max_redirects: int = Field(default=5, ge=0, le=20)
-    # SerpAPI: engine google | bing | duckduckgo | google_scholar | google_news; location
-    # ("Austin, Texas"), interface language (hl, "en") and country (gl, "us").
-    serpapi_engine: str = "google"
-    serpapi_location: str | None = None
-    serpapi_language: str | None = None
-    serpapi_country: str | None = None
-    # SearXNG (search=searxng): the instance's root URL, and what to ask it for (comma-separated
-    # engine and category names, a language code); None: the instance's own defaults.
-    searxng_url: str | None = None
-    searxng_engines: str | None = None
-    searxng_categories: str | None = None
-    searxng_language: str | None = None
     # `export --format pdf`: the TrueType font (.ttf/.ttc) to set PDFs in; None: the first
-    # Unicode font Debian packages install (core.export_pdf.find_font).
+    # Unicode font Debian packages install (core.reports.export_pdf.find_font).
     pdf_font: str | None = None
 
     @field_validator("store", mode="before")
@@ -210,11 +228,13 @@ class Settings(BaseSettings):
             return "gemini:gemini-3.5-flash"
         return "offline"
 
-    def role_models(self) -> dict[str, str]:
+    def role_models(self, cheaper: Callable[[str], str] | None = None) -> dict[str, str]:
         """The model of every role that differs from `resolved_model()` (role -> spec).
 
         Roles: plan, queries (RESEARCHFLOW_MODEL_RESEARCH), condense, compress, report. The
-        offline engine has no roles to split.
+        offline engine has no roles to split. With `model` on auto and no condense model set,
+        condense goes to `cheaper(model)`: the caller's price ladder (core.llm.siblings.cheaper),
+        resolved where the settings become a RunConfig; without one, to the model itself.
         """
         base = self.resolved_model()
         if base == "offline":
@@ -222,9 +242,7 @@ class Settings(BaseSettings):
         chosen = {"plan": self.model_plan, "queries": self.model_research,
                   "condense": self.model_condense, "compress": self.model_compress,
                   "report": self.model_report}
-        if chosen["condense"] is None and self.model == "auto":
-            from core.llm.siblings import cheaper
-
+        if chosen["condense"] is None and self.model == "auto" and cheaper is not None:
             chosen["condense"] = cheaper(base)
         return {role: spec for role, spec in chosen.items() if spec and spec != base}
 
@@ -271,80 +289,51 @@ def settings_error(exc: ValidationError) -> str:
 
 
 def api_key(prefix: str) -> SecretStr | None:
-    """A provider's key (settings prefix: openai, anthropic, gemini, serpapi), read from the
-    environment when a client is built: the one setting that never travels in a RunConfig."""
-    key = getattr(Settings.load(), f"{prefix}_api_key", None)
-    return key if key is not None and key.get_secret_value() else None
+    """A provider's key (settings prefix: openai, anthropic, gemini, serpapi), read where a client
+    is built: the first of its variables (those `Settings` reads it from) set in the environment,
+    else in the working directory's `.env`. Only those variables are read: no `Settings` is
+    loaded, so nothing else the environment holds can fail a provider's call. The one setting
+    that never travels in a RunConfig."""
+    alias = Settings.model_fields[f"{prefix}_api_key"].validation_alias
+    names = [str(name) for name in getattr(alias, "choices", ())]
+    found = next((os.environ[n] for n in names if os.environ.get(n)), None)
+    if found is None and Path(".env").is_file():
+        dotenv = dotenv_values(".env")
+        found = next((dotenv[n] for n in names if dotenv.get(n)), None)
+    if not found:
+        return None
+    secrets.remember(found)  # masked wherever text leaves, in a process that loaded no Settings
+    return SecretStr(found)
 
 
-class RunConfig(BaseModel):
+class RunConfig(RunFields):
     """Everything a task builds from: the only input to engines, searches, stores and limits.
 
-    Flows make it from `Settings` once (`run_config`), tasks receive it as an input, and the
-    runtime (core.runtime) builds every client from it and from nothing else, so what a task
+    Flows make it from `Settings` once (`run_config`), tasks receive it as an input, and the run
+    context (core.context) builds every client from it and from nothing else, so what a task
     does is a function of its inputs and Prefect's cache key (which hashes this object) covers
     every setting that changes a request or a result. It is hashable and secret-free: keys stay
-    in the environment and are read by the runtime when it builds a client.
+    in the environment and are read where a client is built (`api_key`).
 
-    Fields marked `exclude=True` say how the process runs, not what it asks (pacing, prices,
-    store locking): they are left out of the JSON that Prefect hashes, so changing them never
-    costs a cached call.
+    Besides `RunFields` (copied from the settings under their own names), it holds what
+    `run_config` resolves: the model and search chosen, the model of each role, paths made
+    absolute, the window overrides and the servers named.
     """
 
     model_config = ConfigDict(frozen=True)
 
-    # -- what is asked, and of whom ------------------------------------------------------------
     model: str = "offline"
     role_models: tuple[tuple[str, str], ...] = ()  # (role, spec) where a role differs
     search: str = "corpus"
     corpus_dir: str | None = None
-    corpus_follow_symlinks: bool = False
-    corpus_max_file_bytes: int = 20_000_000
-    corpus_max_html_bytes: int = 2_000_000
     cache_dir: str
     db_path: str  # the store target: a file's resolved path, or "ducklake:..." (store_target)
-    results_per_query: int = 4
-    max_output_tokens: int = 4_096
-    default_context_window: int = 128_000
     context_windows: tuple[tuple[str, int], ...] = ()
-    reasoning_effort: str | None = None
-    thinking_budget: int | None = None
-    json_mode: Literal["auto", "json_schema", "json_object", "instruction"] = "auto"
-    request_timeout: float = 60.0
-    # Who answers a role the model cannot (core.engine.fallback): a different report.
-    fallback: Literal["extractive", "none"] = "extractive"
     # Servers (never keys): a different server is a different answer.
     base_urls: tuple[tuple[str, str], ...] = ()  # (settings prefix, URL), e.g. ("openai", ...)
-    # -- what a page read yields ----------------------------------------------------------------
-    max_page_bytes: int = 3_000_000
-    max_source_chars: int = 60_000
-    page_ttl_hours: float = 24.0
-    fetch_allow_hosts: str | None = None
-    respect_robots: bool = True
-    fetch_connect_timeout: float = 5.0
-    fetch_read_timeout: float = 10.0
-    page_deadline: float = 20.0
-    max_redirects: int = 5
-    serpapi_engine: str = "google"
-    serpapi_location: str | None = None
-    serpapi_language: str | None = None
-    serpapi_country: str | None = None
-    searxng_url: str | None = None  # the SearXNG instance a searxng run searches
-    searxng_engines: str | None = None
-    searxng_categories: str | None = None
-    searxng_language: str | None = None
     # Set by a refreshing run (its root flow-run id): part of every task's inputs, so cached
     # calls are not reused, while a retry of that same run still reuses its own.
     refresh: str = ""
-    # -- how the process runs (not hashed) ------------------------------------------------------
-    max_calls_per_minute: int | None = Field(default=None, exclude=True)
-    max_fetches_per_host: int = Field(default=2, exclude=True)
-    prices: str | None = Field(default=None, exclude=True)
-    store_lock_timeout: float = Field(default=30.0, exclude=True)
-    store_hold_seconds: float = Field(default=0.5, exclude=True)
-    lake_data_path: str | None = Field(default=None, exclude=True)
-    # Whether a repeat is served, not what is asked: a memo's answer is the request's own.
-    memo_ttl_hours: float = Field(default=24.0, exclude=True)
 
     @property
     def billed(self) -> bool:
@@ -369,28 +358,19 @@ FLOW_SETTINGS = frozenset({
     "pdf_font",  # read by `export`, which no task runs
     "retry_backoff",  # fixed when tasks/retry.py defines the tasks, not a task input
 })
-
-# Settings copied into a RunConfig under the same name.
-_SAME = ("results_per_query", "max_output_tokens", "default_context_window", "reasoning_effort",
-         "thinking_budget", "json_mode", "request_timeout", "max_page_bytes", "max_source_chars",
-         "page_ttl_hours", "fetch_allow_hosts", "respect_robots", "fetch_connect_timeout",
-         "fetch_read_timeout", "page_deadline", "max_redirects", "serpapi_engine",
-         "serpapi_location", "serpapi_language", "serpapi_country", "max_calls_per_minute",
-         "max_fetches_per_host", "prices", "store_lock_timeout", "store_hold_seconds",
-         "lake_data_path", "searxng_url", "searxng_engines", "searxng_categories",
-         "searxng_language", "corpus_follow_symlinks", "corpus_max_file_bytes",
-         "corpus_max_html_bytes", "memo_ttl_hours", "fallback")
 _BASE_URLS = ("openai", "anthropic", "gemini", "serpapi")
 
 
-def run_config(settings: Settings) -> RunConfig:
-    """The RunConfig of these settings: the one conversion from configuration to task input."""
+def run_config(settings: Settings, *, cheaper: Callable[[str], str] | None = None) -> RunConfig:
+    """The RunConfig of these settings: the one conversion from configuration to task input.
+    `cheaper` is the price ladder a model on auto condenses with (`Settings.role_models`)."""
     urls = tuple((prefix, url) for prefix in _BASE_URLS
                  if (url := getattr(settings, f"{prefix}_base_url", None)))
     return RunConfig(
-        model=settings.resolved_model(), role_models=tuple(sorted(settings.role_models().items())),
+        **{name: getattr(settings, name) for name in RunFields.model_fields},
+        model=settings.resolved_model(),
+        role_models=tuple(sorted(settings.role_models(cheaper).items())),
         search=settings.resolved_search(),
         corpus_dir=str(settings.corpus_dir.resolve()) if settings.corpus_dir else None,
         cache_dir=str(settings.cache_dir), db_path=settings.store_target(),
-        context_windows=tuple(sorted(settings.context_windows.items())), base_urls=urls,
-        **{name: getattr(settings, name) for name in _SAME})
+        context_windows=tuple(sorted(settings.context_windows.items())), base_urls=urls)

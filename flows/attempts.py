@@ -9,8 +9,8 @@ warning into the task run's log, where a person looks: which attempt this is, an
 worker was running the one before.
 
 The answers a lost worker was paid for are kept too: a worker's call memos write what waits in
-their batch before each new call (`Runtime.losable`), and the worker that takes a lost task over
-reads the store afresh (`Runtime.look_again`), so the new attempt is served them.
+their batch before each new call (`tasks.contexts.losable`), and the worker that takes a lost
+task over reads the store afresh (`tasks.contexts.look_again`), so the new attempt is served them.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ def note_attempt(run_task_kwargs: dict[str, Any]) -> None:
     key = worker.get_current_task()
     if key is None:
         return
-    from core import runtime
+    from tasks import contexts
 
-    runtime.current().losable()  # a worker may die mid-call: its paid answers are written first
+    contexts.losable()  # a worker may die mid-call: its paid answers are written first
     try:
         client = distributed.get_client()
         path = [_NAMESPACE, str(key)]
@@ -52,7 +52,7 @@ def note_attempt(run_task_kwargs: dict[str, Any]) -> None:
         note = (f"attempt {attempt} of this task on Dask: the worker that ran attempt "
                 f"{attempt - 1} ({before['worker']}) was lost before it reported back; "
                 f"running again on {worker.address} (finished steps come from the cache)")
-        runtime.current().look_again()  # the lost attempt's last answers are in the store
+        contexts.look_again()  # the lost attempt's last answers are in the store
         say = _Say(note)
         run_task_kwargs["task"] = task.with_options(
             on_running=[*task.on_running_hooks, say],

@@ -8,7 +8,7 @@ served from the task cache. `max_batch_cost_usd` caps the whole batch: once it i
 topics not yet started are recorded as skipped (reason: budget) and the batch still ends with its
 table.
 
-Every run belongs to an edition (core.editions): by default the date the run was scheduled
+Every run belongs to an edition (core.reports.editions): by default the date the run was scheduled
 for, in `timezone`. Within one edition a rerun skips stored topics; a new edition researches
 every topic again, reusing every call whose input did not change, and stores a new report.
 """
@@ -28,21 +28,24 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 from prefect.transactions import CommitMode, transaction
 
-from core.escaping import markdown_text
-from core.failures import TopicFailed
-from core.ledger import scoped
+from core.text.escaping import markdown_text
+from core.topics.failures import TopicFailed
+from core.accounting.ledger import scoped
 from core.models import TopicOptions
-from core.runtime import current
-from core.topics_csv import RowError, TopicRow, read_topics_csv
-from core.settings import Settings, run_config
+from core.reports.editions import edition_name
+from core.topics.rows import RowError, TopicRow, read_topics_csv
+from core.llm.siblings import cheaper
+from core.settings import RunConfig, Settings, run_config
+from core.signals import Signal
 from core.store import StoreError
-from core.usage import UsageTotals
+from core.accounting.usage import UsageTotals
 from flows.progress import ProgressArtifact, emit
-from flows.records import finish_run, record, start_run
+from flows.records import finish_run, record, start_run, usage
 from flows.run_log import forward_store_logs
 from flows.topic import research_topic
 from flows.slots import batch_closed, batch_slots, creating_subflow
 from tasks.caching import core_fingerprint
+from tasks.contexts import context_for
 
 log = logging.getLogger("researchflow.flows")
 
@@ -69,20 +72,21 @@ class BatchIncomplete(RuntimeError):
 
 @dataclass(frozen=True)
 class BatchBudget:
-    """The batch's cap: plain values only. It is a parameter of every topic's task, and a
-    task's parameters travel in the run context that prefect-dask pickles with every research
-    task it submits; whether a topic already ran into the cap stays in this process, in the
-    batch's gate (flows.slots.batch_closed)."""
+    """The batch's cap: values only (the config is the topics' own, so its ledger is the one
+    their calls are recorded in). It is a parameter of every topic's task, and a task's
+    parameters travel in the run context that prefect-dask pickles with every research task it
+    submits; whether a topic already ran into the cap stays in this process, in the batch's
+    gate (flows.slots.batch_closed)."""
 
     limit: float | None
-    db_path: str
+    config: RunConfig
     run_id: str
 
     def exhausted(self) -> bool:
         if self.limit is None:
             return False
         return (batch_closed(self.run_id)
-                or current().ledger(self.db_path).spent(self.run_id) >= self.limit)
+                or context_for(self.config).ledger.spent(self.run_id) >= self.limit)
 
     def refusal(self) -> str:
         """Why a topic may not start now ("" when it may): asked when it gets its slot."""
@@ -94,7 +98,7 @@ class BatchBudget:
 @task(name="run-topic", task_run_name="row {row.row}: {row.topic.text:.50}", cache_policy=NO_CACHE)
 def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicOutcome:
     topic = row.topic
-    store = current().store(budget.db_path)
+    store = context_for(budget.config).store
     if not overrides.get("refresh"):
         stored = _stored_report(store, topic.topic_id)
         if stored:
@@ -109,9 +113,9 @@ def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicO
         state = research_topic(topic=topic.text, options=topic.options,
                                batch_id=topic.batch_id, edition=topic.edition,
                                return_state=True, **overrides)
-    usage = current().usage(budget.db_path, budget.run_id, topic.topic_id)
-    spent = dict(calls=usage.calls, input_tokens=usage.input_tokens,
-                 output_tokens=usage.output_tokens, cost_usd=round(usage.cost_usd, 6))
+    used = usage(budget.config, budget.run_id, topic.topic_id)
+    spent = dict(calls=used.calls, input_tokens=used.input_tokens,
+                 output_tokens=used.output_tokens, cost_usd=round(used.cost_usd, 6))
     if state.is_completed():
         report_id = state.result()
         return TopicOutcome(row.row, topic.text, "succeeded", report_id=report_id,
@@ -195,15 +199,15 @@ def research_batch(csv_path: str, batch_id: str | None = None,
     settings = Settings.load(model=model, search=search, db_path=Path(db_path) if db_path else None,
                              corpus_dir=Path(corpus_dir) if corpus_dir else None,
                              max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd)
-    config = run_config(settings)
+    config = run_config(settings, cheaper=cheaper)
     batch = batch_id or Path(csv_path).stem
-    edition = (edition or "").strip() or edition_of_run(_zone(timezone, logger))
-    if len(edition) > 100:
-        raise ValueError(f"edition: at most 100 characters, not {len(edition)}")
+    edition = edition_name(edition, lambda: edition_of_run(_zone(timezone, logger)))
     logger.info("edition %s of batch %s", edition, batch)
     rows, errors = read_topics_csv(Path(csv_path), batch_id=batch, defaults=defaults,
                                    warn=logger.warning, edition=edition)
     run_id = str(flow_run.id or "local")
+    if refresh:  # the topics' config (flows.topic): so the budget reads their ledger
+        config = config.model_copy(update={"refresh": run_id})
     for err in errors:
         logger.error("row %d is invalid: %s", err.row, err.message)
     try:  # waits (bounded) for a store another process holds
@@ -211,19 +215,20 @@ def research_batch(csv_path: str, batch_id: str | None = None,
         for err in errors:  # each bad row is a row of `topics` too, with its reason
             record(store.record_invalid, batch, err.topic_id(batch), err.topic,
                    err.message[:2000], run_id)
-    except StoreError as exc:
-        # Nothing is researched (and paid for) that could not be stored; the table says why.
+    except (StoreError, Signal) as exc:
+        # Nothing is researched (and paid for) that could not be stored, nor by an engine or a
+        # search that cannot be built (a key missing); the table says why.
         outcomes = [_invalid(e) for e in errors] + [
             TopicOutcome(r.row, r.topic.text, "failed", error=f"not started: {exc}")
             for r in rows]
-        return _close(batch, outcomes, None, run_id, config.db_path)
+        return _close(batch, outcomes, None, run_id, config)
 
     # The model as given (None: auto), so a topic resolves its roles as the batch did: on auto,
     # condense goes to the cheaper sibling; the resolved name would pin every role to it.
     overrides = {"model": model, "search": config.search, "corpus_dir": config.corpus_dir,
                  "db_path": config.db_path, "max_cost_usd": settings.max_cost_usd,
                  "refresh": refresh}
-    budget = BatchBudget(settings.max_batch_cost_usd, config.db_path, run_id)
+    budget = BatchBudget(settings.max_batch_cost_usd, config, run_id)
     slots = max_concurrency or settings.max_topic_concurrency
     total = len(rows) + len(errors)
     progress = ProgressArtifact(markdown_text(
@@ -246,7 +251,7 @@ def research_batch(csv_path: str, batch_id: str | None = None,
                 progress.update(100.0 * (done + len(errors)) / total,
                                 f"{done}/{len(rows)} topics finished")
     progress.update(100.0, _tally(outcomes))
-    return _close(batch, outcomes, store, run_id, config.db_path)
+    return _close(batch, outcomes, store, run_id, config)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -278,11 +283,11 @@ def _tally(outcomes: list[TopicOutcome]) -> str:
 
 
 def _close(batch: str, outcomes: list[TopicOutcome], store, run_id: str,
-           target: str) -> list[dict]:
+           config: RunConfig) -> list[dict]:
     """The batch's table and usage artifacts, always; then fail the flow if a row failed."""
     outcomes.sort(key=lambda o: o.row)
     table = [asdict(o) for o in outcomes]
-    total = current().usage(target, run_id) if store is not None else UsageTotals()
+    total = usage(config, run_id) if store is not None else UsageTotals()
     changes = any(o.changed for o in outcomes)
     shown = [_shown(o, changes) for o in outcomes]
     create_table_artifact(shown, key=f"batch-{_slug(batch)}",

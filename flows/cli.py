@@ -193,10 +193,13 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
     review_on_timeout); the options here are the defaults for rows that do not."""
     import datetime
 
-    edition = (edition or "").strip() or datetime.date.today().isoformat()
-    if len(edition) > 100 or not edition.isprintable():
-        fail("--edition: at most 100 printable characters, e.g. 2026-12-03 or week-49")
-    from core.topics_csv import BatchFileError, read_topics_csv
+    from core.reports.editions import edition_name
+
+    try:
+        edition = edition_name(edition, lambda: datetime.date.today().isoformat())
+    except ValueError as exc:
+        fail(f"--edition: {exc}")
+    from core.topics.rows import BatchFileError, read_topics_csv
 
     _check_corpus(corpus)
     _check_store(db)
@@ -275,7 +278,7 @@ def _table(batch_id: str, db: Optional[str], rows) -> None:
 
 
 def _state_error(state) -> str:
-    from core.failures import TopicFailed
+    from core.topics.failures import TopicFailed
 
     try:
         state.result()
@@ -292,12 +295,17 @@ def _state_error(state) -> str:
 
 def _run_usage(db: Path, state) -> str:
     """The usage line of the run behind `state` (every topic of a batch, or one topic)."""
-    from core.runtime import current
+    from core.store import ResultStore, StoreError
+    from tasks import contexts
 
     run_id = state.state_details.flow_run_id
     if run_id is None or not store_exists(db):
         return "usage: unknown (no run id or no store)"
-    return current().usage(db, str(run_id)).line()
+    contexts.flush()  # what the run's tasks recorded in this process is in the store first
+    try:
+        return ResultStore(db).usage(run_id=str(run_id)).line()
+    except StoreError as exc:
+        return f"usage: unknown ({exc})"
 
 
 app.command()(show)

@@ -21,7 +21,7 @@ import typer
 from rich.markdown import Markdown
 from rich.table import Table
 
-from core.escaping import printable
+from core.text.escaping import printable
 from flows.console import DbOpt, db_path, err, fail, out, plain, store_exists
 
 _LIST_REPORTS = "list them with: researchflow query \"SELECT report_id, topic FROM reports\""
@@ -129,7 +129,7 @@ def export(report_id: str,
                                       "file (never a DuckDB database, nor the store)."),
            db: Optional[str] = DbOpt) -> None:
     """Write a stored report as markdown, a self-contained HTML page, Word or PDF."""
-    from core.export import BINARY, ExportError, render
+    from core.reports.export import BINARY, ExportError, render
     from core.settings import Settings
     from core.store import StoreError
     from core.store.query import read_report
@@ -290,7 +290,7 @@ def diff(report_a: str = typer.Argument(..., help="The earlier report's id."),
          db: Optional[str] = DbOpt) -> None:
     """What changed from one report of a topic to another: sources new and gone, claims
     added, dropped or changed (matched by their evidence), numbers that changed."""
-    from core.editions import compare, section
+    from core.reports.editions import compare, section
     from core.store import StoreError
     from core.store.query import read_report, read_snapshot
 

@@ -3,7 +3,7 @@ text printed as text, and keeping Prefect's tracebacks off the terminal.
 
 Anything a user typed or a page held is printed through `plain` (or `fail`): never read as
 rich markup (`[/]` is two characters, not a closing tag), and without control characters or
-terminal escape sequences (core.escaping.printable).
+terminal escape sequences (core.text.escaping.printable).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from core.escaping import printable
+from core.text.escaping import printable
 
 out = Console()
 err = Console(stderr=True, soft_wrap=True)  # one line per error, whatever the width

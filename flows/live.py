@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.text import Text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from core.escaping import printable
+from core.text.escaping import printable
 from flows.progress import Event, subscribe
 
 

@@ -16,8 +16,8 @@ How a topic runs:
 
 Either way the run id is Prefect's flow-run id, known at once, and the parameters are the
 topic's options plus this server's model, search, corpus and store, so the report lands in the
-store the server reads. A report id is deterministic (core.report.report_id_for), so `status`
-names it once the run has completed, wherever it ran.
+store the server reads. A report id is deterministic (core.reports.report.report_id_for), so
+`status` names it once the run has completed, wherever it ran.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.models import Topic, TopicOptions
-from core.report import report_id_for
+from core.reports.report import report_id_for
 from core.settings import Settings
 
 log = logging.getLogger("researchflow.mcp")

@@ -67,7 +67,3 @@ def with_topic_options(*, defaults: bool) -> Callable[[Callable[..., Any]], Call
 
     return decorate
 
-
-def given_options(options: TopicOptions) -> dict[str, Any]:
-    """The options that differ from the defaults (what a batch passes on as row defaults)."""
-    return options.model_dump(exclude_defaults=True)

@@ -1,7 +1,7 @@
 """Plan review: a topic flow with `review_plan` pauses after planning until the plan is approved.
 
 The flow run pauses with Prefect's `pause_flow_run(wait_for_input=...)`: the run shows as
-*Paused* and the UI's *Resume* button opens a form made from `PlanReview` (core.plan_edits's
+*Paused* and the UI's *Resume* button opens a form made from `PlanReview` (core.topics.plan_edits's
 `PlanEdit`), filled in with the plan, where sub-questions are edited, removed or added and the
 plan approved (or not: the topic is cancelled). The same answer may come through the API
 (`resume_flow_run(run_id, run_input={...})`), which is what `researchflow run` does for a run
@@ -28,9 +28,9 @@ from prefect.input import RunInput
 from prefect.input.actions import read_flow_run_input
 from prefect.runtime import flow_run
 
-from core.escaping import markdown_text
+from core.text.escaping import markdown_text
 from core.models import ResearchPlan, Topic
-from core.plan_edits import PlanEdit, PlanRejected, edit_of, reviewed
+from core.topics.plan_edits import PlanEdit, PlanRejected, edit_of, reviewed
 from flows.progress import emit
 
 POLL_SECONDS = 2  # how soon a resumed run notices (Prefect's default is 10 s)

@@ -21,7 +21,7 @@ from typing import Any
 
 from rich.console import Console
 
-from core.plan_edits import MAX_REVIEWED, PlanEdit, PlannedQuestion
+from core.topics.plan_edits import MAX_REVIEWED, PlanEdit, PlannedQuestion
 from flows.console import plain
 from flows.progress import Event
 

@@ -13,17 +13,17 @@ environment, and nothing is started at import:
 
 A task needs more than its inputs from the process that submits it. Prefect sends its own
 context along (the flow run, settings, tags); the ledger's scope (run, batch, topic, budgets)
-and role are context variables of core.ledger, which a thread pool copies but a Dask worker
-never sees. So every function this runner hands to Dask is wrapped in `InScope`: the scope and
-role of the submitting code, set around the call in the worker, whose ledger is flushed before
+and role are context variables of core.accounting.ledger, which a thread pool copies but a Dask
+worker never sees. So every function this runner hands to Dask is wrapped in `InScope`: the scope
+and role of the submitting code, set around the call in the worker, whose ledger is flushed before
 the result goes back, so every usage row is in the store when the future resolves.
 
-Still per process, and a Dask worker is one: the pacing of calls per minute (core.pacing), the
-running spend the budget checks use (seeded from the store once, so a cap can be overshot by
-what other processes spend meanwhile), the learned model limits (read from the store when a
-process first needs them; every process writes what it learns), and the built clients. A
-worker must import the same researchflow, reach the store and the Prefect API, and find the
-provider keys in its own environment. With a single DuckDB file every worker process takes its
+Still per process, and a Dask worker is one: the pacing of calls per minute
+(core.accounting.pacing), the running spend the budget checks use (seeded from the store once, so a
+cap can be overshot by what other processes spend meanwhile), the learned model limits (read from
+the store when a process first needs them; every process writes what it learns), and the built
+clients. A worker must import the same researchflow, reach the store and the Prefect API, and find
+the provider keys in its own environment. With a single DuckDB file every worker process takes its
 turn at the file; across machines use a DuckLake store (core.store.lake).
 """
 
@@ -41,12 +41,12 @@ from typing import Any, Callable
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from core.ledger import CallScope, acting_as, current_role, current_scope, scoped
-from core.runtime import current
+from core.accounting.ledger import CallScope, acting_as, current_role, current_scope, scoped
 from core.settings import Settings
-from core.usage import CallRole
+from core.accounting.usage import CallRole
 from flows.attempts import note_attempt
 from flows.run_log import forward_store_logs
+from tasks import contexts
 
 
 def task_runner(settings: Settings | None = None) -> TaskRunner:
@@ -105,7 +105,7 @@ class InScope:
             try:
                 return self.fn(*args, **kwargs)
             finally:
-                current().flush()  # a record kept back by a busy store goes now, not never
+                contexts.flush()  # a record kept back by a busy store goes now, not never
 
 
 def dask_runner(address: str | None, *, threads: int) -> TaskRunner:

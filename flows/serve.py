@@ -104,7 +104,7 @@ def served_deployments(csv_path: Path, cron: str, timezone: str,
 
 def _checked_csv(path: Path) -> Path:
     """Read the CSV once now, so a bad file fails here and not at 6 in the morning."""
-    from core.topics_csv import BatchFileError, read_topics_csv
+    from core.topics.rows import BatchFileError, read_topics_csv
 
     path = path.expanduser().resolve()
     try:

@@ -3,7 +3,7 @@
 Parameters are plain values so the flow can be run (or rerun) from the Prefect UI with
 overrides; keys come from the environment of the worker, never from parameters. Every provider
 call made for the topic is recorded in the usage ledger under the run, batch and topic set here
-(core.ledger scope); `max_cost_usd` caps what the topic may spend in this run.
+(core.accounting.ledger scope); `max_cost_usd` caps what the topic may spend in this run.
 
 A failed topic is recorded in DuckDB (status, error, run) whether it ran alone or in a batch,
 and the flow fails with `TopicFailed`: one line naming the step, the signal and what to do.
@@ -19,18 +19,18 @@ from prefect.states import Cancelled, State
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
-from core.escaping import markdown_text
-from core.ui_markdown import tables_as_lists
-from core.failures import NoEvidence, StepFailure, TopicFailed
-from core.ledger import current_scope, scoped
+from core.text.escaping import markdown_text
+from core.text.ui_markdown import tables_as_lists
+from core.topics.failures import NoEvidence, StepFailure, TopicFailed
+from core.accounting.ledger import current_scope, scoped
 from core.models import (FollowUp, Finding, ResearchPlan, ResearchResult, Topic, TopicOptions,
                          Transcript)
-from core.editions import EditionDiff, compare, section, snapshot_of, with_section
-from core.report import fixed_heading, report_id_for
-from core.runtime import current
+from core.reports.editions import EditionDiff, compare, section, snapshot_of, with_section
+from core.reports.report import fixed_heading, report_id_for
+from core.llm.siblings import cheaper
 from core.settings import RunConfig, Settings, run_config
-from core.waves import MAX_FOLLOWUPS, affordable_followups, gaps
-from core.plan_edits import PlanRejected
+from core.topics.waves import MAX_FOLLOWUPS, affordable_followups, gaps
+from core.topics.plan_edits import PlanRejected
 from core.relevance.gate import judge, passed
 from flows.plan_review import review_plan
 from flows.progress import ProgressArtifact, emit
@@ -41,6 +41,7 @@ from flows.slots import (TopicSkipped, close_batch, slot_released, subflow_start
                          topic_slot)
 from tasks.research import plan_topic, research, review_findings
 from tasks.store import store_result
+from tasks.contexts import context_for
 from tasks.write import compress, note_fallback, quote_extractively, write_report
 
 def _step(step: str, call, *args):
@@ -58,7 +59,7 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
     is written: storing and the artifacts need no provider, so the next topic starts meanwhile.
     Raises TopicSkipped when the batch's budget was reached before a slot was free."""
     # Prefect's UI renders artifacts and their descriptions as markdown: a topic goes in as
-    # escaped text (core.escaping), so "[x](javascript:...)" stays those characters.
+    # escaped text (core.text.escaping), so "[x](javascript:...)" stays those characters.
     progress = ProgressArtifact(markdown_text(f"Researching: {topic.text[:80]}"),
                                 key=f"progress-{topic.topic_id}")
     subflow_started()  # its first writes are done: the next topic's subflow may be created
@@ -71,8 +72,7 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
                 close_batch(run_id)
             raise
     result, diff = _what_changed(result, config)
-    report_id = _step("store", store_result, result, config.db_path, run_id,
-                      result.report.engine, diff)
+    report_id = _step("store", store_result, result, config, run_id, result.report.engine, diff)
     if diff is not None and diff.changes:
         _changed_event(topic, diff)
     usage = usage_line(config, run_id, topic.topic_id)
@@ -87,7 +87,7 @@ def _what_changed(result: ResearchResult, config: RunConfig
     """From a topic's second edition on: the comparison with the previous edition, and the
     report with its "What changed" section. Made in code from the store; no provider call."""
     topic = result.topic
-    previous = current().store(config.db_path).previous_edition(topic)
+    previous = context_for(config).store.previous_edition(topic)
     if previous is None:
         return result, None
     diff = compare(previous, snapshot_of(result, topic.edition))
@@ -240,7 +240,7 @@ def _review(plan: ResearchPlan, findings: list[Finding], waves: int,
             config: RunConfig) -> list[FollowUp]:
     """The supervisor's follow-ups after `waves` waves, as many as the budget leaves room for."""
     scope = current_scope()
-    ledger = current().ledger(config.db_path)
+    ledger = context_for(config).ledger
     limit = affordable_followups(MAX_FOLLOWUPS, spent=ledger.spent(scope.run_id, scope.topic_id),
                                  cap=scope.max_topic_cost_usd,
                                  researched=len(plan.subquestions))
@@ -298,7 +298,7 @@ def research_topic(topic: str, options: TopicOptions = TopicOptions(), batch_id:
     settings = Settings.load(model=model, search=search, max_cost_usd=max_cost_usd,
                              corpus_dir=Path(corpus_dir) if corpus_dir else None,
                              db_path=Path(db_path) if db_path else None)
-    config = run_config(settings)
+    config = run_config(settings, cheaper=cheaper)
     item = Topic.of(topic, options, batch_id, (edition or "").strip())
     own_id = str(flow_run.id or "local")
     run_id = str(flow_run.root_flow_run_id or own_id)  # a batch's run when inside a batch
@@ -306,7 +306,7 @@ def research_topic(topic: str, options: TopicOptions = TopicOptions(), batch_id:
         config = config.model_copy(update={"refresh": run_id})
     alone = run_id == own_id
     store = (start_run(config, settings, run_id, batch_id) if alone
-             else current().store(config.db_path, config))
+             else context_for(config).store)
     scope = dict(run_id=run_id, batch_id=batch_id, topic_id=item.topic_id,
                  max_topic_cost_usd=settings.max_cost_usd, edition=item.edition)
     if alone:

@@ -9,9 +9,9 @@ nothing remembers it as unreadable).
 
 Nothing here waits: Prefect's backoff is the delay between attempts, and a provider's own
 retry-after is honoured where the next attempt starts. Every provider call passes its
-provider's gate (core.pacing), paused for the retry-after the provider named, and a page's host
-is paused for its Retry-After (core.search.hosts), so one worker's rate limit slows every
-worker down, not just the one that was told.
+provider's gate (core.accounting.pacing), paused for the retry-after the provider named, and a
+page's host is paused for its Retry-After (core.search.hosts), so one worker's rate limit slows
+every worker down, not just the one that was told.
 """
 
 from __future__ import annotations

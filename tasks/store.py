@@ -5,17 +5,18 @@ from __future__ import annotations
 
 from prefect import get_run_logger, task
 
-from core.editions import EditionDiff
+from core.reports.editions import EditionDiff
 from core.models import ResearchResult
-from core.runtime import current
+from core.settings import RunConfig
+from tasks.contexts import context_for
 
 
 @task(name="store-result", task_run_name="store: {result.topic.text:.60}", retries=2,
       retry_delay_seconds=2)
-def store_result(result: ResearchResult, db_path: str, run_id: str, engine: str,
+def store_result(result: ResearchResult, config: RunConfig, run_id: str, engine: str,
                  diff: EditionDiff | None = None) -> str:
-    report_id = current().store(db_path).save_result(result, run_id=run_id, engine=engine,
-                                                     diff=diff)
-    get_run_logger().info("stored report %s in %s", report_id, db_path)
+    store = context_for(config).store
+    report_id = store.save_result(result, run_id=run_id, engine=engine, diff=diff)
+    get_run_logger().info("stored report %s in %s", report_id, config.db_path)
     return report_id
 

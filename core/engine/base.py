@@ -4,49 +4,19 @@ Two engines implement this protocol: the offline extractive engine (no network, 
 the LLM engine (any `core.llm` chat model). The pipeline only ever talks to this protocol.
 
 Citations are never numbered by an engine. `write_report` cites evidence by the keys that
-`core.report.evidence_catalog` assigns (`[E1]`, `[E2]`, ...); `core.report.assemble` turns those
-into numbered references in code.
+`core.reports.report.evidence_catalog` assigns (`[E1]`, `[E2]`, ...);
+`core.reports.report.assemble` turns those into numbered references in code. The draft it returns
+(`ReportDraft`) is data, with the other data in `core.models`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
-from core.models import (FollowUp, Finding, ResearchPlan, SearchResult, Source, SubQuestion,
-                         Topic, Transcript)
+from core.models import (FollowUp, Finding, ReportDraft, ResearchPlan, SearchResult,
+                         SectionDraft, Source, SubQuestion, Topic, Transcript)
 
-
-@dataclass(frozen=True)
-class SectionDraft:
-    subquestion_index: int
-    heading: str
-    body: str  # prose citing evidence as [E<n>]
-
-
-HEADINGS = {"summary": "Executive summary", "comparison": "Comparison",
-            "recommendation": "Recommendation", "conclusion": "Conclusion"}
-
-
-@dataclass(frozen=True)
-class ReportDraft:
-    """A report before its references are numbered: prose citing evidence as [E<n>].
-
-    Parts follow the intent: every report has a summary, the sections and a conclusion; a
-    comparison has its table, a recommendation its recommendation. `headings` holds the
-    headings the writer chose for those parts (in the report's language).
-    """
-
-    title: str
-    summary: str
-    sections: tuple[SectionDraft, ...]
-    comparison_table: str | None = None  # markdown table, for compare intents
-    recommendation: str | None = None  # for recommend intents
-    conclusion: str = ""
-    headings: tuple[tuple[str, str], ...] = ()  # (part, heading) where not the default
-
-    def heading(self, part: str) -> str:
-        return dict(self.headings).get(part) or HEADINGS[part]
+__all__ = ["ReportDraft", "ResearchEngine", "SectionDraft"]
 
 
 @runtime_checkable
@@ -63,6 +33,11 @@ class ResearchEngine(Protocol):
     def context_window(self) -> int | None:
         """The model's context window in tokens (known, learned or default); None when the
         engine has no model (the offline engine)."""
+        ...
+
+    def notice_for(self, language: str | None) -> str | None:
+        """The notice under a report's title that this engine writes in `language` (the
+        offline engine says its report is quoted, not written), or None."""
         ...
 
     def next_queries(self, transcript: Transcript, round_index: int, *,
@@ -106,7 +81,7 @@ class ResearchEngine(Protocol):
                wave: int, limit: int, *, max_tokens: int | None = None,
                scale: float = 1.0) -> list[FollowUp]:
         """The supervisor: follow-up sub-questions (at most `limit`) for what the findings of
-        the waves so far leave open (`gaps`, from `core.waves.gaps`), or [] when done."""
+        the waves so far leave open (`gaps`, from `core.topics.waves.gaps`), or [] when done."""
         ...
 
     def write_report(self, plan: ResearchPlan, findings: Sequence[Finding], *,

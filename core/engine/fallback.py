@@ -9,27 +9,36 @@ ranking, notes and findings by extractive selection, the report by extractive as
 quote stays verbatim whichever engine wrote it.
 
 Each fallback is told: logged on `researchflow.fallback` (forwarded to the Prefect run's log,
-flows.run_log) and handed to `on_fallback`, which the runtime points at the usage ledger (a row
+flows.run_log) and handed to `on_fallback`, which a run's context points at its ledger (a row
 with outcome 'fallback' per topic and role, which the report's header, the CLI's closing line
 and the `fallbacks` view read back). With the policy "none" (`--fallback none`,
 RESEARCHFLOW_FALLBACK) the topic fails instead, naming the role.
 
 Overflows and every other signal pass through untouched: shrinking and retrying stay with
-their callers (core.overflow, Prefect).
+their callers (core.overflow, Prefect). What those callers read to size a role's request (its
+model, window, limits, estimator and output caps) is the model engine's, forwarded by name.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Literal, Sequence, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Literal, Sequence, TypeVar, Union
 
-from core.engine.base import ReportDraft, ResearchEngine
+from core.engine.base import ResearchEngine
 from core.engine.model_driven.calls import INVALID_OUTPUT
-from core.models import (FollowUp, Finding, ResearchPlan, SearchResult, Source, SubQuestion,
-                         Topic, Transcript)
+from core.models import (FollowUp, Finding, ReportDraft, ResearchPlan, SearchResult, Source,
+                         SubQuestion, Topic, Transcript)
 from core.signals import Fatal
 
+if TYPE_CHECKING:
+    from core.engine.model_driven import LLMEngine, RoutedEngine
+    from core.llm.base import ChatModel
+    from core.overflow.tokens import TokenEstimator
+    from core.overflow.windows import ContextLimits
+
 T = TypeVar("T")
+ModelEngine = Union["LLMEngine", "RoutedEngine"]
 FallbackPolicy = Literal["extractive", "none"]
 OnFallback = Callable[[str, Fatal], None]
 
@@ -43,26 +52,71 @@ def _nobody(role: str, signal: Fatal) -> None:
 class FallbackEngine:
     """`ResearchEngine` over `engine`, with `offline` answering each role `engine` cannot.
 
-    `for_role` returns a wrapper of the role's own engine, so callers that size a role's
-    request to its model's window (core.overflow.roles) still see that model's window, output
-    caps and limits (every other attribute passes through)."""
+    `for_role` returns a wrapper of the role's own engine (an `LLMEngine`), so callers that
+    size a role's request to its model's window (core.overflow.roles) see that model's window,
+    output caps and limits through the members below."""
 
-    def __init__(self, engine: Any, offline: ResearchEngine, *,
+    def __init__(self, engine: ModelEngine, offline: ResearchEngine, *,
                  policy: FallbackPolicy = "extractive", on_fallback: OnFallback = _nobody) -> None:
         self.engine = engine
         self.offline = offline
         self.policy = policy
         self.on_fallback = on_fallback
 
-    def __getattr__(self, name: str) -> Any:  # name, model, windows and sizes of the engine
-        return getattr(self.engine, name)
-
     def for_role(self, role: str) -> "FallbackEngine":
         return FallbackEngine(self.engine.for_role(role), self.offline, policy=self.policy,
                               on_fallback=self.on_fallback)
 
+    # -- the model engine's, by name ------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.engine.name
+
+    @property
+    def model(self) -> "ChatModel":
+        return self.engine.model
+
     def context_window(self) -> int | None:
         return self.engine.context_window()
+
+    def notice_for(self, language: str | None) -> str | None:
+        """The model's report carries no notice, even where the extractive engine wrote a part
+        (the report's header names the roles it answered)."""
+        return self.engine.notice_for(language)
+
+    def report_frame_tokens(self, plan: ResearchPlan) -> int:
+        return self.engine.report_frame_tokens(plan)
+
+    # A role's sizes: its model engine's (an LLMEngine; a RoutedEngine has none of its own).
+    @property
+    def limits(self) -> "ContextLimits":
+        return self.engine.limits  # type: ignore[union-attr]
+
+    @property
+    def estimator(self) -> "TokenEstimator":
+        return self.engine.estimator  # type: ignore[union-attr]
+
+    @property
+    def max_output_tokens(self) -> int:
+        return self.engine.max_output_tokens  # type: ignore[union-attr]
+
+    @property
+    def spill_dir(self) -> Path | None:
+        return self.engine.spill_dir  # type: ignore[union-attr]
+
+    def output_tokens(self, role: str, max_tokens: int | None = None) -> int:
+        return self.engine.output_tokens(role, max_tokens)  # type: ignore[union-attr]
+
+    def request_budget(self) -> int:
+        return self.engine.request_budget()  # type: ignore[union-attr]
+
+    def chars_for(self, tokens: int, sample: str) -> int:
+        return self.engine.chars_for(tokens, sample)  # type: ignore[union-attr]
+
+    def condense_room(self, subquestion: SubQuestion, source: Source, *,
+                      max_tokens: int | None = None) -> int:
+        return self.engine.condense_room(  # type: ignore[union-attr]
+            subquestion, source, max_tokens=max_tokens)
 
     # -- the roles ------------------------------------------------------------------------------
     def plan(self, topic: Topic, *, max_tokens: int | None = None) -> ResearchPlan:

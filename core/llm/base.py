@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Callable, ClassVar, Literal, Protocol, Sequence, runtime_checkable
 
 from pydantic import SecretStr
 
-from core.llm.quirks import QUIRKS, Form, fix_for
+from core.llm.quirks import Form, Quirks, fix_for
 from core.models import Message
+from core.overflow.windows import published_max_output
 from core.signals import Fatal, translate_errors
 
 ReasoningEffort = Literal["minimal", "low", "medium", "high"]
@@ -104,16 +104,9 @@ class Completion:
         return is_truncation(self.finish_reason)
 
 
-@lru_cache(maxsize=1)
-def _static_limits() -> Any:
-    from core.overflow.windows import ContextLimits  # the published table, nothing learned
-
-    return ContextLimits()
-
-
 def known_max_output(model: str) -> int | None:
     """The largest max_tokens the published table says the model accepts, when it knows."""
-    return _static_limits().max_output(model)
+    return published_max_output(model)
 
 
 def split_cap(model: str, answer: int, allowance: int, *, minimum: int = 0) -> tuple[int, int]:
@@ -175,6 +168,8 @@ class SDKBackend:
     # The read timeout is at least 30 s + cap / this many tokens a second; None: `timeout` only.
     min_output_rate: float | None = _MIN_TOKENS_PER_SECOND
     first_token_seconds: float = _FIRST_TOKEN_SECONDS  # the prompt read before the first token
+    # What the provider taught about this model's requests (core.llm.quirks).
+    quirks: Quirks = field(default_factory=Quirks, repr=False, compare=False)
     _client: Any = field(default=None, init=False, repr=False, compare=False)
     _client_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False,
                                          compare=False)
@@ -206,7 +201,7 @@ class SDKBackend:
         fix = fix_for(signal.__cause__, sent) if signal.reason == "bad_request" else None
         if fix is None:
             raise signal
-        QUIRKS.learn(self.provider, self.model, fix)
+        self.quirks.learn(self.provider, self.model, fix)
         params = build()
         if params == sent:  # not a parameter we sent (or already learned): nothing to try
             raise signal
@@ -214,7 +209,7 @@ class SDKBackend:
 
     def form(self) -> Form:
         """What the provider has said this model accepts (defaults until it says otherwise)."""
-        return QUIRKS.form(self.provider, self.model)
+        return self.quirks.form(self.provider, self.model)
 
     def output_cap(self, max_tokens: int) -> int:
         """The output cap a call with this answer budget sends, thinking allowance included

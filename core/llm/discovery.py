@@ -1,9 +1,8 @@
 """A model's context window, asked of the OpenAI-compatible server that serves it.
 
 Local servers know the window they run with, and it is rarely the model's training context
-(llama-server `-c 2048` on a model trained for 8192). `discover_window(base_url, model)` asks
-once per process per (base URL, model), each request with a short timeout, and returns the
-first answer of:
+(llama-server `-c 2048` on a model trained for 8192). `discover_window(base_url, model)` asks,
+each request with a short timeout, and returns the first answer of:
 
 - `GET {base}/models`: llama.cpp `data[].meta.n_ctx` (not `n_ctx_train`, the training context),
   vLLM `data[].max_model_len`, routers' `context_length` / `context_window`;
@@ -17,14 +16,14 @@ first answer of:
 server such as llama.cpp answers any name, so its one entry counts). The user's key goes as a
 Bearer token to that same server only (redirects are not followed) and is never logged. A
 server that says nothing, errors or times out gives None: the caller keeps its default. It
-does not decide when to ask (core.runtime) nor remember the answer (core.overflow.windows).
+does not decide when to ask (a run's context asks once, for a model whose window it does not
+know: core.context) nor remember the answer (core.overflow.windows).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
@@ -44,27 +43,11 @@ class Window:
     source: str  # where it was read, for the log: "the server's /props"
 
 
-_asked: dict[tuple[str, str], Window | None] = {}
-_asked_lock = threading.Lock()
-
-
 def discover_window(base_url: str, model: str, *, api_key: SecretStr | None = None,
                     timeout: float = TIMEOUT) -> Window | None:
     """The window the server at `base_url` (its /v1 URL) runs `model` with, or None when it
-    does not say. Asked once per process per (base URL, model); the answer is kept, even None."""
-    key = (base_url.rstrip("/"), model)
-    with _asked_lock:
-        if key in _asked:
-            return _asked[key]
-    found = _ask(key[0], model, api_key, timeout)
-    with _asked_lock:
-        return _asked.setdefault(key, found)
-
-
-def forget() -> None:
-    """Ask again next time (tests)."""
-    with _asked_lock:
-        _asked.clear()
+    does not say."""
+    return _ask(base_url.rstrip("/"), model, api_key, timeout)
 
 
 def server_root(base_url: str) -> str:

@@ -24,7 +24,6 @@ from typing import Any, ClassVar, Sequence
 
 from core.llm.anthropic import text_turns
 from core.llm.base import Completion, SDKBackend, Usage, add_counts, count, read, split_cap
-from core.llm.quirks import QUIRKS
 from core.models import Message
 
 # Google's thinking guide: with no budget set, 2.5 Pro and Flash think dynamically, "Auto (up to
@@ -186,4 +185,4 @@ class GeminiChat(SDKBackend):
         """A model that thought though nobody asked (and no allowance was left) gets one."""
         if usage.reasoning_tokens and self.thinking_budget is None \
                 and not thinks_by_default(self.model) and not self.form().thinks:
-            QUIRKS.learn(self.provider, self.model, "thinks")
+            self.quirks.learn(self.provider, self.model, "thinks")

@@ -1,11 +1,12 @@
-"""What each model accepts, learned from its own 400s and kept for the rest of the process.
+"""What each model accepts, learned from its own 400s and kept by the model for as long as it lives.
 
 A model's name is only a first guess at its request shape (`core.llm.openai.is_reasoning_model`
 knows o1/o3/o4/gpt-5); the API has the last word. When a provider rejects a parameter as
 unsupported, `fix_for(exc)` reads which one from the SDK exception (status 400; structured
-`param` and `code` fields first, then the message), `QUIRKS.learn(provider, model, fix)`
-remembers the supported form for that provider and model, and `SDKBackend.complete` rebuilds the
-request and sends it again, once per fix. The messages it understands, as the providers word them:
+`param` and `code` fields first, then the message), the model's `Quirks` remember the supported
+form (`learn(provider, model, fix)`), and `SDKBackend.complete` rebuilds the request and sends it
+again, once per fix. A run builds each of its models once (core.context), so every task of the
+run sends what one of them was taught. The messages it understands, as the providers word them:
 
 - OpenAI: "Unsupported parameter: 'max_tokens' is not supported with this model. Use
   'max_completion_tokens' instead." (code unsupported_parameter); "Unsupported value:
@@ -27,7 +28,7 @@ request and sends it again, once per fix. The messages it understands, as the pr
 
 What it does not do: classify errors (that stays `core.signals.translate_errors`; this
 module only reads the SDK exception a `Fatal(reason="bad_request")` keeps as `__cause__`), retry
-anything itself, or persist what it learned (a new process asks the API again: one free 400).
+anything itself, or persist what it learned (a new run asks the API again: one free 400).
 """
 
 from __future__ import annotations
@@ -110,11 +111,6 @@ class Quirks:
                      provider, model, _DESCRIBE[fix])
         return after
 
-    def clear(self) -> None:
-        """Forget everything (tests)."""
-        with self._lock:
-            self._forms.clear()
-
 
 def _key(provider: str, model: str) -> tuple[str, str]:
     return provider, model.strip().lower()
@@ -132,9 +128,6 @@ _DESCRIBE: dict[Fix, str] = {
     "json_object": "asking for JSON with response_format json_object (json_schema refused)",
     "json_instruction": "asking for JSON by instruction only (response_format refused)",
 }
-
-QUIRKS = Quirks()  # one per process: what a model said holds for every backend that calls it
-
 
 # -- reading the 400 ------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The cheaper sibling of a model, for bulk work (condensing every page) when the model is auto.
 
-Its own module so that `core.settings` can ask it without importing the provider registry
-(which needs settings): no circle.
+The flows hand it to `core.settings.run_config` when they turn Settings into a RunConfig: the
+settings hold no provider's price ladder.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 
 from core.models import Message
 from core.signals import Fatal, RateLimited
-from core.overflow.tokens import TokenEstimator, default_estimator
+from core.overflow.tokens import TokenEstimator
 
 CHECKPOINT_NAME = "checkpoint"
 CHECKPOINT_OPEN, CHECKPOINT_CLOSE = "<checkpoint>", "</checkpoint>"
@@ -220,7 +220,7 @@ def summarizer_input(messages: Sequence[Message], budget_tokens: int,
     the omission line says how many messages were left out. The kept newest part starts at a
     safe point (never an orphaned tool result).
     """
-    est = estimator or default_estimator()
+    est = estimator or TokenEstimator()
     msgs = [_clip(m, per_message_chars) for m in messages]
     if not msgs or est.estimate(msgs, model=model) <= budget_tokens:
         return msgs
@@ -290,7 +290,7 @@ def compact_transcript(messages: Sequence[Message], *, keep_recent: int, summari
     """
     if budget_tokens <= 0:
         raise ValueError("budget_tokens must be positive")
-    est = estimator or default_estimator()
+    est = estimator or TokenEstimator()
     head, tail = head_length(messages), tail_start(messages)
     start, prior = head, None
     if start < tail and is_checkpoint(messages[start]):

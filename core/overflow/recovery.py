@@ -18,12 +18,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
-from core.engine.base import ReportDraft, ResearchEngine
-from core.models import Finding, Message, ResearchPlan, Transcript
+from core.engine.base import ResearchEngine
+from core.models import Finding, Message, ReportDraft, ResearchPlan, Transcript
 from core.overflow.shrink import (CannotShrink, fit_findings, findings_budget_chars, lower_max_tokens,
                          render_findings, shrink_transcript, window_budget_chars)
 from core.signals import ContextOverflow, Fatal
-from core.overflow.tokens import TokenEstimator, default_estimator
+from core.overflow.tokens import TokenEstimator
 
 S = TypeVar("S")
 T = TypeVar("T")
@@ -90,8 +90,8 @@ def _engine_model(engine: Any) -> str | None:
 
 
 def _engine_estimator(engine: Any) -> TokenEstimator:
-    est = getattr(engine, "estimator", None)
-    return est if isinstance(est, TokenEstimator) else default_estimator()
+    est = getattr(engine, "estimator", None)  # an engine without a model counts at the default
+    return est if isinstance(est, TokenEstimator) else TokenEstimator()
 
 
 def learn_from(engine: Any, sig: ContextOverflow) -> None:

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 
 from core.overflow.compaction import head_length, tail_start, truncate_tool_results
 from core.models import Finding, Message
-from core.report import evidence_catalog
+from core.reports.report import evidence_catalog
 from core.signals import ContextOverflow
 from core.overflow.tokens import content_bytes
 
@@ -195,8 +195,8 @@ def _largest_cap(messages: list[Message], target: float, lowest: int,
 def render_findings(findings: Sequence[Finding]) -> str:
     """The findings as the report prompt carries them, each quote under its catalogue key.
 
-    Keys come from `core.report.evidence_catalog`, so the prompt, the budget and the reference
-    numbering all see the same evidence.
+    Keys come from `core.reports.report.evidence_catalog`, so the prompt, the budget and the
+    reference numbering all see the same evidence.
     """
     return "\n\n".join(finding_blocks(findings))
 

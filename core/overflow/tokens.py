@@ -6,8 +6,9 @@ safe side, since compacting early beats overflowing. When a provider reports the
 a request, `calibrate` moves that model's bytes-per-token ratio towards the observed one, so later
 estimates for the same model follow its real tokenizer.
 
-This module only counts; it never truncates and never calls a provider. Nothing happens at
-import: `default_estimator()` builds the shared instance on first use.
+This module only counts; it never truncates and never calls a provider. It keeps no estimator of
+its own: a run's is built with its context (core.context) and handed to what estimates for it, so
+what one run's providers taught never moves another run's page cuts.
 """
 
 from __future__ import annotations
@@ -117,16 +118,3 @@ class TokenEstimator:
 
 def _clamp(ratio: float) -> float:
     return min(MAX_BYTES_PER_TOKEN, max(MIN_BYTES_PER_TOKEN, ratio))
-
-
-_default: TokenEstimator | None = None
-_default_lock = threading.Lock()
-
-
-def default_estimator() -> TokenEstimator:
-    """The process-wide estimator, created on first use (so calibration is shared by tasks)."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            _default = TokenEstimator()
-        return _default

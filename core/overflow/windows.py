@@ -4,7 +4,8 @@
 order of trust: what an overflow error reported during this run (`learn`) or the model's server
 said when asked (`teach_window`, only for a model known no better), the configured
 overrides (`Settings.context_windows`, prefix -> tokens), what errors taught earlier runs
-(`remembered`, persisted per model in DuckDB through `on_learn`), the built-in table below, and
+(`remembered`, persisted per model in DuckDB through `on_learn`; `kept_in(store)` wires both to
+a run's store), the built-in table below, and
 finally `Settings.default_context_window` with a log line saying how to configure it. Names match by the
 longest known prefix (overrides and table compete; an override wins a tie), so
 "gpt-4o-mini-2024-07-18" resolves to gpt-4o-mini (never gpt-4o), and dated or provider-prefixed
@@ -21,7 +22,7 @@ import logging
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 from core.signals import ContextOverflow, Signal
 
@@ -148,9 +149,30 @@ def _longest_prefix(name: str, table: Mapping[str, Any]) -> str | None:
     return best
 
 
+class LimitsMemory(Protocol):
+    """Where limits outlive a run (core.store.ResultStore)."""
+
+    def learned_limits(self) -> dict[str, dict[str, int]]: ...
+
+    def remember_limits(self, model: str, **taught: int) -> None: ...
+
+
 class ContextLimits:
     """Windows and budgets per model, learned from overflows for the rest of the run.
     Thread-safe: tasks call it from worker threads."""
+
+    @classmethod
+    def kept_in(cls, memory: LimitsMemory, overrides: Mapping[str, int] | None = None,
+                default: int = 128_000) -> "ContextLimits":
+        """Limits that start from what earlier runs left in `memory` (a run's store) and leave
+        there what this run learns; a memory that cannot be read starts empty."""
+        try:
+            remembered = memory.learned_limits()
+        except Exception as exc:  # noqa: BLE001 - remembering is a bonus, never a failure
+            log.warning("could not read remembered model limits (%s); starting without", exc)
+            remembered = {}
+        return cls(overrides, default, remembered=remembered,
+                   on_learn=lambda model, taught: memory.remember_limits(model, **taught))
 
     def __init__(self, overrides: Mapping[str, int] | None = None, default: int = 128_000,
                  known: Mapping[str, ModelLimits] | None = None, *,
@@ -200,6 +222,7 @@ class ContextLimits:
             return remembered
         prefix = _longest_prefix(name, self._known)
         return self._known[prefix].max_output if prefix is not None else None
+
 
     def request_budget(self, model: str) -> int:
         """Tokens one request (input + max_tokens) may use: the window, or less when the
@@ -277,3 +300,10 @@ class ContextLimits:
                     "%s='{\"%s\": 200000}' (a model-name prefix -> tokens), or change the "
                     "fallback with RESEARCHFLOW_DEFAULT_CONTEXT_WINDOW.",
                     model, self.default, ENV_HINT, normalize(model))
+
+
+def published_max_output(model: str) -> int | None:
+    """The largest max_tokens the published table (KNOWN) says the model accepts, when it says:
+    nothing learned, so the same answer in any run."""
+    prefix = _longest_prefix(normalize(model), KNOWN)
+    return KNOWN[prefix].max_output if prefix is not None else None

@@ -44,7 +44,7 @@ _SUFFIX = re.compile(r"(?:ing|ed|ions?|ers?|es|ments?|ly)$")
 
 
 def _root(word: str) -> str:
-    """A word without its inflection, kept to four letters or more: extending, extended -> extend."""
+    """A word without its inflection, kept to four letters or more: extending -> extend."""
     cut = _SUFFIX.sub("", word)
     return cut if len(cut) >= 4 and "_" not in word else word
 

@@ -5,13 +5,14 @@ subject is no evidence.
     judge(plan, findings) -> Judgement     what answers each part; evidence off the subject out
     passed(plan, findings, where) -> Judgement, or NoEvidence when no part is answered
 
-A part is answered when quotes (researched for it or another part) are about its subject (they, their page's title
-or their section name one of the part's keys: core.relevance.about), the quotes of one page name
-most of what the part asks (its words weighed by their rarity in the corpus: `coverage`, where a
-word the corpus never uses, "sourdough", weighs the most), and the corpus knows every name the
-part asks about (Kubernetes; a comparison's options). How options differ is answered by quotes about two options at least. A
-sub-question a reviewer wrote (it has no part) asks a part of its own, read from its words: the
-report answers the reviewer, and names the topic's parts left unanswered.
+A part is answered when quotes (researched for it or another part) are about its subject
+(they, their page's title or their section name one of the part's keys: core.relevance.about),
+the quotes of one page name most of what the part asks (its words weighed by their rarity in
+the corpus: `coverage`, where a word the corpus never uses, "sourdough", weighs the most), and
+the corpus knows every name the part asks about (Kubernetes; a comparison's options). How
+options differ is answered by quotes about two options at least. A sub-question a reviewer
+wrote (it has no part) asks a part of its own, read from its words: the report answers the
+reviewer, and names the topic's parts left unanswered.
 
 A weak model quoting off-subject pages, and the extractive engine researching for it, meet the
 same gate: the judgement reads the findings, not the engine that wrote them.
@@ -22,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from core.failures import NoEvidence
+from core.topics.failures import NoEvidence
 
 # Of what a part asks (its words weighed by rarity), what one page's evidence must name.
 COVERAGE = 0.5

@@ -11,7 +11,7 @@ A plan that already has its parts (the offline planner's) is returned as it is.
 
 from __future__ import annotations
 
-from core.embedding import Embedder, EmbeddingUnavailable, embedder as shared_embedder
+from core.text.embedding import Embedder, EmbeddingUnavailable, embedder as shared_embedder
 from core.models import ResearchPlan, SubQuestion
 from core.relevance.about import names
 from core.relevance.subject import Reading

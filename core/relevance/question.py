@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from core.cjk import has_cjk
+from core.text.cjk import has_cjk
 
 _ASKING = (r"how|what|when|where|why|which|who|whether|is|are|was|were|does|do|did|can|"
            r"could|should|will|would")

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from core.cjk import has_cjk
+from core.text.cjk import has_cjk
 from core.engine.sentences import STOPWORDS, terms
 from core.models import Part, Vocabulary
 from core.relevance.question import Question, read_question
@@ -46,8 +46,8 @@ purposes overview basics introduction practice practices step steps feature feat
 aspects detail details documentation docs doc say says said know knowing learn understand
 explain explained describe described main important things thing watch out careful work works
 working worked make makes made making happen happens module modules library libraries
-package packages long often far soon quick quickly big large small little mean means meaning matter matters need needs want wants help
-helps good bad better worst simple easy easiest hard common typical right proper correct
+package packages long often far soon quick quickly big large small little mean means meaning
+matter matters need needs want wants help helps good bad better worst simple easy easiest hard common typical right proper correct
 recommended usual usually generally general kind kinds type types sort lot lots much many
 really actually exactly also even still within without across around idea ideas
 """.split())

@@ -29,9 +29,9 @@ CachedFetcher:
   * counters for a bench: fetches (real fetch calls), hits (answers without a fetch, a thread
     that shared another's fetch included), bytes_fetched, bytes_saved (bytes of those hits).
 
-Editions (core.editions): inside `checking_pages(edition)` a page stored before is checked once
-per edition and process: with a conditional request when the server gave an ETag or a
-Last-Modified (a 304 keeps the stored text, counted as `revalidated`), else fetched again; a
+Editions (core.reports.editions): inside `checking_pages(edition)` a page stored before is
+checked once per edition and process: with a conditional request when the server gave an ETag or
+a Last-Modified (a 304 keeps the stored text, counted as `revalidated`), else fetched again; a
 page older than the TTL is checked the same way instead of being fetched blind.
 
 CachedSearch:

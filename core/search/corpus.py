@@ -31,8 +31,8 @@ lock plus an flock on a sidecar lock file; searching uses a read-only connection
 processes may search the same index) with a cursor per call (so threads may search at once).
 If the index is held by another process and cannot be updated, the existing index is used as is.
 
-The fts extension is loaded offline by core.fts, from the file the pinned `duckdb-extension-fts`
-package ships (plain `INSTALL fts` downloads, which fails offline).
+The fts extension is loaded offline by core.text.fts, from the file the pinned
+`duckdb-extension-fts` package ships (plain `INSTALL fts` downloads, which fails offline).
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ from urllib.parse import unquote, urlsplit
 
 import duckdb
 
-from core.embedding import EmbeddingUnavailable, embedder
-from core.fts import fts_extension_path
+from core.text.embedding import EmbeddingUnavailable, embedder
+from core.text.fts import fts_extension_path
 from core.models import Heading, SearchResult, Source
 from core.search import corpus_rank, corpus_vocab
 from core.search import page_text as textlib

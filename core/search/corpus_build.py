@@ -18,7 +18,7 @@ the files found on disk (path -> size, mtime):
   promoted when its representative goes away;
 - the fts indexes are rebuilt (the extension can only build them whole) when anything changed:
   one over passages' title and body (English words, Porter-stemmed), one over the passages'
-  CJK bigrams (core.cjk), which the word index cannot see: its tokeniser keeps only a-z.
+  CJK bigrams (core.text.cjk), which the word index cannot see: its tokeniser keeps only a-z.
 
 What it does not do: decide when to index, lock, or read (core.search.corpus does).
 """
@@ -41,7 +41,7 @@ from pathlib import Path
 
 import duckdb
 
-from core.fts import load_fts
+from core.text.fts import load_fts
 from core.models import Heading
 from core.search.corpus_copies import near_copies
 from core.search.corpus_extract import (Extraction, FileJob, Passages, extract_file,

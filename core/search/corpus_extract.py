@@ -4,7 +4,7 @@
 cap, decodable text; otherwise the record says why it was skipped), hashes its bytes, extracts
 (title, text) — trafilatura for HTML, the text itself for .md/.txt, core.search.documents for
 .pdf/.docx/.pptx (pages joined by a form feed, so passages never cross a page) — cuts the text
-into passages, lists the CJK bigrams of each passage (core.cjk) and computes the file's content
+into passages, lists the CJK bigrams of each passage (core.text.cjk) and computes the file's content
 key: a hash of its words, case-folded, without markup or whitespace, so a page saved as HTML and
 as its plain-text or markdown source gets one key.
 
@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from core import cjk
+from core.text import cjk
 from core.models import Heading
 from core.search import documents
 from core.search import page_text as textlib

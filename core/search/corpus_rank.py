@@ -2,13 +2,13 @@
 
 `candidate_query(query, k)` is the SQL for the candidates: the query's words are scored by the
 word index (Porter-stemmed English) and its CJK bigrams and code names (pg_am, sqlite3) by the
-exact-term index (core.cjk, core.search.page_text.code_names); a passage's BM25 is the sum of
-both. It keeps the best few passages of each document and about
+exact-term index (core.text.cjk, core.search.page_text.code_names); a passage's BM25 is the
+sum of both. It keeps the best few passages of each document and about
 5·k passages in all, so there are enough documents to fill k results after re-ranking.
 
 `rerank(query, candidates, k, ...)` blends each candidate's BM25, divided by the best candidate's
 (so 1.0 is "the best keyword match"), with the cosine similarity of its text to the query from
-the shared offline embedder (core.embedding), also divided by the best candidate's:
+the shared offline embedder (core.text.embedding), also divided by the best candidate's:
 `(1 - w)·bm25/bm25_max + w·max(cos, 0)/cos_max`. Keyword counts
 say a passage mentions the words; the embedding says it is about them, which demotes a passage
 stuffed with the query's words on another subject. Then one passage per document, best first;
@@ -27,7 +27,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from core import cjk
+from core.text import cjk
 from core.search import page_text as textlib
 
 log = logging.getLogger(__name__)

@@ -6,8 +6,8 @@ or heading names it (core.relevance reads a topic's subject from these counts).
 A word is counted as the index sees it, from the index's own tables (DuckDB's fts `dict` and
 `terms`): a name written as code (pg_am, sqlite3) as one exact term; another Latin word by the
 Porter stems of its letter runs ("write-ahead" is write and ahead, and a document must hold
-them all); a Chinese, Japanese or Korean run by its character bigrams (core.cjk), all of which
-a document must hold. Documents are files with
+them all); a Chinese, Japanese or Korean run by its character bigrams (core.text.cjk), all of
+which a document must hold. Documents are files with
 passages (a file's twin, core.search.corpus_build, counts once); "titled" means the page's title
 or one of its headings (the index's `title` and `heads` fields) names the word. A word made only
 of the index's stop words cannot be counted and is left out of the answer.
@@ -21,7 +21,7 @@ from typing import Sequence
 
 import duckdb
 
-from core import cjk
+from core.text import cjk
 from core.models import Vocabulary, WordStats
 from core.search.page_text import code_names
 
@@ -80,7 +80,8 @@ def vocabulary(cur: duckdb.DuckDBPyConnection, words: Sequence[str]) -> Vocabula
 
 
 # Characters that glue Chinese words together: a neighbour that binds nothing.
-_GLUE = set("的了和与及或是在有也都而就被把对之其这那些吗呢吧啊着过，。、；：！？（）《》“”‘’ ")
+_GLUE = set("的了和与及或是在有也都而就被把对之其这那些吗呢吧啊着过"
+            "，。、；：！？（）《》“”‘’ ")
 _HAN_WORD = re.compile(r"[\u4e00-\u9fff]{2}")
 
 

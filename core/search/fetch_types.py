@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.errors import PicklableError
+from core.signals.errors import PicklableError
 from core.signals import Transient
 from core.search.addresses import AllowList
 

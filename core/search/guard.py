@@ -35,7 +35,7 @@ from typing import Callable, Iterable
 import httpcore
 import httpx
 
-from core.errors import PicklableError
+from core.signals.errors import PicklableError
 from core.search.addresses import AllowList, forbidden_reason, literal_ip
 
 Resolver = Callable[[str, int], list[str]]

@@ -1,5 +1,9 @@
 """Build the search backend a RunConfig asks for.
 
+    search_for(config, pages, billing)   what a run searches with: the corpus, or a web search
+                                         behind its meter (a ledger row per search) and, outside
+                                         the meter, the search cache (a cached search is free)
+
     "corpus"  -> CorpusSearch over config.corpus_dir, or over the CPython docs materialized
                  under <cache_dir>/corpus/pydocs; its index lives at
                  <cache_dir>/index/<hash of the corpus path>.duckdb and is built on first search
@@ -10,9 +14,8 @@
     "searxng" -> SearxngSearch on config.searxng_url (Fatal with a hint when unset), reading
                  pages through the same guarded, cached fetcher
 
-Nothing here is kept between calls: the runtime (core.runtime) holds one backend per
-configuration and one CorpusSearch per index file (DuckDB refuses a second connection to a file
-with a different configuration, and one shared instance also indexes only once).
+Nothing here is kept between calls: a run's context (core.context) holds the backend of its
+configuration, built once.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 
+from core.accounting.metering import Billing
 from core.models import Vocabulary, stable_id
 from core.search.base import SearchBackend
-from core.search.cache import CachedFetcher
+from core.search.cache import CachedFetcher, CachedSearch
 from core.search.corpus import CorpusSearch
+from core.search.metered import MeteredSearch
 from core.search.pydocs import materialize_pydocs
 from core.search.searxng import SearxngSearch, check_url
 from core.search.serpapi import KEY_HINT, SerpApiSearch
@@ -31,6 +36,23 @@ from core.search.web import Fetcher, FetchPolicy
 from core.settings import RunConfig, Settings, api_key, run_config
 from core.store.pages import PageStore
 from core.signals import Fatal
+
+
+WEB_SEARCHES = ("serpapi", "searxng")  # search services that bill: a ledger row per search
+
+
+def search_for(config: RunConfig, pages: PageStore, billing: Billing) -> SearchBackend:
+    """The search a run works with: the corpus, or a web search behind its meter and, outside
+    the meter, the search cache (`pages`), so a search served from the cache is not billed."""
+    if config.search == "corpus":
+        return corpus_search(config)
+    backend = make_search(config, pages=pages)
+    if config.search not in WEB_SEARCHES:
+        return backend
+    params = backend.params
+    metered = MeteredSearch(backend, billing.ledger, billing.prices, billing.gate(config.search),
+                            provider=config.search, memo=billing.memo)
+    return CachedSearch(metered, pages, ttl_hours=config.page_ttl_hours, params=params)
 
 
 def make_search(config: RunConfig | Settings, *, pages: PageStore | None = None) -> SearchBackend:
@@ -83,7 +105,7 @@ def corpus_location(config: RunConfig) -> tuple[Path, Path]:
 
 
 def corpus_search(config: RunConfig | Settings) -> CorpusSearch:
-    """A CorpusSearch for the configured corpus (a new instance: the runtime keeps one)."""
+    """A CorpusSearch for the configured corpus (a new instance: a run's context keeps one)."""
     if isinstance(config, Settings):
         config = run_config(config)
     corpus_dir, index_path = corpus_location(config)

@@ -25,22 +25,19 @@ answers, infoboxes or suggestions.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
-from core.models import SearchResult, Source
+from core.models import SearchResult
+from core.search.web_search import Fetcher, WebSearch, listed
 from core.signals import Fatal, RateLimited, Signal, Transient
-from core.search.addresses import AllowList
-from core.search.guard import refused_unasked
-from core.search.web import fetch_page, read_listed
 
 URL_HINT = ("set RESEARCHFLOW_SEARXNG_URL to the instance's root, e.g. http://127.0.0.1:8888 "
             "(the address its web page is served at)")
 JSON_HINT = ("the SearXNG instance refuses format=json: add json to search.formats in its "
              "settings.yml (formats: [html, json]) and restart it")
-Fetcher = Callable[[str], Source]
 
 
 def check_url(url: str | None) -> str:
@@ -65,15 +62,15 @@ def check_url(url: str | None) -> str:
     return url
 
 
-class SearxngSearch:
+class SearxngSearch(WebSearch):
     name = "searxng"
 
     def __init__(self, base_url: str, *, fetcher: Fetcher | None = None, timeout: float = 30.0,
                  engines: str | None = None, categories: str | None = None,
                  language: str | None = None,
                  transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(fetcher)
         self._base_url = check_url(base_url)
-        self._fetch = fetcher or fetch_page
         self._options = {k: v for k, v in (("engines", _csv(engines)),
                                             ("categories", _csv(categories)),
                                             ("language", (language or "").strip() or None))
@@ -95,35 +92,13 @@ class SearxngSearch:
         if not query:
             return []
         data = self._call({"q": query, "format": "json", "pageno": "1", **self._options})
-        results: list[SearchResult] = []
-        for item in data.get("results") or []:
-            hit = _result(item, len(results) + 1)
-            if hit is None or any(r.url == hit.url for r in results):
-                continue
-            results.append(hit)
-            if len(results) >= max(k, 1):
-                break
+        results = listed(data.get("results") or [], _result, k)
         if not results:
             failed = _unresponsive(data.get("unresponsive_engines"))
             if failed:
                 raise Transient("SearXNG found nothing and its engines failed: "
                                 + "; ".join(failed), provider="searxng")
         return results
-
-    def read(self, result: SearchResult) -> Source | None:
-        """The page as a Source, or None, or PageFault (core.search.web.read_listed): a page
-        that failed for a passing reason is read again, never taken for one without text."""
-        return read_listed(self._fetch, result.url)
-
-    def refuses(self, url: str) -> str | None:
-        """Why the page of a result would be refused before any request (a scheme other
-        than http(s), a forbidden IP literal, localhost), or None: such a result is never
-        offered to choose from (core.researcher)."""
-        check = getattr(self._fetch, "refuses", None)
-        if callable(check):
-            return check(url)
-        # `fetch_page` allows no host that is not public; another fetcher's rules are its own.
-        return refused_unasked(url, AllowList.parse(None)) if self._fetch is fetch_page else None
 
     def close(self) -> None:
         self._client.close()

@@ -31,28 +31,25 @@ The serpapi client puts the api key in the query string, and requests' exception
 no message raised from here contains it (`_mask` scrubs the key from any text we keep), and the
 original exception is chained as `__cause__` only after its args have been masked.
 
-`read` fetches the page with `web.fetch_page` and returns None for a page that cannot be read;
-`refuses` says why a result's page would be refused before any request (the fetcher's guard).
+`read` and `refuses` are every web search's (core.search.web_search): the page through the
+guarded fetcher, and why a result's page would be refused before any request.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Callable
+from typing import Any
 
 import serpapi
 
-from core.models import SearchResult, Source
-from core.search.addresses import AllowList
-from core.search.guard import refused_unasked
-from core.search.web import fetch_page, read_listed
+from core.models import SearchResult
+from core.search.web_search import Fetcher, WebSearch, listed
 from core.signals import Fatal, RateLimited, Signal, Transient
 
 log = logging.getLogger(__name__)
 
 KEY_HINT = "set SERPAPI_API_KEY (or RESEARCHFLOW_SERPAPI_API_KEY) to a valid SerpAPI key"
-Fetcher = Callable[[str], Source]
 
 ENGINES = ("google", "bing", "duckduckgo", "google_scholar", "google_news")
 ENGINE_HINT = "the SerpAPI engine is one of: " + ", ".join(ENGINES)
@@ -68,7 +65,7 @@ _DDG_REGIONS = {"gb": ("en", "uk-en"), "uk": ("en", "uk-en"), "jp": ("ja", "jp-j
 _ENGLISH_REGIONS = {"us", "au", "ca", "in", "ie", "nz", "sg", "za", "ph"}
 
 
-class SerpApiSearch:
+class SerpApiSearch(WebSearch):
     name = "serpapi"
 
     def __init__(self, api_key: str, *, base_url: str | None = None,
@@ -77,9 +74,9 @@ class SerpApiSearch:
                  language: str | None = None, country: str | None = None) -> None:
         if not api_key:
             raise Fatal("SerpAPI search needs an API key", provider="serpapi", hint=KEY_HINT)
+        super().__init__(fetcher)
         self._api_key = api_key
         self._base_url = base_url.rstrip("/") if base_url else None
-        self._fetch = fetcher or fetch_page
         self._timeout = timeout
         self._engine = _engine(engine)
         self._locale = _locale(self._engine, _blank(location), _language(language),
@@ -118,15 +115,7 @@ class SerpApiSearch:
             raise self._signal_for(200, str(error))
         items = (_news_items(data.get("news_results")) if self._engine == "google_news"
                  else data.get("organic_results") or [])
-        results: list[SearchResult] = []
-        for item in items:
-            hit = self._result(item, len(results) + 1)
-            if hit is None or any(r.url == hit.url for r in results):
-                continue
-            results.append(hit)
-            if len(results) >= k:
-                break
-        return results
+        return listed(items, self._result, k)
 
     def _size(self, k: int) -> dict[str, int]:
         """How many results to ask for, in the engine's own parameter (if it has one)."""
@@ -162,20 +151,6 @@ class SerpApiSearch:
         rank = int(given) if own and given.isdigit() else position
         return SearchResult(url=link, title=str(item.get("title") or link), snippet=snippet,
                             rank=rank)
-
-    def read(self, result: SearchResult) -> Source | None:
-        """The page as a Source, or None, or PageFault (core.search.web.read_listed)."""
-        return read_listed(self._fetch, result.url)
-
-    def refuses(self, url: str) -> str | None:
-        """Why the page of a result would be refused before any request (a scheme other
-        than http(s), a forbidden IP literal, localhost), or None: such a result is never
-        offered to choose from (core.researcher)."""
-        check = getattr(self._fetch, "refuses", None)
-        if callable(check):
-            return check(url)
-        # `fetch_page` allows no host that is not public; another fetcher's rules are its own.
-        return refused_unasked(url, AllowList.parse(None)) if self._fetch is fetch_page else None
 
     # ---- the SerpAPI call and its errors ----------------------------------------------------
 

@@ -7,7 +7,7 @@
     ├── Transient         a passing fault: retry with backoff
     ├── Fatal             configuration, auth, billing, bad request: fail now, say what to fix
     └── BudgetExceeded    our own spending cap, raised before a call that would cross it:
-                          never retried, the topic stops (core.ledger raises it)
+                          never retried, the topic stops (core.accounting.ledger raises it)
 
 The modules, in the order a provider error travels through them:
 
@@ -18,9 +18,11 @@ The modules, in the order a provider error travels through them:
     bodies            reading an error body: every string, retry hints, masking
     overflow_numbers  the numbers of an overflow in any server's wording: limit, prompt,
                       output, and which side to cut; output caps
+    errors            exceptions that survive pickling with their fields (signals, page faults)
 
-Who acts on them: tasks/retry.py (Prefect retries), core/overflow (shrinking), core/failures.py
-(the one line a failed topic reports). Import from here; the modules are the implementation.
+Who acts on them: tasks/retry.py (Prefect retries), core/overflow (shrinking),
+core/topics/failures.py (the one line a failed topic reports). Import from here; the modules are
+the implementation.
 """
 
 from core.signals.classify import (BodyFacts, OverflowNumbers, classify, classify_payload,

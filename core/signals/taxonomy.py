@@ -1,13 +1,13 @@
 """The typed signals every provider failure becomes (see the package map in `core.signals`).
 
 Each keeps the fields a caller acts on (a window's numbers, a retry-after, a reason) and
-pickles with them (`core.errors.PicklableError`): Prefect persists failures and Dask sends
+pickles with them (`core.signals.errors.PicklableError`): Prefect persists failures and Dask sends
 them between processes.
 """
 
 from __future__ import annotations
 
-from core.errors import PicklableError
+from core.signals.errors import PicklableError
 from core.secrets import mask
 
 

@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 import duckdb
 
 from core.store import lake
-from core.store.connection import writable
+from core.store.connection import HOLD_SECONDS, writable
 from core.store.schema import ensure_schema
 
 _T = TypeVar("_T")
@@ -50,36 +50,42 @@ def lake_target(target: str | Path) -> str | None:
     return text if text.startswith(lake.PREFIX) else None
 
 
-def open_backend(target: str | Path, *, lock_timeout: float,
+def open_backend(target: str | Path, *, lock_timeout: float, hold_seconds: float = HOLD_SECONDS,
                  data_path: str | None = None) -> Backend:
     """The backend for a target; a lake's is shared by the process (one DuckDB instance).
-    `data_path` is where a new lake keeps its Parquet files (RESEARCHFLOW_LAKE_DATA_PATH)."""
+    A file's connections wait `lock_timeout` for another process and stay open `hold_seconds`
+    while idle; `data_path` is where a new lake keeps its Parquet files."""
     spec = lake_target(target)
     if spec is not None:
         return lake.backend_for(spec, data_path)
-    return FileBackend(Path(target), lock_timeout=lock_timeout)
+    return FileBackend(Path(target), lock_timeout=lock_timeout, hold_seconds=hold_seconds)
 
 
 class FileBackend:
     """A DuckDB file: one writing process at a time, through core.store.connection."""
 
-    def __init__(self, path: Path, *, lock_timeout: float) -> None:
+    def __init__(self, path: Path, *, lock_timeout: float,
+                 hold_seconds: float = HOLD_SECONDS) -> None:
         self.path = Path(path).expanduser().resolve()
         self.name = str(self.path)
         self.lock_timeout = lock_timeout
+        self.hold_seconds = hold_seconds
 
     def ensure_schema(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with writable(self.path, lock_timeout=self.lock_timeout, transaction=True) as con:
+        with writable(self.path, lock_timeout=self.lock_timeout, hold_seconds=self.hold_seconds,
+                      transaction=True) as con:
             ensure_schema(con, self.path)
 
     @contextmanager
     def read(self) -> Iterator[duckdb.DuckDBPyConnection]:
         # Read-write on purpose: DuckDB refuses a read-only connection to a file this process
         # holds read-write, and the per-file lock already keeps this process's calls in turn.
-        with writable(self.path, lock_timeout=self.lock_timeout) as con:
+        with writable(self.path, lock_timeout=self.lock_timeout,
+                      hold_seconds=self.hold_seconds) as con:
             yield con
 
     def write(self, body: Callable[[duckdb.DuckDBPyConnection], _T]) -> _T:
-        with writable(self.path, lock_timeout=self.lock_timeout, transaction=True) as con:
+        with writable(self.path, lock_timeout=self.lock_timeout, hold_seconds=self.hold_seconds,
+                      transaction=True) as con:
             return body(con)

@@ -4,9 +4,9 @@ What it does: reads the answers stored under some fingerprints while they are fr
 upserts answers (a newer answer to the same request replaces the older one). The table lives in
 the store, so every worker, process and machine writing to one store shares it.
 
-What it does not do: compute fingerprints or decide what is an answer (core.memo does), or ever
-fail its caller: a store that is locked or broken costs only the memo (a read is a miss, a
-write is kept by core.memo and tried again), with one warning.
+What it does not do: compute fingerprints or decide what is an answer (core.accounting.memo does),
+or ever fail its caller: a store that is locked or broken costs only the memo (a read is a miss, a
+write is kept by core.accounting.memo and tried again), with one warning.
 """
 
 from __future__ import annotations
@@ -15,38 +15,27 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
 import duckdb
 
+from core.accounting.memo import MemoRow
 from core.store.backend import open_backend
-from core.store.connection import StoreError
+from core.store.connection import HOLD_SECONDS, StoreError
 
 log = logging.getLogger("researchflow.store.memo")
 _T = TypeVar("_T")
 _ROWS_PER_STATEMENT = 200
 
 
-@dataclass(frozen=True)
-class MemoRow:
-    fingerprint: str
-    kind: str  # "llm" | "search"
-    provider: str
-    model: str
-    role: str | None
-    answer: str  # JSON (core.memo's codecs)
-    created_at: datetime
-
-
 class MemoStore:
     """The `call_memo` table of one store target. Safe to share between threads."""
 
     def __init__(self, path: Path | str, *, lock_timeout: float = 5.0,
-                 retry_after: float = 10.0) -> None:
-        self.backend = open_backend(path, lock_timeout=lock_timeout)
+                 hold_seconds: float = HOLD_SECONDS, retry_after: float = 10.0) -> None:
+        self.backend = open_backend(path, lock_timeout=lock_timeout, hold_seconds=hold_seconds)
         self.retry_after = retry_after
         self._state = threading.Lock()
         self._ready = False

@@ -25,7 +25,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -71,49 +70,21 @@ def lock_for(path: Path) -> threading.Lock:
         return _LOCKS.setdefault(path, threading.Lock())
 
 
-@dataclass
-class _Policy:
-    """How this process uses its store files (Settings.store_lock_timeout and
-    store_hold_seconds, applied by `configure` when the runtime builds a store)."""
-
-    lock_timeout: float = 30.0
-    hold_seconds: float = 0.5
-
-
-_POLICY = _Policy()
-
-
-def configure(*, lock_timeout: float | None = None, hold_seconds: float | None = None) -> None:
-    """Set how long writers wait for another process, and how long idle files stay open."""
-    if lock_timeout is not None:
-        _POLICY.lock_timeout = max(0.0, lock_timeout)
-    if hold_seconds is not None:
-        _POLICY.hold_seconds = max(0.0, hold_seconds)
-
-
-def lock_wait() -> float:
-    """How long a writer waits for another process to let go of the file, in seconds.
-
-    A run records its outcome through this wait, so an open DuckDB shell or a neighbour's
-    write delays the record instead of losing it (RESEARCHFLOW_STORE_LOCK_TIMEOUT, default 30).
-    """
-    return _POLICY.lock_timeout
+# How long a writer waits for another process to let go of the file, in seconds, when its
+# caller names no wait (a run's stores take RESEARCHFLOW_STORE_LOCK_TIMEOUT): an open DuckDB
+# shell or a neighbour's write then delays a record instead of losing it.
+LOCK_TIMEOUT = 30.0
+# How long an idle read-write connection stays open for the next call, when its caller names
+# no time (a run's stores take RESEARCHFLOW_STORE_HOLD_SECONDS; 0 opens a connection per call).
+# Opening a DuckDB file costs tens of milliseconds (catalog read, checkpoint on close); a batch
+# makes a cache call every few milliseconds, so it keeps the file open while it works and lets
+# go after this much idleness. Another process that needs the file asks for it (`_Wanted`).
+HOLD_SECONDS = 0.5
 
 
 def _is_lock_conflict(exc: duckdb.Error) -> bool:
     text = str(exc)
     return "Could not set lock" in text or "Conflicting lock" in text
-
-
-def hold_seconds() -> float:
-    """How long an idle read-write connection stays open for the next call, in seconds.
-
-    Opening a DuckDB file costs tens of milliseconds (catalog read, checkpoint on close); a
-    batch makes a cache call every few milliseconds, so it keeps the file open while it works
-    and lets go after this much idleness (RESEARCHFLOW_STORE_HOLD_SECONDS, default 0.5; 0 opens
-    a connection per call). Another process that needs the file asks for it (`_Wanted`).
-    """
-    return _POLICY.hold_seconds
 
 
 class _Wanted:
@@ -210,10 +181,12 @@ def connect(path: Path, *, read_only: bool, lock_timeout: float) -> duckdb.DuckD
 
 
 class _Held:
-    """This process's open read-write connection to one file, between calls."""
+    """This process's open read-write connection to one file, between calls, and how long its
+    last user wanted it kept while idle."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, hold_seconds: float) -> None:
         self.con = con
+        self.hold_seconds = hold_seconds
         self.idle_since = time.monotonic()
 
 
@@ -229,7 +202,7 @@ def release(path: Path) -> None:
 
 
 def _reap() -> None:
-    """Close connections idle for longer than hold_seconds(), for ever (a daemon thread)."""
+    """Close connections idle for longer than they are to be held, for ever (a daemon thread)."""
     while True:
         time.sleep(0.1)
         for path in list(_HELD):
@@ -238,7 +211,7 @@ def _reap() -> None:
                 continue  # in use right now: not idle
             try:
                 held = _HELD.get(path)
-                if held and time.monotonic() - held.idle_since >= hold_seconds():
+                if held and time.monotonic() - held.idle_since >= held.hold_seconds:
                     release(path)
             finally:
                 lock.release()
@@ -267,14 +240,16 @@ def _checkout(path: Path, lock_timeout: float) -> duckdb.DuckDBPyConnection:
     return connect(path, read_only=False, lock_timeout=lock_timeout)
 
 
-def _checkin(path: Path, con: duckdb.DuckDBPyConnection) -> None:
+def _checkin(path: Path, con: duckdb.DuckDBPyConnection, hold_seconds: float) -> None:
     global _reaper
-    if hold_seconds() <= 0:
+    if hold_seconds <= 0:
+        _HELD.pop(path, None)
         con.close()
         return
     held = _HELD.get(path)
     if held is None or held.con is not con:
-        _HELD[path] = held = _Held(con)
+        _HELD[path] = held = _Held(con, hold_seconds)
+    held.hold_seconds = hold_seconds
     held.idle_since = time.monotonic()
     if _reaper is None:
         _reaper = threading.Thread(target=_reap, name="researchflow-store-reaper", daemon=True)
@@ -282,11 +257,12 @@ def _checkin(path: Path, con: duckdb.DuckDBPyConnection) -> None:
 
 
 @contextmanager
-def writable(path: Path, *, lock_timeout: float, transaction: bool = False
-             ) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-write connection for the length of a `with` block.
+def writable(path: Path, *, lock_timeout: float, hold_seconds: float = HOLD_SECONDS,
+             transaction: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-write connection for the length of a `with` block, kept open `hold_seconds` after
+    it for the next call (see HOLD_SECONDS).
 
-    The connection is this process's held one when it has one (see hold_seconds). With
+    The connection is this process's held one when it has one. With
     transaction=True the block runs in one transaction: committed when the block ends, rolled
     back when it raises. A connection that failed in a way DuckDB may have invalidated is
     closed rather than kept.
@@ -308,7 +284,7 @@ def writable(path: Path, *, lock_timeout: float, transaction: bool = False
             ok = True
         finally:
             if ok:
-                _checkin(path, con)
+                _checkin(path, con, hold_seconds)
             else:
                 _HELD.pop(path, None)
                 con.close()

@@ -39,9 +39,9 @@ from typing import Literal
 
 import duckdb
 
-from core.fts import load_fts
+from core.text.fts import load_fts
 from core.models import stable_id
-from core import cjk
+from core.text import cjk
 from core.store.connection import StoreError
 from core.store.query import attached_readonly
 

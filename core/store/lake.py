@@ -347,7 +347,7 @@ def backend_for(spec: str, data_path: str | None = None) -> LakeBackend:
 
 
 def close_all() -> None:
-    """Close every lake instance this process opened (the runtime's close)."""
+    """Close every lake instance this process opened (tasks.contexts.close, at exit)."""
     with _BACKENDS_GUARD:
         backends = list(_BACKENDS.values())
         _BACKENDS.clear()

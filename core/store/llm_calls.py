@@ -19,7 +19,7 @@ import duckdb
 from core.secrets import mask
 from core.store.connection import one_dict
 from core.store.schema import USAGE_COLUMNS
-from core.usage import CallRecord, UsageTotals
+from core.accounting.usage import CallRecord, UsageTotals
 
 # The table's columns are the dataclass's fields, by name: a new field without a migration
 # fails loudly here instead of being dropped.

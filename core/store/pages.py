@@ -36,7 +36,7 @@ import duckdb
 
 from core.models import SearchResult
 from core.store.backend import open_backend
-from core.store.connection import StoreError
+from core.store.connection import HOLD_SECONDS, StoreError
 
 log = logging.getLogger("researchflow.store.pages")
 
@@ -83,8 +83,8 @@ class PageStore:
     share between threads of one process."""
 
     def __init__(self, path: Path | str, *, lock_timeout: float = 1.0,
-                 retry_after: float = 30.0) -> None:
-        self.backend = open_backend(path, lock_timeout=lock_timeout)
+                 hold_seconds: float = HOLD_SECONDS, retry_after: float = 30.0) -> None:
+        self.backend = open_backend(path, lock_timeout=lock_timeout, hold_seconds=hold_seconds)
         self.path = self.backend.path  # None for a DuckLake
         self.lock_timeout = lock_timeout
         self.retry_after = retry_after

@@ -32,14 +32,14 @@ from typing import Any
 
 import duckdb
 
-from core.editions import Snapshot
+from core.reports.editions import Snapshot
 from core.store.report_snapshots import snapshot_from
 from core.models import Citation, Report
 from core.store import lake, llm_calls
 from core.store.backend import lake_target
 from core.store.connection import (ReadOnlyQueryError, StoreError, _is_lock_conflict, lock_for,
                                    release, retry_locked)
-from core.usage import UsageTotals
+from core.accounting.usage import UsageTotals
 
 MEMORY_LIMIT = "1GB"
 # SET in this order once the store is open: the temp directory cannot change once external
@@ -297,7 +297,7 @@ def read_report(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> Rep
 
 
 def read_snapshot(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> Snapshot | None:
-    """What a stored report rests on (core.editions), read-only; None for an unknown id."""
+    """What a stored report rests on (core.reports.editions), read-only; None for an unknown id."""
     with readonly(path, lock_timeout=lock_timeout) as con:
         try:
             return snapshot_from(con, report_id)

@@ -1,4 +1,4 @@
-"""What a stored report rests on, read back for comparing editions (core.editions)."""
+"""What a stored report rests on, read back for comparing editions (core.reports.editions)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import duckdb
 
-from core.editions import ClaimView, Snapshot, citations_of
+from core.reports.editions import ClaimView, Snapshot, citations_of
 
 
 def snapshot_from(con: duckdb.DuckDBPyConnection, report_id: str) -> Snapshot | None:

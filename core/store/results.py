@@ -24,16 +24,16 @@ from typing import Any, Literal, TypeVar
 
 import duckdb
 
-from core.editions import EditionDiff, Snapshot
+from core.reports.editions import EditionDiff, Snapshot
 from core.models import ResearchResult, Topic
 from core.secrets import mask
 from core.store import llm_calls, model_limits, runs
 from core.store.backend import open_backend
 from core.store.report_snapshots import snapshot_from
-from core.store.connection import StoreError, dicts, lock_wait, one_dict
+from core.store.connection import HOLD_SECONDS, LOCK_TIMEOUT, StoreError, dicts, one_dict
 from core.store.redaction import public_settings
 from core.store.schema import TABLES, read_version
-from core.usage import CallRecord, UsageTotals
+from core.accounting.usage import CallRecord, UsageTotals
 
 
 _T = TypeVar("_T")
@@ -47,10 +47,11 @@ class ResultStore:
     """Research results in a DuckDB file, or in a DuckLake when `path` is a `ducklake:` target
     (core.store.backend). Safe to share between threads of one process."""
 
-    def __init__(self, path: Path | str, *, lock_timeout: float | None = None,
-                 data_path: str | None = None) -> None:
-        self.lock_timeout = lock_wait() if lock_timeout is None else lock_timeout
-        self.backend = open_backend(path, lock_timeout=self.lock_timeout, data_path=data_path)
+    def __init__(self, path: Path | str, *, lock_timeout: float = LOCK_TIMEOUT,
+                 hold_seconds: float = HOLD_SECONDS, data_path: str | None = None) -> None:
+        self.lock_timeout = lock_timeout
+        self.backend = open_backend(path, lock_timeout=lock_timeout, hold_seconds=hold_seconds,
+                                    data_path=data_path)
         self.path = self.backend.path  # None for a DuckLake
         self.backend.ensure_schema()
 
@@ -287,7 +288,7 @@ class ResultStore:
         return None if row is None or row[0] is None else int(row[1])
 
     def snapshot(self, report_id: str) -> Snapshot | None:
-        """What a stored report rests on (core.editions), or None for an unknown id."""
+        """What a stored report rests on (core.reports.editions), or None for an unknown id."""
         with self._connection() as con:
             return snapshot_from(con, report_id)
 

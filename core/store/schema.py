@@ -32,10 +32,10 @@ Version history:
      `error`; `failures` lists them and `cost_by_batch` counts them (`invalid`)
   9  editions: `topics.edition` and `reports.edition` (a scheduled batch's run: its date by
      default), `reports.previous_report_id` (the topic's previous edition), `changes` (what
-     changed since it, one row per item, core.editions); `pages.etag` and
+     changed since it, one row per item, core.reports.editions); `pages.etag` and
      `pages.last_modified` for conditional fetches; views `report_editions` and
      `report_changes`, `latest_reports` gains `edition`
-  10 the call memo `call_memo` (core.memo): one answer per fingerprint of a successful billed
+  10 the call memo `call_memo` (core.accounting.memo): one answer per fingerprint of a successful billed
      request, so a retry or rerun is served it instead of paying again; the ledger's
      outcome 'served' (cost 0) and the usage sums' `served_calls`
   11 no table changes: the ledger's outcome 'fallback' (a role the extractive engine answered
@@ -60,7 +60,7 @@ SCHEMA_VERSION = 12
 # Order matters for counts() and nothing else; meta is bookkeeping, not data.
 TABLES = ("runs", "topics", "subquestions", "sources", "topic_sources", "findings",
           "citations", "reports", "llm_calls", "model_limits", "pages", "searches", "changes")
-# Not counted: `call_memo` (core.memo), answers kept for repeats of billed calls.
+# Not counted: `call_memo` (core.accounting.memo), answers kept for repeats of billed calls.
 
 _META = "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);"
 
@@ -99,14 +99,14 @@ CREATE TABLE IF NOT EXISTS reports (
     topic VARCHAR NOT NULL, title VARCHAR, markdown VARCHAR NOT NULL, engine VARCHAR,
     flags VARCHAR[], created_at TIMESTAMPTZ NOT NULL, language VARCHAR, edition VARCHAR,
     previous_report_id VARCHAR, unanswered VARCHAR[]);
--- What changed in a report since the topic's previous edition (core.editions), one row per
+-- What changed in a report since the topic's previous edition (core.reports.editions), one row per
 -- item: kind is source_added | source_gone | claim_added | claim_dropped | claim_changed |
 -- number_changed.
 CREATE TABLE IF NOT EXISTS changes (
     report_id VARCHAR, idx INTEGER, previous_report_id VARCHAR NOT NULL, kind VARCHAR NOT NULL,
     url VARCHAR, title VARCHAR, text VARCHAR, quote VARCHAR, before VARCHAR,
     PRIMARY KEY (report_id, idx));
--- The usage ledger: one row per core.usage.CallRecord, columns named like its fields. Never
+-- The usage ledger: one row per core.accounting.usage.CallRecord, columns named like its fields. Never
 -- deleted by a rerun: a call that was paid for stays paid for.
 CREATE TABLE IF NOT EXISTS llm_calls (
     call_id VARCHAR PRIMARY KEY, run_id VARCHAR NOT NULL, batch_id VARCHAR NOT NULL,
@@ -130,7 +130,7 @@ CREATE TABLE IF NOT EXISTS pages (
 CREATE TABLE IF NOT EXISTS searches (
     key VARCHAR PRIMARY KEY, engine VARCHAR, query VARCHAR, results JSON,
     fetched_at TIMESTAMPTZ NOT NULL);
--- The call memo (core.memo): the answer of one successful billed call (an LLM completion or a
+-- The call memo (core.accounting.memo): the answer of one successful billed call (an LLM completion or a
 -- search's results, as JSON) under a hash of its request and edition; never the request
 -- itself, never a key.
 CREATE TABLE IF NOT EXISTS call_memo (
@@ -139,7 +139,7 @@ CREATE TABLE IF NOT EXISTS call_memo (
     created_at TIMESTAMPTZ NOT NULL);
 """
 
-# The sums behind core.usage.UsageTotals, over `llm_calls l`; the aliases are its field names.
+# The sums behind core.accounting.usage.UsageTotals, over `llm_calls l`; the aliases are its field names.
 # Shared by the views and by ledger.usage_totals so both always count the same way.
 USAGE_COLUMNS = """
     count(*) FILTER (WHERE l.outcome <> 'fallback') AS calls,

@@ -11,7 +11,7 @@ from bench import quality
 from bench.quality import Judge, citation_score, main, race_score
 from bench.report_facts import (CitationPair, citation_pairs, measured_facts, parse_report,
                                 split_sentences)
-from core import runtime
+from tasks import contexts
 from core.llm.registry import make_model
 from core.settings import Settings
 from core.store import query_readonly
@@ -67,7 +67,7 @@ Processes are slower to start [9].
 def test_sentences_split_on_english_and_chinese_ends_but_not_on_decimals():
     assert split_sentences("It needs 8.5 MB. Next one [1]. 线程会阻塞[2]。协程更轻量。 Tail") == [
         "It needs 8.5 MB.", "Next one [1].", "线程会阻塞[2]。", "协程更轻量。", "Tail"]
-    # A citation after the full stop belongs to the sentence before it (core/report.py).
+    # A citation after the full stop belongs to the sentence before it (core/reports/report.py).
     assert split_sentences("Made of cheese. [4] Slower [9].") == ["Made of cheese. [4]",
                                                                   "Slower [9]."]
 
@@ -242,10 +242,10 @@ def test_the_judge_retries_a_server_error_and_gives_up_on_auth():
 # --- (c) the whole harness, end to end ----------------------------------------------------------
 
 @pytest.fixture()
-def fresh_runtime():
-    runtime.reset()
+def fresh_contexts():
+    contexts.close()
     yield
-    runtime.reset()
+    contexts.close()
 
 
 def test_no_provider_key_exits_2_with_a_clear_message(monkeypatch, capsys, tmp_path):
@@ -261,7 +261,7 @@ def test_no_provider_key_exits_2_with_a_clear_message(monkeypatch, capsys, tmp_p
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("prefect_harness", "fresh_runtime")
+@pytest.mark.usefixtures("prefect_harness", "fresh_contexts")
 def test_main_runs_topics_through_the_flows_and_scores_them(monkeypatch, capsys, tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()

@@ -8,7 +8,6 @@ from typing import Any, Callable
 import pytest
 
 from core.llm.base import SDKBackend
-from core.llm.quirks import QUIRKS
 from core.llm.registry import make_model
 from core.models import Message
 from core.signals import Signal
@@ -23,13 +22,6 @@ SUFFIX = {"openai": "/v1", "anthropic": "", "gemini": ""}
 # google-genai lets transport errors (timeouts) through as httpx2's own exceptions.
 SDK_MODULES = {"openai": ("openai",), "anthropic": ("anthropic",),
                "gemini": ("google.genai", "httpx2")}
-
-
-@pytest.fixture(autouse=True)
-def _fresh_quirks() -> Any:
-    QUIRKS.clear()  # what one test taught must not shape the next one's requests
-    yield
-    QUIRKS.clear()
 
 
 def make(spec: str, url: str, *, settings: dict[str, Any] | None = None,

@@ -1,9 +1,9 @@
-"""The call memo (core.memo) around the real openai SDK against a loopback server, stored in a
-real DuckDB file: a repeated request is served its recorded answer without a request, in this
+"""The call memo (core.accounting.memo) around the real openai SDK against a loopback server, stored
+in a real DuckDB file: a repeated request is served its recorded answer without a request, in this
 process and in the next (a fresh memo on the same store), and the ledger says so at $0; a new
-edition is served an LLM call's answer but asks a search again; a refreshing run, an expired
-record, a different parameter or a failed call pays.
-Neither the key nor the request reaches the memo's table."""
+edition is served an LLM call's answer but asks a search again; a refreshing run, an expired record,
+a different parameter or a failed call pays. Neither the key nor the request reaches the memo's
+table."""
 
 from __future__ import annotations
 
@@ -15,13 +15,14 @@ import duckdb
 import pytest
 
 from core import secrets
-from core.ledger import Ledger, acting_as, scoped
+from core.accounting.ledger import Ledger, acting_as, scoped
 from core.llm.registry import make_model
-from core.memo import CallMemo
-from core.metering import MeteredModel, MeteredSearch
+from core.accounting.memo import CallMemo
+from core.accounting.metering import MeteredModel
+from core.search.metered import MeteredSearch
 from core.models import Message, SearchResult
-from core.pacing import ProviderGate
-from core.prices import PriceTable
+from core.accounting.pacing import ProviderGate
+from core.accounting.prices import PriceTable
 from core.settings import Settings
 from core.signals import Fatal
 from core.store import ResultStore
@@ -42,9 +43,9 @@ def db(tmp_path: Path) -> Path:
 
 
 def model_on(server: ScriptedServer, db: Path, *, ttl_hours: float = 24.0, salt: str = "",
-             **settings) -> tuple[MeteredModel, CallMemo, ResultStore]:
+             batch_seconds: float = 0, **settings) -> tuple[MeteredModel, CallMemo, ResultStore]:
     store = ResultStore(db)
-    memo = CallMemo(MemoStore(db), ttl_hours=ttl_hours, salt=salt, batch_seconds=0)
+    memo = CallMemo(MemoStore(db), ttl_hours=ttl_hours, salt=salt, batch_seconds=batch_seconds)
     inner = make_model("openai:gpt-4o-mini", Settings(
         _env_file=None, openai_api_key=API_KEY, openai_base_url=server.url + "/v1",
         request_timeout=10, **settings))
@@ -261,9 +262,8 @@ def test_an_answer_waiting_in_the_batch_is_written_before_the_next_call_leaves(d
     call is sent."""
     second = [Message(role="user", content="What does the GIL protect? (the call in flight)")]
     with ScriptedServer(default=answering()) as server:
-        model, memo, _ = model_on(server, db)
-        memo.batch_seconds = 3_600  # nothing would be written for an hour
-        memo.write_first = True  # as on a Dask worker (core.runtime.Runtime.losable)
+        model, memo, _ = model_on(server, db, batch_seconds=3_600)  # nothing written for an hour
+        memo.write_first = True  # as on a Dask worker (tasks.contexts.losable)
         ask(model)
         assert MemoStore(db).fingerprints(datetime.now(timezone.utc) - timedelta(hours=1)) == set()
         with scoped(**SCOPE), acting_as("condense"):

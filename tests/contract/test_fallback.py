@@ -15,11 +15,11 @@ import os
 import duckdb
 import pytest
 
-from core import runtime
+from tasks import contexts
 from core.engine.fallback import FallbackEngine
 from core.engine.model_driven.calls import INVALID_OUTPUT
 from core.engine.offline.extractive import ExtractiveEngine
-from core.ledger import scoped
+from core.accounting.ledger import scoped
 from core.models import Source, SubQuestion, Topic, Transcript
 from core.overflow.roles import condense_with_shrink, plan_with_shrink
 from core.settings import RunConfig
@@ -55,10 +55,10 @@ def _config(url: str, tmp_path, **changes) -> RunConfig:
 
 
 @pytest.fixture()
-def fresh_runtime():
-    rt = runtime.reset()
-    yield rt
-    runtime.reset()
+def fresh_contexts():
+    contexts.close()
+    yield contexts
+    contexts.close()
 
 
 def _looping(rec) -> object:
@@ -73,33 +73,34 @@ def _looping(rec) -> object:
 @pytest.mark.parametrize("answer", [_prose, _same_question, _looping],
                          ids=["prose", "one-question-thrice", "looping-question"])
 def test_a_plan_the_model_cannot_give_comes_from_the_offline_planner(answer, tmp_path,
-                                                                     fresh_runtime, caplog):
+                                                                     fresh_contexts, caplog):
     with ScriptedServer(default=answer) as server:
         config = _config(server.url, tmp_path)
-        engine = fresh_runtime.engine(config)
+        engine = fresh_contexts.context_for(config).engine
         with scoped(run_id="r1", topic_id="t1"), caplog.at_level(logging.WARNING,
                                                                  "researchflow.fallback"):
             plan = plan_with_shrink(engine.for_role("plan"), TOPIC)
         asked = len(server.requests)
-    fresh_runtime.flush()
+    fresh_contexts.flush()
     # The offline planner's outline: the question's own parts (this topic asks one thing).
     assert [sq.question for sq in plan.subquestions] == [TOPIC.text]
     assert [p.heading for p in plan.parts] == [TOPIC.text]
     assert asked <= 3  # the bounded re-asks, no more
     assert "plan: the model's answers stayed invalid" in caplog.text
-    totals = fresh_runtime.store(config.db_path).usage(topic_id="t1")
+    totals = fresh_contexts.context_for(config).store.usage(topic_id="t1")
     assert (totals.fallbacks, totals.fallback_roles, totals.calls) == (1, "plan", asked)
     assert "1 answer(s) from the extractive engine (plan)" in totals.line()
-    fresh_runtime.close()
+    fresh_contexts.close()
     with duckdb.connect(config.db_path, read_only=True) as con:
         rows = con.execute("SELECT topic_id, role, times, last_reason FROM fallbacks").fetchall()
     assert [r[:3] for r in rows] == [("t1", "plan", 1)]
     assert "research plan" in rows[0][3]
 
 
-def test_with_fallback_none_the_role_is_named_and_nothing_is_invented(tmp_path, fresh_runtime):
+def test_with_fallback_none_the_role_is_named_and_nothing_is_invented(tmp_path, fresh_contexts):
     with ScriptedServer(default=_prose) as server:
-        engine = fresh_runtime.engine(_config(server.url, tmp_path, fallback="none"))
+        strict = _config(server.url, tmp_path, fallback="none")
+        engine = fresh_contexts.context_for(strict).engine
         with pytest.raises(Fatal) as raised:
             plan_with_shrink(engine.for_role("plan"), TOPIC)
     assert raised.value.reason == INVALID_OUTPUT
@@ -107,9 +108,9 @@ def test_with_fallback_none_the_role_is_named_and_nothing_is_invented(tmp_path, 
     assert "--fallback extractive" in str(raised.value)
 
 
-def test_condense_falls_back_to_the_page_own_sentences(tmp_path, fresh_runtime):
+def test_condense_falls_back_to_the_page_own_sentences(tmp_path, fresh_contexts):
     with ScriptedServer(default=_prose) as server:
-        engine = fresh_runtime.engine(_config(server.url, tmp_path))
+        engine = fresh_contexts.context_for(_config(server.url, tmp_path)).engine
         notes = condense_with_shrink(engine.for_role("condense"), SQ, PAGE)
     lines = [line.removeprefix("- ") for line in notes.splitlines() if line.strip()]
     assert lines and all(line in PAGE.text for line in lines)
@@ -133,15 +134,15 @@ def test_other_failures_are_not_fallbacks(tmp_path):
     assert calls == []
 
 
-def test_compress_and_report_fall_back_with_verbatim_quotes(tmp_path, fresh_runtime):
+def test_compress_and_report_fall_back_with_verbatim_quotes(tmp_path, fresh_contexts):
     from core.engine.sentences import units
     from core.models import Message
-    from core.report import assemble
+    from core.reports.report import assemble
 
     transcript = Transcript(subquestion=SQ, sources=[PAGE],
                             messages=[Message(role="tool", name="read", content=PAGE.text)])
     with ScriptedServer(default=_prose) as server:
-        engine = fresh_runtime.engine(_config(server.url, tmp_path))
+        engine = fresh_contexts.context_for(_config(server.url, tmp_path)).engine
         finding = engine.for_role("compress").compress(transcript)
         plan = ExtractiveEngine().plan(TOPIC)
         draft = engine.for_role("report").write_report(plan, [finding])
@@ -155,7 +156,7 @@ def test_compress_and_report_fall_back_with_verbatim_quotes(tmp_path, fresh_runt
 
 
 def test_a_finding_that_quotes_none_of_the_pages_read_is_made_by_the_extractive_engine(
-        tmp_path, fresh_runtime):
+        tmp_path, fresh_contexts):
     """A weak model may answer `{"claims": []}` (or keep no notes) although pages were read:
     compress keeps that answer (a section with nothing to cite is the next wave's question),
     and `quote_instead` (asked for a topic that would end with no evidence at all) quotes
@@ -167,21 +168,23 @@ def test_a_finding_that_quotes_none_of_the_pages_read_is_made_by_the_extractive_
     empty = lambda rec: fake.success_reply("openai", json.dumps({"claims": []}))  # noqa: E731
     with ScriptedServer(default=empty) as server:
         config = _config(server.url, tmp_path)
-        engine = fresh_runtime.engine(config).for_role("compress")
+        fallback = fresh_contexts.context_for(config).fallback
+        engine = fallback.for_role("compress")
         with scoped(run_id="r2", topic_id="t2"):
             assert not engine.compress(transcript).support
-            finding = engine.quote_instead(transcript)
-            assert not engine.quote_instead(transcript.model_copy(update={"sources": []}))
-        strict = fresh_runtime.engine(_config(server.url, tmp_path, fallback="none"))
-        assert strict.for_role("compress").quote_instead(transcript) is None
+            finding = fallback.quote_instead(transcript)
+            assert not fallback.quote_instead(transcript.model_copy(update={"sources": []}))
+        strict = fresh_contexts.context_for(_config(server.url, tmp_path, fallback="none"))
+        assert strict.fallback.quote_instead(transcript) is None
     assert finding.support and all(e.quote in PAGE.text
                                    for c in finding.claims for e in c.evidence)
-    fresh_runtime.flush()
-    assert fresh_runtime.store(config.db_path).usage(topic_id="t2").fallback_roles == "compress"
+    fresh_contexts.flush()
+    totals = fresh_contexts.context_for(config).store.usage(topic_id="t2")
+    assert totals.fallback_roles == "compress"
 
 
 def test_a_report_that_cites_none_of_its_evidence_is_asked_again_then_falls_back(
-        tmp_path, fresh_runtime):
+        tmp_path, fresh_contexts):
     """SmolLM2 once wrote a report in the outline's shape that cited no [E..] key: stored, it
     would be a report without references (and the topic failed for no evidence). Such an answer
     is invalid: asked once more, then the extractive engine writes the report, citing
@@ -195,7 +198,7 @@ def test_a_report_that_cites_none_of_its_evidence_is_asked_again_then_falls_back
               "## [S1] The loop\n\nIt runs one callback at a time.\n\n" \
               "## [conclusion] Conclusion\n\nThat is how it works."
     with ScriptedServer(default=lambda rec: fake.success_reply("openai", uncited)) as server:
-        engine = fresh_runtime.engine(_config(server.url, tmp_path))
+        engine = fresh_contexts.context_for(_config(server.url, tmp_path)).engine
         draft = engine.for_role("report").write_report(plan, [finding])
         asked = len(server.requests)
     assert finding.support and asked == 2  # the answer, and one re-ask

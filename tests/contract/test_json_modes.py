@@ -13,12 +13,11 @@ from typing import Any
 
 import pytest
 
-from core.llm.quirks import QUIRKS, fix_for
+from core.llm.quirks import fix_for
 from core.llm.registry import make_model
 from core.models import Message
 from core.settings import Settings, run_config
 from core.signals import Fatal
-from tests.contract.llm_wire import _fresh_quirks  # noqa: F401 - autouse: quirks do not leak
 from tests.contract.llm_wire import SCHEMA, bodies, make, raised
 from tests.fakes import providers as fake
 from tests.fakes.http import Reply, ScriptedServer
@@ -84,7 +83,7 @@ def test_a_refused_json_schema_moves_the_model_to_json_object(server: ScriptedSe
         assert body["response_format"] == {"type": "json_object"}
         assert _instruction_sent(body)
     assert len(server.requests) == 3  # the second call went out in the learned mode at once
-    assert QUIRKS.form("openai-compatible", "smollm2").json_mode == "json_object"
+    assert model.form().json_mode == "json_object"
 
 
 def test_a_server_refusing_both_gets_the_schema_as_an_instruction(
@@ -124,7 +123,7 @@ def test_an_unrelated_400_teaches_nothing(server: ScriptedServer) -> None:
     exc = raised(lambda: model.complete(ASK, max_tokens=50, json_schema=SCHEMA))
     assert isinstance(exc, Fatal) and exc.reason == "bad_request"
     assert len(server.requests) == 1
-    assert QUIRKS.form("openai-compatible", "smollm2").json_mode is None
+    assert model.form().json_mode is None
 
 
 @pytest.mark.parametrize("mode, response_format, instruction", [

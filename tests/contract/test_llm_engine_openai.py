@@ -2,9 +2,9 @@
 
 The fake provider answers each role from what it was actually sent (the engine's prompts, the
 page text, the evidence keys), so a full plan → condense → compress → write_report pass goes
-through the SDK's request building and response parsing, and `core.report.assemble` then numbers
-the references. The window-enforcing fake checks the overflow paths: a ContextOverflow from the
-provider reaches the caller, and the pre-emptive compaction keeps a request inside the window.
+through the SDK's request building and response parsing, and `core.reports.report.assemble` then
+numbers the references. The window-enforcing fake checks the overflow paths: a ContextOverflow from
+the provider reaches the caller, and the pre-emptive compaction keeps a request inside the window.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from core.engine.model_driven.llm_engine import LLMEngine
 from core.overflow.windows import ContextLimits
 from core.llm.openai import OpenAIChat
 from core.models import Message, Source, SubQuestion, ToolCall, Topic, Transcript
-from core.report import assemble, evidence_catalog
+from core.reports.report import assemble, evidence_catalog
 from core.signals import ContextOverflow
 from core.overflow.tokens import TokenEstimator
 from tests.fakes import providers as fake

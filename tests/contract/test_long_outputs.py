@@ -17,7 +17,6 @@ from core.llm.openai import REASONING_ALLOWANCE
 from core.signals import ContextOverflow, RateLimited, Signal, Transient
 from tests.fakes import providers as fake
 from tests.fakes.http import Recorded, Reply, ScriptedServer
-from tests.contract.llm_wire import _fresh_quirks  # noqa: F401 - autouse: quirks do not leak
 from tests.contract.llm_wire import PROMPT, bodies, expect, gen_config, make, raised
 
 

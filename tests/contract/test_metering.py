@@ -1,5 +1,6 @@
-"""core.metering around the real backends: the openai, anthropic and google-genai SDKs (built by
-`make_model`) talk to a loopback `ScriptedServer`; the ledger writes to a real DuckDB file.
+"""core.accounting.metering around the real backends: the openai, anthropic and google-genai SDKs
+(built by `make_model`) talk to a loopback `ScriptedServer`; the ledger writes to a real DuckDB
+file.
 
 Each call leaves one `llm_calls` row with its scope, role, the provider's own token counts (or
 estimates, marked so) and its price; failures are recorded and re-raised untouched; a rate limit
@@ -16,13 +17,14 @@ from typing import Any
 import duckdb
 import pytest
 
-from core.ledger import Ledger, acting_as, scoped
+from core.accounting.ledger import Ledger, acting_as, scoped
 from core.llm.base import ChatModel
 from core.llm.registry import make_model
-from core.metering import MeteredModel, MeteredSearch
+from core.accounting.metering import MeteredModel
+from core.search.metered import MeteredSearch
 from core.models import Message, SearchResult, Source
-from core.pacing import ProviderGate
-from core.prices import PriceTable
+from core.accounting.pacing import ProviderGate
+from core.accounting.prices import PriceTable
 from core.settings import Settings
 from core.signals import BudgetExceeded, RateLimited, Transient
 from core.store import ResultStore

@@ -24,7 +24,6 @@ from core.signals import Fatal
 from core.settings import Settings
 from tests.fakes import providers as fake
 from tests.fakes.http import Reply, ScriptedServer
-from tests.contract.llm_wire import _fresh_quirks  # noqa: F401 - autouse: quirks do not leak
 from tests.contract.llm_wire import (API_KEY, PROMPT, SCHEMA, bodies, expect, gen_config, make,
                                      raised, thinking_budget_sent)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from core import runtime
+from tasks import contexts
 from core.engine.model_driven.routed import RoutedEngine
-from core.ledger import acting_as
+from core.accounting.ledger import acting_as
 from core.llm.siblings import cheaper
 from core.models import Source, SubQuestion, Topic
 from core.overflow.roles import condense_with_shrink, plan_with_shrink
@@ -33,7 +33,8 @@ def test_roles_follow_the_settings(monkeypatch):
     for var in ("RESEARCHFLOW_MODEL", "RESEARCHFLOW_MODEL_CONDENSE"):
         monkeypatch.delenv(var, raising=False)
     auto = Settings(anthropic_api_key="k")
-    assert auto.role_models() == {"condense": "anthropic:claude-haiku-4-5"}
+    assert auto.role_models(cheaper) == {"condense": "anthropic:claude-haiku-4-5"}
+    assert auto.role_models() == {}  # no price ladder given: every role on the model
     assert Settings(anthropic_api_key="k", model="anthropic:claude-sonnet-4-5").role_models() == {}
     monkeypatch.setenv("RESEARCHFLOW_MODEL_REPORT", "anthropic:claude-opus-4-5")
     monkeypatch.setenv("RESEARCHFLOW_MODEL_RESEARCH", "anthropic:claude-haiku-4-5")
@@ -49,9 +50,9 @@ def test_each_role_reaches_its_own_model(monkeypatch, tmp_path):
         monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
         monkeypatch.setenv("RESEARCHFLOW_MODEL_CONDENSE", "openai:gpt-4.1-nano")
         monkeypatch.setenv("RESEARCHFLOW_DB_PATH", str(tmp_path / "store.duckdb"))
-        runtime.reset()
+        contexts.close()
         config = run_config(Settings.load(model="openai:gpt-4o"))
-        engine = runtime.current().engine(config)  # each role with its extractive fallback
+        engine = contexts.context_for(config).engine  # each role with its extractive fallback
         assert isinstance(engine.engine, RoutedEngine)
         assert "condense: openai:gpt-4.1-nano" in engine.name
         with acting_as("plan"):
@@ -61,10 +62,10 @@ def test_each_role_reaches_its_own_model(monkeypatch, tmp_path):
         with acting_as("condense"):
             condense_with_shrink(engine.for_role("condense"), SubQuestion(index=0, question="q?"),
                                  page)
-        runtime.current().flush()
+        contexts.flush()
         sent = [r.json()["model"] for r in server.requests]
     assert sent == ["gpt-4o", "gpt-4.1-nano"]
     _, rows = query_readonly(tmp_path / "store.duckdb",
                              "SELECT role, model FROM llm_calls ORDER BY created_at")
     assert rows == [("plan", "gpt-4o"), ("condense", "gpt-4.1-nano")]
-    runtime.reset()
+    contexts.close()

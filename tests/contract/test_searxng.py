@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from core import runtime
+from tasks import contexts
 from core.models import SearchResult
 from core.signals import Fatal, RateLimited, Transient
 from core.search.base import SearchBackend
@@ -162,15 +162,15 @@ def test_runtime_caches_and_records_every_search_at_no_cost(server: ScriptedServ
     assert settings.resolved_search() == "searxng"  # no SerpAPI key, a SearXNG URL
     config = run_config(settings)
     assert config.search == "searxng" and config.searxng_url == server.url
-    runtime.reset()
+    contexts.close()
     try:
-        search = runtime.current().search(config)
+        search = contexts.context_for(config).search
         first = search.search("asyncio event loop", k=2)
         again = search.search("  Asyncio EVENT loop ", k=2)  # the same search, from the cache
         search.search("threads", k=2)
-        runtime.current().flush()
+        contexts.flush()
     finally:
-        runtime.reset()
+        contexts.close()
     assert first == again and len(server.requests) == 2
     _, rows = query_readonly(db, "SELECT provider, model, role, cost_usd FROM llm_calls")
     assert rows == [("searxng", "searxng", "search", 0.0)] * 2

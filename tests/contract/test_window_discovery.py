@@ -3,22 +3,23 @@
 Each fake speaks one server's shape as that server answers it: llama.cpp (`/v1/models` meta and
 `/props`, bodies trimmed from a real llama-server), vLLM (`max_model_len`), Ollama (`/api/ps`,
 `/api/show`) and LM Studio (`/api/v0/models`). Then a server that 404s everything, one that hangs,
-and the runtime hook: the engine of an unknown model learns the window before its first call and
-the "No context window known" warning never appears; the key reaches that server only, and no
-log line holds it.
+and the run context's hook: the engine of an unknown model learns the window before its first
+call and the "No context window known" warning never appears; the key reaches that server only,
+and no log line holds it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 from pydantic import SecretStr
 
-from core import runtime
+from core.context import build
 from core.llm import discovery
 from core.llm.discovery import discover_window, server_root
 from core.settings import Settings, run_config
@@ -62,13 +63,6 @@ def routes(table: dict[str, Any]) -> Callable[[Recorded], Reply]:
             return NOT_FOUND
         return found if isinstance(found, Reply) else Reply(body=found)
     return handle
-
-
-@pytest.fixture(autouse=True)
-def _ask_afresh() -> Iterator[None]:
-    discovery.forget()  # the answers are per process: each test asks its own server
-    yield
-    discovery.forget()
 
 
 def _serve(server: ScriptedServer, table: dict[str, Any]) -> str:
@@ -139,13 +133,11 @@ def test_a_list_of_other_models_says_nothing(server: ScriptedServer) -> None:
 
 # --- servers that do not say ---------------------------------------------------------------------
 
-def test_a_server_that_404s_everything_gives_none_once(server: ScriptedServer) -> None:
+def test_a_server_that_404s_everything_gives_none(server: ScriptedServer) -> None:
     base = _serve(server, {})
     assert discover_window(base, "smollm2") is None
     assert _asked(server) == ["GET /v1/models", "GET /props", "GET /api/v0/models",
                               "GET /api/ps", "POST /api/show"]
-    assert discover_window(base, "smollm2") is None
-    assert len(server.requests) == 5  # once per process per (base URL, model)
 
 
 def test_a_hanging_server_is_given_up_on_within_the_timeout(silent_url: str) -> None:
@@ -181,12 +173,13 @@ def test_the_key_goes_to_that_server_as_bearer_and_is_never_logged(
     assert all(KEY not in str(rec.args) for rec in caplog.records)
 
 
-# --- the runtime hook ---------------------------------------------------------------------------
+# --- the run context's hook ---------------------------------------------------------------------
 
 def _config(tmp_path: Path, base: str, **changes: Any):
     return run_config(Settings(_env_file=None, model="openai-compatible:smollm2",
                                search="corpus", openai_base_url=base,
-                               cache_dir=tmp_path / "cache", db_path=tmp_path / "s.duckdb",
+                               cache_dir=os.environ["RESEARCHFLOW_CACHE_DIR"],
+                               db_path=tmp_path / "s.duckdb",
                                **changes))
 
 
@@ -198,14 +191,11 @@ def test_the_engine_of_an_unknown_model_learns_the_window_first(
     base = _serve(server, {"GET /v1/models": {"object": "list", "data": [
         {"id": MODEL_PATH, "object": "model"}]}, "GET /props": {
         "default_generation_settings": {"n_ctx": 8192}}})
-    rt = runtime.Runtime()
+    context = build(_config(tmp_path, base))
     try:
-        config = _config(tmp_path, base)
-        rt.engine(config)
-        limits = rt.limits(config)
-        assert limits.window("smollm2") == 8192 and limits.known("smollm2")
+        assert context.limits.window("smollm2") == 8192 and context.limits.known("smollm2")
     finally:
-        rt.close()
+        context.close()
     assert "context window 8192 for 'smollm2' from the server's /props" in caplog.text
     assert "No context window known" not in caplog.text
     assert all(r.headers.get("authorization") == f"Bearer {KEY}" for r in server.requests)
@@ -215,23 +205,21 @@ def test_the_engine_of_an_unknown_model_learns_the_window_first(
 def test_a_silent_server_keeps_todays_default_and_warning(
         server: ScriptedServer, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     base = _serve(server, {})
-    rt = runtime.Runtime()
+    context = build(_config(tmp_path, base, model_condense="openai-compatible:smollm2-small"))
     try:
-        config = _config(tmp_path, base)
-        rt.engine(config)
-        assert rt.limits(config).window("smollm2") == 128_000
+        assert context.limits.window("smollm2") == 128_000
+        context.engine.for_role("plan").context_window()  # nothing asks the server again
+        assert len(server.requests) == 10  # once per model, when the context was built
     finally:
-        rt.close()
+        context.close()
     assert "No context window known for model 'smollm2'; assuming 128000 tokens" in caplog.text
 
 
 def test_a_configured_window_is_not_asked_about(server: ScriptedServer, tmp_path: Path) -> None:
     base = _serve(server, {"GET /props": LLAMA_PROPS})
-    rt = runtime.Runtime()
+    context = build(_config(tmp_path, base, context_windows={"smollm2": 4096}))
     try:
-        config = _config(tmp_path, base, context_windows={"smollm2": 4096})
-        rt.engine(config)
-        assert rt.limits(config).window("smollm2") == 4096
+        assert context.limits.window("smollm2") == 4096
     finally:
-        rt.close()
+        context.close()
     assert server.requests == []  # an override is the user's word: no request at all

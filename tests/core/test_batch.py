@@ -1,4 +1,4 @@
-"""Reading a CSV of topics (core/topics_csv.py): good rows run, bad rows are reported by line."""
+"""Reading a CSV of topics (core/topics/rows.py): good rows run, bad rows are reported by line."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from core.topics_csv import BatchFileError, RowError, TopicRow, read_topics_csv
+from core.topics.rows import BatchFileError, RowError, TopicRow, read_topics_csv
 from core.models import Topic
 
 

@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 from core.models import SearchResult
-from core.search.base import SearchBackend
 from core.search.corpus import CorpusSearch
 from core.search.registry import make_search
-from core import runtime
+from tasks import contexts
 from core.settings import Settings, run_config
 
 HTML = """<!doctype html><html><head><title>Tea brewing guide</title></head><body>
@@ -73,8 +72,14 @@ def search(corpus: Path, tmp_path: Path):
     backend.close()
 
 
-def test_is_a_search_backend(search: CorpusSearch) -> None:
-    assert isinstance(search, SearchBackend)
+def test_answers_as_a_search_backend_does(search: CorpusSearch) -> None:
+    """What the research loop relies on (an isinstance check against the protocol only
+    compared names): ranked results, each read back into a page about the query."""
+    hits = search.search("tea", k=3)
+    assert [h.rank for h in hits] == list(range(1, len(hits) + 1)) and hits
+    for hit in hits:
+        page = search.read(hit)
+        assert page is not None and "tea" in page.text.lower()
 
 
 def test_finds_each_format_with_title_and_file_url(search: CorpusSearch, corpus: Path) -> None:
@@ -183,17 +188,17 @@ def test_concurrent_searches_share_one_index(search: CorpusSearch) -> None:
     assert search.last_stats is not None and search.last_stats.extracted == 4  # indexed once
 
 
-def test_the_runtime_builds_one_corpus_backend_per_index(corpus: Path, tmp_path: Path) -> None:
+def test_a_run_context_builds_one_corpus_backend_for_its_index(corpus: Path,
+                                                                tmp_path: Path) -> None:
     settings = Settings(search="corpus", corpus_dir=corpus, cache_dir=tmp_path / "cache",
-                        _env_file=None)
-    rt = runtime.Runtime()
-    backend = rt.search(run_config(settings))
-    # Another model, another window: the same corpus, so the same index and instance.
-    assert backend is rt.search(run_config(settings.model_copy(update={"model": "openai:x"})))
+                        db_path=tmp_path / "s.duckdb", _env_file=None)
+    context = contexts.context_for(run_config(settings))
+    backend = context.search
+    assert contexts.context_for(run_config(settings)).search is backend  # built once
     assert make_search(settings) is not backend  # the factory itself keeps nothing
     assert backend.search("green tea")[0].title
     assert str(backend.index_path).startswith(str((tmp_path / "cache" / "index").resolve()))
-    backend.close()
+    contexts.close()  # closes the index too
 
 
 HOLDER = """

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from core import cjk
+from core.text import cjk
 from core.search import corpus_rank
 from core.search.corpus import CorpusSearch
 

@@ -15,12 +15,12 @@ from typing import Callable, Iterator
 import pytest
 from pydantic import ValidationError
 
-from core.topics_csv import read_topics_csv
+from core.topics.rows import read_topics_csv
 from core.engine.model_driven.llm_engine import LLMEngine
 from core.models import (FollowUp, Message, PageNotes, SearchResult, Source, SubQuestion, Topic,
                          TopicOptions, Transcript)
 from core.researcher import research_subquestion
-from core.waves import gaps
+from core.topics.waves import gaps
 from tests.core.test_llm_engine import (QueueModel, compress_reply, engine_for, make_findings,
                                         make_plan, plan_json)
 

@@ -24,7 +24,7 @@ from core.store import lake
 from core.store.connection import StoreError
 from core.store.backend import lake_target
 from core.store.call_memo import MemoStore
-from core.usage import CallRecord
+from core.accounting.usage import CallRecord
 from tests.fakes.postgres import Postgres, pg_bin
 from tests.core.test_store import SHARED, make_result
 
@@ -176,7 +176,7 @@ def test_the_call_memo_keeps_and_serves_answers_in_a_lake(lake_store: tuple[str,
     call leave one row, the newest answer, which a third worker is served."""
     from datetime import datetime, timedelta, timezone
 
-    from core.memo import CallMemo, MemoKey
+    from core.accounting.memo import CallMemo, MemoKey
     from core.store.call_memo import MemoRow
 
     target, _ = lake_store

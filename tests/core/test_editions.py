@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.editions import ClaimView, Snapshot, compare, mask_numbers, section, with_section
+from core.reports.editions import ClaimView, Snapshot, compare, mask_numbers, section, with_section
 
 A, B, C = "file:///c/a.md", "file:///c/b.md", "file:///c/c.md"
 QA = "Sockets example 1 shows that a program waits for 7 milliseconds before it resumes."

@@ -1,4 +1,4 @@
-"""The shared offline embedder (core/embedding.py) with the real wordllama model.
+"""The shared offline embedder (core/text/embedding.py) with the real wordllama model.
 
 wordllama pads a batch to its longest text: one call over the demo's pages and sentences held a
 (batch, tokens, 256) float32 array of gigabytes, and the demo peaked at 3.4 GB (issue 21,
@@ -13,7 +13,7 @@ import random
 import numpy as np
 import pytest
 
-from core.embedding import BATCH_BYTES, MAX_BATCH, Embedder, batches, embedder
+from core.text.embedding import BATCH_BYTES, MAX_BATCH, Embedder, batches, embedder
 
 
 class _Spy:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.export import is_web_url, render, to_html, to_markdown
+from core.reports.export import is_web_url, render, to_html, to_markdown
 from core.models import Citation, Report, Source
 from core.store import ResultStore, StoreError
 from core.store.connection import release_all

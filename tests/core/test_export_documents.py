@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from core.export import ExportError, render
-from core.export_pdf import find_font
+from core.reports.export import ExportError, render
+from core.reports.export_pdf import find_font
 from core.models import Citation, Report
 
 MARKDOWN = """# Research report: threads or coroutines?

@@ -12,11 +12,11 @@ import re
 
 import pytest
 
-from core.engine.base import ResearchEngine
 from core.engine.offline.extractive import ExtractiveEngine
 from core.engine.offline.words import notice_of
-from core.models import Message, ResearchPlan, Source, SubQuestion, Topic, Transcript
-from core.report import assemble, evidence_catalog
+from core.models import (Message, ResearchPlan, SearchResult, Source, SubQuestion, Topic,
+                         Transcript)
+from core.reports.report import assemble, evidence_catalog
 from tests.fakes.memory_search import memory_search, memory_vocabulary
 
 COMPARE_TOPICS = {
@@ -106,8 +106,26 @@ def _run(topic: str, sources: list[Source], n: int = 4):
     return plan, findings, report
 
 
-def test_engine_implements_the_protocol() -> None:
-    assert isinstance(ExtractiveEngine(), ResearchEngine)
+def test_engine_plays_every_role_the_pipeline_asks_of_it() -> None:
+    """Each role of core.engine.base answers in its shape (an isinstance check against the
+    runtime-checkable protocol only compared names, and could not fail on an answer)."""
+    engine = ExtractiveEngine()
+    assert engine.for_role("report").name == engine.name
+    assert engine.context_window() is None  # no model: calls are not sized to a window
+    assert engine.notice_for("zh") != engine.notice_for("en") == notice_of(engine, "en")
+    plan = engine.plan(Topic(text=TOPIC, max_subquestions=3))
+    sq = plan.subquestions[0]
+    transcript = _transcript(sq, SOURCES)
+    hits = [SearchResult(url=s.url, title=s.title, snippet=s.text[:80], rank=i)
+            for i, s in enumerate(SOURCES, start=1)]
+    assert set(engine.choose_pages(transcript, hits, 2)) <= {0, 1, 2}
+    assert all(isinstance(q, str) for q in engine.next_queries(transcript, 0))
+    assert sq.question not in engine.rewrite_queries(sq, [sq.question], hits)
+    assert engine.condense(sq, THREADING).split("\n")[0].removeprefix("- ") in THREADING.text
+    finding = engine.compress(transcript)
+    assert finding.subquestion_index == sq.index and finding.support
+    assert all(f.question for f in engine.review(plan, [finding], [], 1, 2))
+    assert engine.write_report(plan, [finding]).sections
 
 
 # -- plan -------------------------------------------------------------------------------------

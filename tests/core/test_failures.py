@@ -1,16 +1,16 @@
-"""core.failures: the one line a user sees for a failed step (`describe`) for each kind of signal
-and for plain exceptions, key masking, and `TopicFailed` (first step, further failures, cause,
-budget scope)."""
+"""core.topics.failures: the one line a user sees for a failed step (`describe`) for each kind of
+signal and for plain exceptions, key masking, and `TopicFailed` (first step, further failures,
+cause, budget scope)."""
 
 from __future__ import annotations
 
 import pytest
 
-from core.failures import StepFailure, TopicFailed, describe
-from core.ledger import CallScope, Ledger
+from core.topics.failures import StepFailure, TopicFailed, describe
+from core.accounting.ledger import CallScope, Ledger
 from core.signals import (BudgetExceeded, ContextOverflow, Fatal, RateLimited, Transient,
                           classify_payload)
-from core.usage import CallRecord
+from core.accounting.usage import CallRecord
 from tests.fakes import providers as fake
 
 KEY = "sk-proj-Abcdefghijklmnop0123456789"
@@ -93,7 +93,8 @@ def test_fatal_shows_its_own_hint_instead_of_the_generic_advice() -> None:
 def test_fatal_without_a_hint_gets_the_generic_advice() -> None:
     line = describe("report", Fatal("no API key for openai", provider="openai"))
 
-    assert line == "report: Fatal by openai (no API key for openai); fix the configuration and rerun"
+    assert line == ("report: Fatal by openai (no API key for openai); fix the configuration "
+                    "and rerun")
 
 
 def test_transient_and_overflow_get_their_advice() -> None:

@@ -159,6 +159,8 @@ def test_network_errors_are_not_refusals():
 
 
 def test_dns_rebinding_is_refused_at_connect():
+    """The guard sits under the connection pool, where the address is dialled: a name that
+    passed the URL check and then resolves elsewhere is refused by the connection itself."""
     answers = iter([["93.184.215.14"], ["127.0.0.1"]])
     calls = []
 
@@ -173,6 +175,7 @@ def test_dns_rebinding_is_refused_at_connect():
             with pytest.raises(httpx.ConnectError) as info:
                 client.get(url)
         assert refusal_of(info.value) == "loopback address 127.0.0.1"
+        assert isinstance(info.value.__cause__, RefusedConnection)  # refused where it dials
         assert calls == [("rebind.example", _port(srv))] * 2
         assert srv.requests == []
 
@@ -316,8 +319,3 @@ def test_tls_uses_the_url_hostname_for_sni_and_certificate(tmp_path):
         assert refusal_of(info.value) is None
         assert len(tls.srv.requests) == 1
 
-
-def test_guarded_transport_replaced_the_pool_backend():
-    transport = guarded_transport(AllowList())
-    assert isinstance(transport._pool, httpcore.ConnectionPool)
-    assert isinstance(transport._pool._network_backend, GuardedBackend)

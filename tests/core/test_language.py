@@ -1,10 +1,11 @@
-"""The language of a topic (core/language.py): detected from its text, or named with --language."""
+"""The language of a topic (core/text/language.py): detected from its text, or named with
+--language."""
 
 from __future__ import annotations
 
 import pytest
 
-from core.language import LANGUAGES, detect_language, is_cjk, language_name, resolve_language
+from core.text.language import LANGUAGES, detect_language, is_cjk, language_name, resolve_language
 
 
 @pytest.mark.parametrize("text, code", [

@@ -1,6 +1,6 @@
-"""core.ledger: scope and role context variables (nesting, threads), budget checks, running spend,
-seeding from a real DuckDB store written by an earlier process, and records that survive a
-store error until the next flush."""
+"""core.accounting.ledger: scope and role context variables (nesting, threads), budget checks,
+running spend, seeding from a real DuckDB store written by an earlier process, and records that
+survive a store error until the next flush."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ import uuid
 import duckdb
 import pytest
 
-from core.ledger import (CallScope, Ledger, acting_as, current_role, current_scope, scoped)
+from core.accounting.ledger import (CallScope, Ledger, acting_as, current_role, current_scope,
+                                    scoped)
 from core.signals import BudgetExceeded
 from core.store import ResultStore
-from core.usage import CallRecord
+from core.accounting.usage import CallRecord
 from core.store.connection import release_all
 
 
@@ -306,7 +307,7 @@ class UnreadableSpend:
 
 
 def test_a_failed_spend_read_refuses_a_capped_call_and_is_asked_again() -> None:
-    from core.ledger import SpendUnknown
+    from core.accounting.ledger import SpendUnknown
 
     ledger = Ledger(UnreadableSpend(earlier=0.5))
     scope = CallScope(run_id="run-1", topic_id="t1", max_topic_cost_usd=0.6)

@@ -101,11 +101,11 @@ def test_settings_feed_overrides_and_default(monkeypatch: pytest.MonkeyPatch, tm
     monkeypatch.setenv("RESEARCHFLOW_DB_PATH", str(tmp_path / "store.duckdb"))
     monkeypatch.setenv("RESEARCHFLOW_CONTEXT_WINDOWS", '{"acme-": 50000}')
     monkeypatch.setenv("RESEARCHFLOW_DEFAULT_CONTEXT_WINDOW", "16000")
-    from core import runtime
+    from tasks import contexts
     from core.settings import run_config
 
-    runtime.reset()
-    limits = runtime.current().limits(run_config(Settings.load()))  # the path tasks take
+    contexts.close()
+    limits = contexts.context_for(run_config(Settings.load())).limits  # the path tasks take
     assert limits.window("acme-brain-7") == 50_000
     assert limits.window("other-model") == 16_000
 
@@ -214,15 +214,15 @@ def test_a_failing_store_never_fails_the_call(caplog: pytest.LogCaptureFixture) 
     assert limits.window("m") == 1_000 and "disk full" in caplog.text
 
 
-def test_the_runtime_remembers_through_duckdb(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    from core import runtime
+def test_a_run_context_remembers_through_duckdb(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from tasks import contexts
     from core.settings import run_config
 
     monkeypatch.setenv("RESEARCHFLOW_DB_PATH", str(tmp_path / "store.duckdb"))
-    runtime.reset()
+    contexts.close()
     config = run_config(Settings.load())
-    runtime.current().limits(config).learn("local-llama", ContextOverflow(
+    contexts.context_for(config).limits.learn("local-llama", ContextOverflow(
         "x", limit=4_096, requested=5_000, limit_kind="context_window"))
-    runtime.reset()  # a new process
-    assert runtime.current().limits(config).window("local-llama") == 4_096
-    runtime.reset()
+    contexts.close()  # a new process
+    assert contexts.context_for(config).limits.window("local-llama") == 4_096
+    contexts.close()

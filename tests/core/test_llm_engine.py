@@ -22,7 +22,7 @@ from core.overflow.windows import ContextLimits, ModelLimits
 from core.llm.base import Completion, Usage
 from core.models import (Claim, Evidence, Finding, Message, ResearchPlan, Source, SubQuestion,
                          ToolCall, Topic, Transcript)
-from core.report import evidence_catalog
+from core.reports.report import evidence_catalog
 from core.signals import ContextOverflow, Fatal
 from core.overflow.tokens import TokenEstimator, content_bytes
 

@@ -8,7 +8,7 @@ import pytest
 
 from core.engine.offline.extractive import ExtractiveEngine
 from core.models import Claim, Evidence, Finding, FollowUp, Source, Topic, Transcript
-from core.report import assemble
+from core.reports.report import assemble
 from tests.core.test_depth_roles import SQ, hits
 from tests.fakes.memory_search import memory_vocabulary
 

@@ -14,12 +14,12 @@ import re
 
 import pytest
 
-from core.engine.base import ReportDraft, SectionDraft
+from core.models import ReportDraft, SectionDraft
 from core.engine.offline.extractive import ExtractiveEngine
 from core.engine.offline.outline import draft_plan
 from core.relevance.question import read_question
 from core.models import Claim, Evidence, Finding, Message, ResearchPlan, Topic, Transcript
-from core.report import assemble, fixed_heading
+from core.reports.report import assemble, fixed_heading
 from core.search.corpus import CorpusSearch
 from tests.fakes.documents import html_page
 

@@ -1,14 +1,17 @@
-"""core.pacing with a fake clock: the per-minute cap, pauses after a rate limit (shared by every
-thread), blind pauses that double and reset, the max_pause bound, and one gate per provider."""
+"""core.accounting.pacing with a fake clock: the per-minute cap, pauses after a rate limit (shared
+by every thread), blind pauses that double and reset, the max_pause bound, and one gate per
+provider."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
 
-from core.pacing import ProviderGate
-from core.runtime import Runtime
+from core.accounting.pacing import ProviderGate
+from core.context import build
+from core.settings import Settings, run_config
 from tests.fakes.clock import FakeTime
 
 
@@ -152,30 +155,36 @@ def test_pause_and_cap_together(t) -> None:
     assert g.wait() == pytest.approx(60.0)  # 5 s of pause, then 55 s for the cap
 
 
-# --- one gate per provider (the runtime's) ----------------------------------------------------
+# --- one gate per provider (a run context's) --------------------------------------------------
 
-def test_the_runtime_holds_one_gate_per_provider() -> None:
-    rt = Runtime()
-    openai = rt.gate("openai", 10)
-
-    assert rt.gate("openai", 10) is openai
-    assert rt.gate("anthropic", 10) is not openai
-    assert openai.calls_per_minute == 10
-
-
-def test_a_gate_follows_the_latest_cap_and_keeps_its_pause() -> None:
-    rt = Runtime()
-    first = rt.gate("openai", 10)
-    first.rate_limited(3.0)
-
-    again = rt.gate("openai", 2)
-
-    assert again is first and again.calls_per_minute == 2
-    assert again._paused_until > 0  # the same gate: its pause is kept
-    assert rt.gate("openai").calls_per_minute is None
+def _context(tmp_path, **changes):
+    fields = dict(model="openai-compatible:m", openai_base_url="http://127.0.0.1:9/v1",
+                  context_windows={"m": 8192}, model_condense="openai-compatible:small",
+                  search="searxng", searxng_url="http://127.0.0.1:9", max_calls_per_minute=10,
+                  cache_dir=os.environ["RESEARCHFLOW_CACHE_DIR"], db_path=tmp_path / "s.duckdb")
+    return build(run_config(Settings(_env_file=None, **(fields | changes))))
 
 
-def test_a_fresh_runtime_has_fresh_gates() -> None:
-    first = Runtime().gate("serpapi")
+def test_a_context_holds_one_gate_per_provider_it_calls(tmp_path) -> None:
+    context = _context(tmp_path)
+    try:
+        assert set(context.gates) == {"openai-compatible", "searxng"}
+        assert all(g.calls_per_minute == 10 for g in context.gates.values())
+        # Both models of the provider (the model, and condense's own) wait at one gate.
+        plan, condense = (context.engine.for_role(r).model for r in ("plan", "condense"))
+        assert plan.model != condense.model
+        assert plan.meter.gate is condense.meter.gate is context.gates["openai-compatible"]
+    finally:
+        context.close()
 
-    assert Runtime().gate("serpapi") is not first
+
+def test_a_fresh_context_has_fresh_gates(tmp_path) -> None:
+    first = _context(tmp_path)
+    first.gates["searxng"].rate_limited(3.0)
+    first.close()
+    again = _context(tmp_path)
+    try:
+        assert again.gates["searxng"] is not first.gates["searxng"]
+        assert again.gates["searxng"].wait() == 0.0  # nothing of the first one's pause
+    finally:
+        again.close()

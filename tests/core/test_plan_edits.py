@@ -1,4 +1,4 @@
-"""The reviewer's answer and the plan it makes (core.plan_edits): no Prefect involved."""
+"""The reviewer's answer and the plan it makes (core.topics.plan_edits): no Prefect involved."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from core.models import ResearchPlan, SubQuestion
-from core.plan_edits import MAX_REVIEWED, PlanEdit, PlanRejected, edit_of, reviewed
+from core.topics.plan_edits import MAX_REVIEWED, PlanEdit, PlanRejected, edit_of, reviewed
 
 PLAN = ResearchPlan(topic="Threads or asyncio?", brief="b", intent="compare",
                     targets=("threads", "asyncio"), language="en", subquestions=(
@@ -71,7 +71,7 @@ def test_blank_searches_are_dropped() -> None:
 
 
 def test_review_options_are_csv_columns(tmp_path) -> None:
-    from core.topics_csv import read_topics_csv
+    from core.topics.rows import read_topics_csv
 
     csv = tmp_path / "t.csv"
     csv.write_text("topic,review_plan,review_timeout,review_on_timeout\n"

@@ -1,6 +1,6 @@
-"""core.prices: longest-prefix lookup, the default models' prices, cost arithmetic (cached input
-at its own rate), RESEARCHFLOW_PRICES overrides (JSON text or file) and their errors, and the
-one warning an unknown model gets."""
+"""core.accounting.prices: longest-prefix lookup, the default models' prices, cost arithmetic
+(cached input at its own rate), RESEARCHFLOW_PRICES overrides (JSON text or file) and their errors,
+and the one warning an unknown model gets."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from core.prices import PRICES, Price, PriceError, PriceTable, parse_overrides
+from core.accounting.prices import PRICES, Price, PriceError, PriceTable, parse_overrides
 
 
 # --- lookup -----------------------------------------------------------------------------------

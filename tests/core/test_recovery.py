@@ -8,7 +8,7 @@ from typing import Sequence
 import pytest
 
 from core.overflow.compaction import pairing_is_valid
-from core.engine.base import ReportDraft, SectionDraft
+from core.models import ReportDraft, SectionDraft
 from core.models import Claim, Evidence, Finding, ResearchPlan, SubQuestion, Transcript
 from core.overflow.recovery import compress_with_shrink, report_with_shrink, run_with_shrink
 from core.overflow.shrink import CannotShrink, render_findings

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench.offline_run import research_offline
-from core.failures import NoEvidence
+from core.topics.failures import NoEvidence
 from core.models import Claim, Evidence, Finding, Part, ResearchPlan, SubQuestion, Topic
 from core.relevance.about import about, agree, names
 from core.relevance.gate import judge, passed

@@ -1,12 +1,13 @@
-"""Report assembly (core/report.py): references numbered in code, gaps and disputes made visible."""
+"""Report assembly (core/reports/report.py): references numbered in code, gaps and disputes made
+visible."""
 
 from __future__ import annotations
 
 import re
 
-from core.engine.base import ReportDraft, SectionDraft
+from core.models import ReportDraft, SectionDraft
 from core.models import Claim, Evidence, Finding, ResearchPlan, SubQuestion
-from core.report import INSUFFICIENT, assemble, evidence_catalog, report_id_for
+from core.reports.report import INSUFFICIENT, assemble, evidence_catalog, report_id_for
 
 POOL = Evidence(url="https://docs.example/pool", title="Pools",
                 quote="The pool starts 40 worker processes by default since version 3.12.")

@@ -14,9 +14,8 @@ import pytest
 
 from core.engine.offline.extractive import ExtractiveEngine
 from core.models import Message, SearchResult, Source, SubQuestion, ToolCall, Topic, Transcript
-from core.report import assemble
+from core.reports.report import assemble
 from core.researcher import DirectSteps, research_subquestion
-from core.search.base import SearchBackend
 from core.search.corpus import CorpusSearch
 from core.signals import Fatal, Transient
 
@@ -93,8 +92,14 @@ def _reads(rounds: list[tuple[Message, list[Message]]]) -> list[tuple[ToolCall, 
     return out
 
 
-def test_dict_search_implements_the_protocol() -> None:
-    assert isinstance(DictSearch(PAGES), SearchBackend)
+def test_dict_search_answers_as_a_search_backend_does() -> None:
+    """What the research loop relies on (an isinstance check against the protocol only
+    compared names): ranked results, each read back into the page it names."""
+    search = DictSearch(PAGES)
+    hits = search.search("event loop threads", k=2)
+    assert [h.rank for h in hits] == [1, 2]
+    assert all(search.read(h).url == h.url for h in hits)
+    assert search.search("nothing-matches-this", k=2) == []
 
 
 def test_transcript_pairs_every_tool_call_with_its_result() -> None:

@@ -19,7 +19,7 @@ import pytest
 from core.engine.offline.extractive import ExtractiveEngine
 from core.engine.model_driven.llm_engine import LLMEngine
 from core.engine.model_driven.routed import RoutedEngine
-from core.ledger import current_role
+from core.accounting.ledger import current_role
 from core.models import Message, PageNotes, SearchResult, Source, SubQuestion, Transcript
 from core.overflow.roles import rewrite_with_shrink
 from core.signals import ContextOverflow

@@ -9,7 +9,7 @@ from __future__ import annotations
 from core.engine.offline.extractive import ExtractiveEngine
 from core.engine.offline.summary import summarize
 from core.models import Claim, Evidence, Finding, ResearchPlan, SubQuestion
-from core.report import assemble
+from core.reports.report import assemble
 
 FOCUS = ("heat pumps",)
 QUESTIONS = ("What are heat pumps and what are they for?",

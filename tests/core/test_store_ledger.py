@@ -13,7 +13,7 @@ import pytest
 from core.models import Topic
 from core.store import (SCHEMA_VERSION, TABLES, ResultStore, StoreError, query_readonly)
 from core.store import schema as store_schema
-from core.usage import CallRecord, UsageTotals
+from core.accounting.usage import CallRecord, UsageTotals
 from tests.core.test_store import make_result
 
 # The version-1 schema exactly as core/store.py created it before the ledger existed (copied, so

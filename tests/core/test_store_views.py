@@ -11,10 +11,10 @@ import pytest
 
 from core.models import (Citation, Claim, Evidence, Finding, Report, ResearchPlan,
                          ResearchResult, Source, SubQuestion, Topic)
-from core.report import report_id_for
+from core.reports.report import report_id_for
 from core.store import SCHEMA_VERSION, ResultStore, query_readonly
 from core.store import schema as store_schema
-from core.usage import CallRecord
+from core.accounting.usage import CallRecord
 from tests.core.test_store_ledger import make_v1_file, schema_shape
 
 VIEWS = ("latest_reports", "report_sources", "citation_quotes", "failures", "cost_by_batch")

@@ -5,8 +5,9 @@ import threading
 import pytest
 
 from core.models import Message, ToolCall
-from core.overflow.tokens import (MAX_BYTES_PER_TOKEN, MESSAGE_OVERHEAD_BYTES, MIN_BYTES_PER_TOKEN,
-                         TokenEstimator, content_bytes, default_estimator)
+from core.overflow.tokens import (DEFAULT_BYTES_PER_TOKEN, MAX_BYTES_PER_TOKEN,
+                                  MESSAGE_OVERHEAD_BYTES, MIN_BYTES_PER_TOKEN, TokenEstimator,
+                                  content_bytes)
 
 
 def test_bytes_over_three_for_ascii_and_chinese() -> None:
@@ -87,5 +88,10 @@ def test_concurrent_calibration_is_consistent() -> None:
     assert est.bytes_per_token("m") == pytest.approx(4.0, rel=1e-6)
 
 
-def test_default_estimator_is_shared() -> None:
-    assert default_estimator() is default_estimator()
+def test_what_one_estimator_learned_stays_its_own() -> None:
+    """Each run's context builds its own estimator (core.context): there is no process-wide one
+    whose calibration by one run's provider would move another run's page cuts."""
+    taught = TokenEstimator()
+    taught.calibrate("x" * 4000, 2000, model="m")
+    assert taught.bytes_per_token("m") < DEFAULT_BYTES_PER_TOKEN
+    assert TokenEstimator().bytes_per_token("m") == DEFAULT_BYTES_PER_TOKEN

@@ -1,8 +1,8 @@
 """The UI's copy of a report lists a table's rows (the UI clipped a four-column comparison to
 two columns); everything else, and what a cell says, stays as written."""
 
-from core.escaping import markdown_text
-from core.ui_markdown import tables_as_lists
+from core.text.escaping import markdown_text
+from core.text.ui_markdown import tables_as_lists
 
 REPORT = f"""# Report
 

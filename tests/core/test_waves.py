@@ -1,4 +1,5 @@
-"""The supervisor's waves (core/waves.py) and the plan's follow-ups (ResearchPlan.with_followups).
+"""The supervisor's waves (core/topics/waves.py) and the plan's follow-ups
+(ResearchPlan.with_followups).
 
 Plain data in, plain data out: what a wave leaves open, the findings regrouped into the report's
 sections, how many follow-ups a spending cap affords, and how follow-ups join the plan.
@@ -12,7 +13,7 @@ import pytest
 
 from core.models import (Claim, Confidence, Evidence, Finding, FollowUp, ResearchPlan,
                          SubQuestion)
-from core.waves import affordable_followups, for_report, gaps
+from core.topics.waves import affordable_followups, for_report, gaps
 
 
 def ev(n: int) -> Evidence:

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import pytest
 
-from core.engine.base import ReportDraft
+from core.models import ReportDraft
 from core.engine.model_driven.llm_engine import LLMEngine
 from core.engine.model_driven.writer import HEADROOM, MIN_SECTION_WORDS, report_tokens
 from core.llm.base import Completion
@@ -20,7 +20,7 @@ from core.models import Claim, Evidence, Finding, ResearchPlan
 from core.overflow.windows import ContextLimits, ModelLimits
 from core.signals import Fatal
 from core.overflow.tokens import TokenEstimator
-from core.report import assemble, evidence_catalog
+from core.reports.report import assemble, evidence_catalog
 from tests.core.test_llm_engine import QueueModel, engine_for, make_findings, make_plan
 
 

@@ -23,7 +23,7 @@ import pytest
 
 from bench.offline_quality import is_verbatim
 from bench.offline_run import OfflineRun, research_offline
-from core import runtime
+from tasks import contexts
 from core.models import Topic
 from tests.fakes.topical_corpus import TopicalCorpus, write_corpus
 
@@ -31,7 +31,7 @@ _CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 def _run(corpus: TopicalCorpus, work: Path) -> OfflineRun:
-    runtime.reset()  # as a new process would: no engine or search built for another corpus
+    contexts.close()  # as a new process would: no engine or search built for another corpus
     topic = Topic(text=corpus.topic, max_subquestions=4, max_rounds=2, batch_id="e2e")
     return research_offline(topic, corpus.root, work)
 

@@ -98,10 +98,10 @@ class EditionsScenario:
         return params
 
     def day(self, edition: str) -> Day:
-        from core import runtime
+        from tasks import contexts
         from flows.batch import research_batch
 
-        runtime.reset()
+        contexts.close()
         key_var, url_var, suffix = SDK_ENV["openai"]
         before = (self.provider.successes, self.provider.input_tokens,
                   self.provider.output_tokens, self._cost(), self.provider.repeated_successes)
@@ -112,7 +112,7 @@ class EditionsScenario:
         finally:
             for name in env:
                 os.environ.pop(name, None)
-        runtime.reset()
+        contexts.close()
         table = state.result(raise_on_failure=False)
         rows = table if isinstance(table, list) else []
         return Day(edition=edition, state=state.type.value,

@@ -163,9 +163,9 @@ class RerunScenario:
     def run(self, way: str, api_url: str | None = None) -> RerunResult:
         """`way`: "cli" or "retry"; a retry runs against the Prefect server at `api_url`, else
         against one this scenario starts."""
-        from core import runtime
+        from tasks import contexts
 
-        runtime.reset()
+        contexts.close()
         key_var, url_var, suffix = SDK_ENV["openai"]
         with ScriptedServer(default=self.provider) as server:
             env = {key_var: "sk-rerun-not-a-real-key", url_var: server.url + suffix}
@@ -220,9 +220,9 @@ class RerunScenario:
         repeated_before = self.provider.inner.repeated_successes
         calls_before = self.provider.calls
         self.provider.refusing = False
-        from core import runtime
+        from tasks import contexts
 
-        runtime.reset()
+        contexts.close()
         second = rerun()
         _, reports = query_readonly(self.db, "SELECT count(*), count(DISTINCT report_id) "
                                              f"FROM reports WHERE batch_id = '{self.batch_id}'")

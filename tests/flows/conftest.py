@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from core import runtime
+from tasks import contexts
 
 DOCS = {
     "threads.md": """# Threads
@@ -49,7 +49,7 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def fresh_runtime():
-    runtime.reset()
+def fresh_contexts():
+    contexts.close()
     yield
-    runtime.reset()
+    contexts.close()

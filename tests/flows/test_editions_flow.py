@@ -93,7 +93,7 @@ def test_a_changed_topic_emits_an_event_an_automation_can_match(prefect_harness,
     from prefect.events.clients import AssertingEventsClient
     from prefect.events.worker import EventsWorker
 
-    from core.editions import ClaimView, Snapshot, compare
+    from core.reports.editions import ClaimView, Snapshot, compare
     from core.models import Topic
     from flows.topic import _changed_event
 

@@ -45,7 +45,7 @@ def test_the_predicate_never_waits_the_gate_does(monkeypatch):
     import threading
     import time
 
-    from core.pacing import ProviderGate
+    from core.accounting.pacing import ProviderGate
 
     # Only this thread's sleeps fail: a daemon thread of an earlier test (the store's reaper)
     # sleeps too, and a failure raised there would end it for the rest of the worker's tests.

@@ -10,7 +10,7 @@ import io
 import pytest
 from rich.console import Console
 
-from core.plan_edits import PlanEdit, PlannedQuestion
+from core.topics.plan_edits import PlanEdit, PlannedQuestion
 from flows.review_terminal import TerminalReview
 
 PLAN = PlanEdit(subquestions=[PlannedQuestion(question="How do threads wait?",

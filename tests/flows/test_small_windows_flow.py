@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from core.models import TopicOptions
-from core import runtime
+from tasks import contexts
 from core.store import ResultStore, query_readonly
 from flows.topic import research_topic
 from tests.fakes.http import ScriptedServer
@@ -73,7 +73,7 @@ def test_a_small_unknown_window_costs_one_overflow_per_task_then_none(case, long
         _, learned = query_readonly(db_path, "SELECT context_window FROM model_limits")
         assert learned and learned[0][0] <= window
 
-        runtime.reset()  # a new process: only DuckDB remembers the window
+        contexts.close()  # a new process: only DuckDB remembers the window
         overflows = handler.overflows
         second = research_topic(topic=f"Threading or asyncio, second topic ({case})",
                                 return_state=True, **kwargs)

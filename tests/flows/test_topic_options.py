@@ -8,7 +8,7 @@ import inspect
 from typer.main import get_command
 
 from core.models import TOPIC_OPTIONS, TopicOptions
-from core.topics_csv import OVERRIDES
+from core.topics.rows import OVERRIDES
 from flows.batch import research_batch
 from flows.cli import app
 from flows.topic import research_topic

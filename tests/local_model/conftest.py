@@ -7,7 +7,7 @@ from typing import Iterator
 
 import pytest
 
-from core import runtime
+from tasks import contexts
 from tests.local_model.llama import LlamaServer
 
 
@@ -18,7 +18,7 @@ def llama() -> Iterator[LlamaServer]:
 
 
 @pytest.fixture(autouse=True)
-def fresh_runtime():
-    runtime.reset()
+def fresh_contexts():
+    contexts.close()
     yield
-    runtime.reset()
+    contexts.close()

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from core import runtime
+from tasks import contexts
 from core.engine.model_driven.calls import ROLE_OUTPUT_TOKENS
-from core.ledger import acting_as, scoped
+from core.accounting.ledger import acting_as, scoped
 from core.models import Message, ResearchPlan, SearchResult, Source, SubQuestion, Transcript
 from core.overflow.recovery import compress_with_shrink
 from core.overflow.roles import (choose_with_shrink, condense_with_shrink, queries_with_shrink,
@@ -55,8 +55,8 @@ def _config(url: str, tmp_path) -> RunConfig:
 def test_every_role_answers_in_shape_or_falls_back_within_its_cap(llama, tmp_path, caplog):
     with UsageProxy(llama.root) as proxy:
         config = _config(proxy.base_url, tmp_path)
-        rt = runtime.current()
-        engine = rt.engine(config)
+        context = contexts.context_for(config)
+        engine = context.engine
         with scoped(run_id="roles", topic_id="roles-topic"):
             transcript = Transcript(subquestion=SQ, sources=[PAGE], queries_run=["asyncio loop"])
             with acting_as("choose"):
@@ -76,8 +76,8 @@ def test_every_role_answers_in_shape_or_falls_back_within_its_cap(llama, tmp_pat
                 followups = review_with_shrink(engine.for_role("plan"), PLAN, [finding], [], 1, 1)
             # The report role is the topic test's (tests/local_model/test_topic.py): a weak
             # model's markdown runs to its cap twice there, the slowest calls of all.
-        rt.flush()
-        rows = rt.store(config.db_path).usage(topic_id="roles-topic")
+        context.flush()
+        rows = context.store.usage(topic_id="roles-topic")
         sent = proxy.completions()
         print(proxy.table())
 

@@ -187,7 +187,7 @@ def test_an_unreadable_file_is_skipped_not_a_permission_error(corpus, tmp_path):
 @pytest.mark.usefixtures("prefect_harness")
 def test_a_topic_over_a_hostile_corpus_completes_without_the_outside_text(corpus, outside,
                                                                            tmp_path):
-    from core import runtime
+    from tasks import contexts
     from core.store import query_readonly
     from flows.topic import research_topic
 
@@ -198,7 +198,7 @@ def test_a_topic_over_a_hostile_corpus_completes_without_the_outside_text(corpus
         folder = folder / "d"
         folder.mkdir()
     (folder / "deep.md").write_text("# Deep\n\nThreads deep down.\n")
-    runtime.reset()
+    contexts.close()
     db = tmp_path / "store.duckdb"
     try:
         state = research_topic(topic="How do threads share memory? (hostile corpus)",
@@ -206,7 +206,7 @@ def test_a_topic_over_a_hostile_corpus_completes_without_the_outside_text(corpus
                                db_path=str(db), return_state=True,
                                options=TopicOptions(max_subquestions=2, max_rounds=1))
     finally:
-        runtime.reset()
+        contexts.close()
     assert state.is_completed(), state.message
     texts = [t for (t,) in query_readonly(db, "SELECT text FROM sources")[1]]
     report = query_readonly(db, "SELECT markdown FROM reports")[1][0][0]

@@ -14,7 +14,7 @@ import pytest
 from core.llm.registry import make_model
 from core.models import Message
 from core.signals import Signal
-from core.settings import Settings
+from core.settings import Settings, api_key, run_config
 from tests.fakes import providers as fake
 from tests.fakes.http import Reply, ScriptedServer
 
@@ -113,3 +113,23 @@ def test_other_settings_still_come_from_dotenv(folder):
                                  "RESEARCHFLOW_MODEL=offline\n")
     settings = Settings.load()
     assert (settings.max_topic_concurrency, settings.model) == (3, "offline")
+
+
+def test_a_client_built_from_a_run_config_finds_its_key_without_loading_settings(folder, planted,
+                                                                                 monkeypatch):
+    """A task builds its client from a RunConfig (no key in it): the key is the environment's,
+    else the .env's, and a bad unrelated variable no longer fails the call (before: every client
+    build loaded and validated all of Settings)."""
+    (folder / ".env").write_text(f"OPENAI_BASE_URL={planted.url}/v1\n"
+                                 f"OPENAI_API_KEY={DOTENV_KEY}\n")
+    config = run_config(Settings.load(request_timeout=5, cache_dir=folder))
+    monkeypatch.setenv("RESEARCHFLOW_MAX_TOPIC_CONCURRENCY", "not a number")
+    assert api_key("openai").get_secret_value() == DOTENV_KEY
+    model = make_model("openai:gpt-4o-mini", config)
+    model.complete([Message(role="user", content="hi")], max_tokens=5)
+    assert _keys_received(planted) == [f"Bearer {DOTENV_KEY}"]
+    monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
+    assert api_key("openai").get_secret_value() == ENV_KEY  # the environment first
+    monkeypatch.delenv("OPENAI_API_KEY")
+    (folder / ".env").unlink()
+    assert api_key("openai") is None

@@ -13,10 +13,10 @@ import re
 
 from markdown_it import MarkdownIt
 
-from core.engine.base import ReportDraft, SectionDraft
-from core.export import to_html
+from core.models import ReportDraft, SectionDraft
+from core.reports.export import to_html
 from core.models import Claim, Evidence, Finding, ResearchPlan, SubQuestion
-from core.report import assemble
+from core.reports.report import assemble
 from tests.security.conftest import PLANTED
 
 QUOTE = "JSON (JavaScript Object Notation) <https://json.org> is a subset of __JavaScript__."

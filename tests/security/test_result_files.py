@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from core.models import TopicOptions
-from core import runtime
+from tasks import contexts
 
 TOPIC = "How do threads share memory? (tampered results)"
 
@@ -100,7 +100,7 @@ def test_tampered_results_are_computed_again_never_executed(tmp_path, monkeypatc
     marker = tmp_path / "PAYLOAD-RAN"
 
     def run():
-        runtime.reset()
+        contexts.close()
         state = research_topic(topic=TOPIC, batch_id="tamper", model="offline", search="corpus",
                                corpus_dir=str(corpus), db_path=str(tmp_path / "s.duckdb"),
                                return_state=True,

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from core.models import TopicOptions
-from core import runtime
-from core.failures import describe
+from tasks import contexts
+from core.topics.failures import describe
 from core.llm.registry import make_model
 from core.models import Message
 from core.signals import Fatal, mask_secrets
@@ -47,10 +47,10 @@ def provider(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def fresh_runtime():
-    runtime.reset()
+def fresh_contexts():
+    contexts.close()
     yield
-    runtime.reset()
+    contexts.close()
 
 
 def test_a_loaded_key_is_masked_by_value_whatever_surrounds_it(monkeypatch):
@@ -149,7 +149,7 @@ def test_a_flow_run_stores_and_ships_no_echoed_key(provider, tmp_path, session_d
                            options=TopicOptions(max_subquestions=1, max_rounds=1))
     assert state.is_failed()
     run_id = state.state_details.flow_run_id
-    runtime.current().flush()
+    contexts.flush()
 
     errors = [e for (e,) in query_readonly(db, "SELECT error FROM topics")[1]]
     calls = [e for (e,) in query_readonly(db, "SELECT error FROM llm_calls")[1]]

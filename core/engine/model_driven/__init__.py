@@ -9,6 +9,7 @@
     quotes.py       quotes checked against the pages they claim, stored as the page's text
     writer.py       the report writer: in one call, or section by section when long
     routed.py       RoutedEngine: each role on its own model
+    engines.py      the engines a RunConfig names, each model behind the run's meter
 
 Shrinking after an overflow is the caller's (core.overflow), retrying is Prefect's.
 """

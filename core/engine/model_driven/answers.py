@@ -14,7 +14,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from core.engine.model_driven import prompts
-from core.engine.base import ReportDraft, SectionDraft
+from core.models import ReportDraft, SectionDraft
 from core.engine.model_driven.schemas import PlanOut
 from core.models import ResearchPlan
 

@@ -23,14 +23,14 @@ from pydantic import BaseModel
 from core.engine.model_driven import prompts
 from core.engine.model_driven.answers import InvalidOutput, parse_answer
 from core.engine.model_driven.schemas import json_schema
-from core.language import is_cjk
+from core.text.language import is_cjk
 from core.llm.base import ChatModel, Completion
 from core.models import Message
 from core.overflow.compaction import truncate_tool_result
 from core.overflow.windows import ContextLimits
 from core.overflow.shrink import SAFETY_MARGIN
 from core.signals import Fatal
-from core.overflow.tokens import TokenEstimator, content_bytes, default_estimator
+from core.overflow.tokens import TokenEstimator, content_bytes
 
 Out = TypeVar("Out", bound=BaseModel)
 
@@ -58,7 +58,7 @@ class ModelCalls:
         self.today = today  # read per call: a run that crosses midnight dates its prompts right
         self.name = f"llm:{model.provider}:{model.model}"
         self.limits = limits if limits is not None else ContextLimits()
-        self.estimator = estimator if estimator is not None else default_estimator()
+        self.estimator = estimator if estimator is not None else TokenEstimator()
         self.max_output_tokens = max_output_tokens
         self.spill_dir = Path(spill_dir) if spill_dir is not None else None
 
@@ -89,9 +89,6 @@ class ModelCalls:
     def complete(self, messages: Sequence[Message], *, max_tokens: int) -> Completion:
         """One plain-text call (the report writer's); signals propagate untouched."""
         return self._call(messages, max_tokens=max_tokens)
-
-    def out_room(self, messages: Sequence[Message]) -> int:
-        return self._out_room(messages)
 
     def _call(self, messages: Sequence[Message], *, max_tokens: int,
               schema: dict[str, Any] | None = None) -> Completion:
@@ -169,15 +166,6 @@ class ModelCalls:
             tokens = min(tokens, cap)
         budget = self.limits.request_budget(self.model.model) * (1 - SAFETY_MARGIN)
         return max(1, min(tokens, int(budget * OUTPUT_SHARE.get(role, 0.5))))
-
-    def _out_room(self, messages: Sequence[Message]) -> int:
-        """The largest output that fits beside `messages` (for a truncated answer's re-ask)."""
-        budget = int(self.limits.request_budget(self.model.model) * (1 - SAFETY_MARGIN))
-        cap = self.limits.max_output(self.model.model)
-        if not self._window_holds_output():
-            return cap or budget
-        room = budget - self._tokens(messages) - (self._sent_cap(1) - 1)  # thinking stays
-        return max(0, min(room, cap) if cap else room)
 
     def _chars(self, tokens: int, sample: str) -> int:
         ratio = self.estimator.chars_per_token(sample[:4000], model=self.model.model)

@@ -18,7 +18,8 @@ answers validated by `core.engine.model_driven.schemas`. What the engine guarant
 - before compressing, the request is estimated and compacted when over budget; a
   `ContextOverflow` from the provider still propagates, for the caller to shrink and retry.
 
-It never numbers citations (`core.report` does) and never sleeps or retries on provider errors.
+It never numbers citations (`core.reports.report` does) and never sleeps or retries on provider
+errors.
 """
 
 from __future__ import annotations
@@ -31,15 +32,15 @@ from typing import Any, Sequence
 from core.engine.model_driven import prompts
 from core.engine.model_driven.answers import (InvalidOutput, distinct_subquestions,
                                               plan_complaint)
-from core.engine.base import ReportDraft
+from core.models import ReportDraft
 from core.engine.model_driven.calls import ModelCalls, invalid_output
 from core.engine.model_driven.quotes import verified_claim
 from core.engine.model_driven.schemas import (ChooseOut, CompressOut, CondenseOut, ControllerOut, PlanOut,
                                  ReviewOut, RewriteOut, json_schema, plan_schema)
 from core.engine.sentences import units
 from core.engine.model_driven.writer import ReportWriter
-from core.language import resolve_language
-from core.ledger import acting_as
+from core.text.language import resolve_language
+from core.accounting.ledger import acting_as
 from core.models import (FollowUp, Finding, Message, ResearchPlan, SearchResult, Source,
                          SubQuestion, Topic, Transcript)
 from core.overflow.compaction import (MIN_SUMMARY_BUDGET_TOKENS, CompactionFailed,
@@ -61,6 +62,9 @@ class LLMEngine(ModelCalls):
 
     def for_role(self, role: str) -> "LLMEngine":
         return self
+
+    def notice_for(self, language: str | None) -> str | None:
+        return None  # a model writes its report: nothing to say under the title
 
     # -- plan ---------------------------------------------------------------------------------
     def plan(self, topic: Topic, *, max_tokens: int | None = None) -> ResearchPlan:

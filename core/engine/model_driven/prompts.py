@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from core.language import language_name
+from core.text.language import language_name
 from core.models import ResearchPlan
 
 # --- plan -------------------------------------------------------------------------------------

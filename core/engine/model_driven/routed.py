@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from core.engine.base import ReportDraft
+from core.models import ReportDraft
 from core.models import (FollowUp, Finding, ResearchPlan, SearchResult, Source, SubQuestion,
                          Topic, Transcript)
 
@@ -35,6 +35,9 @@ class RoutedEngine:
 
     def context_window(self) -> int | None:
         return self.engines["report"].context_window()
+
+    def notice_for(self, language: str | None) -> str | None:
+        return self.engines["report"].notice_for(language)
 
     def plan(self, topic: Topic, *, max_tokens: int | None = None) -> ResearchPlan:
         return self.engines["plan"].plan(topic, max_tokens=max_tokens)

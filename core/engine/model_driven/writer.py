@@ -16,14 +16,14 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
-from core.engine.base import ReportDraft
+from core.models import ReportDraft
 from core.engine.model_driven import prompts
 from core.engine.model_driven.answers import InvalidOutput, draft_from_markdown, split_markdown
 from core.engine.model_driven.calls import ModelCalls, invalid_output
-from core.language import is_cjk
+from core.text.language import is_cjk
 from core.models import Finding, Message, ResearchPlan
 from core.overflow.shrink import finding_blocks
-from core.report import cited_keys, evidence_catalog
+from core.reports.report import cited_keys, evidence_catalog
 
 log = logging.getLogger("researchflow.engine")
 

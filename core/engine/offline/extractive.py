@@ -3,10 +3,10 @@
 It plans with core.engine.offline.outline (the question's own parts, its subject read against
 the corpus's vocabulary), picks the sentences of what was read that answer each sub-question
 (core.engine.offline.selection: about the subject, ranked by words and meaning, near-duplicates
-once),
-quotes them verbatim as evidence, and assembles the report from those quotes, with a summary
-chosen for coverage of the sections (core.engine.offline.summary). Meaning comes from the shared offline
-embedder (core.embedding), the only "model" here: 16 MB of word vectors, no generation.
+once), quotes them verbatim as evidence, and assembles the report from those quotes, with a
+summary chosen for coverage of the sections (core.engine.offline.summary). Meaning comes from
+the shared offline embedder (core.text.embedding), the only "model" here: 16 MB of word
+vectors, no generation.
 Deterministic: the same corpus and topic give the same report. Its reports say plainly that they
 are extractive, not model-written prose.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from core.embedding import Embedder
+from core.text.embedding import Embedder
 from core.engine.base import ReportDraft, SectionDraft
 from core.engine.offline.outline import draft_plan
 from core.engine.offline.words import words
@@ -26,7 +26,7 @@ from core.engine.sentences import query_words, terms
 from core.models import (Claim, Evidence, Finding, FollowUp, ResearchPlan, SearchResult,
                          Source, SubQuestion, Topic, Transcript)
 from core.relevance.subject import VocabularyOf
-from core.report import escape_markdown, evidence_catalog
+from core.reports.report import escape_markdown, evidence_catalog
 
 NOTICE = words("en")["notice"]
 

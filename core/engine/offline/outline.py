@@ -14,9 +14,9 @@ topic and corpus give the same plan.
 
 from __future__ import annotations
 
-from core.cjk import has_cjk
+from core.text.cjk import has_cjk
 from core.engine.sentences import query_words
-from core.language import resolve_language
+from core.text.language import resolve_language
 from core.models import Part, ResearchPlan, SubQuestion, Topic
 from core.relevance.subject import Reading, VocabularyOf, content_words, read_topic
 

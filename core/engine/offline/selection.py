@@ -30,7 +30,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from core.embedding import Embedder, embedder as shared_embedder
+from core.text.embedding import Embedder, embedder as shared_embedder
 from core.engine.sentences import Scorer, Sentence, overlap, sentences, terms
 from core.models import Source, SubQuestion
 from core.relevance.about import about as on_subject, naming, own_page

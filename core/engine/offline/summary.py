@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from core.embedding import Embedder, embedder as shared_embedder
+from core.text.embedding import Embedder, embedder as shared_embedder
 from core.relevance.about import naming
 from core.engine.sentences import overlap, terms
 from core.models import Claim, ResearchPlan

@@ -4,8 +4,8 @@ An engine cites evidence by catalogue key (`[E3]`). `assemble` numbers reference
 first use, lists them with their verbatim quotes (markdown characters escaped, so a quote
 renders as the page wrote it), marks sections without any citation as
 "[insufficient evidence]", adds a "Disputed findings" section for conflicting claims, and flags
-numbers in the prose that do not appear in the quotes they cite (ARCHITECTURE.md, "Evidence"). It never writes
-an error message into a report: a draft that cannot be assembled raises.
+numbers in the prose that do not appear in the quotes they cite (ARCHITECTURE.md, "Evidence"). It
+never writes an error message into a report: a draft that cannot be assembled raises.
 
 Fixed headings and header words are written in the plan's language (`HEADINGS`: English,
 Chinese, Japanese, Korean; English for any other), unless the draft named a part itself.
@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from core.engine.base import ReportDraft
-from core.escaping import defang_markdown, markdown_link, markdown_text
+from core.models import ReportDraft
+from core.text.escaping import defang_markdown, markdown_link, markdown_text
 from core.models import Citation, Evidence, Finding, ResearchPlan, Report, stable_id
 
 _KEY = re.compile(r"\[(E\d+(?:\s*,\s*E\d+)*)\]")
@@ -158,7 +158,7 @@ def _cite(body: str, numberer: _Numberer, flags: list[str], where: str) -> str:
 def escape_markdown(text: str) -> str:
     """`text` shown as written: characters markdown would read as formatting are escaped, so
     a quoted `__enter__()` stays `__enter__()` rather than a bold "enter()" (one line; see
-    core.escaping.markdown_text)."""
+    core.text.escaping.markdown_text)."""
     return markdown_text(text)
 
 

@@ -3,10 +3,10 @@ reruns").
 
 A step task can make several provider calls (a page condensed in pieces, a JSON answer asked
 again, a shrink loop); when a later one fails, the task's cache has nothing for the earlier
-ones. So below the tasks, `core.metering` asks this memo before every billed call: an answer
-recorded under the same fingerprint is served (the ledger writes an 'served' row at $0), and
-every successful answer is recorded. That holds in a run, in Prefect's retry of the same flow
-run, and in a rerun by the CLI, whatever task the call sits in.
+ones. So below the tasks, `core.accounting.metering` asks this memo before every billed call: an
+answer recorded under the same fingerprint is served (the ledger writes an 'served' row at $0), and
+every successful answer is recorded. That holds in a run, in Prefect's retry of the same flow run,
+and in a rerun by the CLI, whatever task the call sits in.
 
 The fingerprint is a sha256 over what decides the answer: provider, model, base URL, the
 messages, parameters (output cap, temperature, reasoning effort, thinking budget), the schema,
@@ -20,9 +20,9 @@ compressed) is served the answer (issue 22, part 2). The store keeps the fingerp
 answer, never the request.
 
 Records are kept in memory at once (so the same process is served at once) and written to the
-store (`core.store.call_memo`) in batches, like the ledger; a record the store could not take
-waits for the next write. `ttl_hours` bounds how old a served answer may be; 0 turns the memo
-off. An LLM answer is served for at least as long as the thinking steps' task caches keep
+store (`core.store.call_memo`) in batches by the ledger's writer (core.accounting.batches); a
+record the store could not take is written again a few seconds later. `ttl_hours` bounds how
+old a served answer may be; 0 turns the memo off. An LLM answer is served for at least as long as the thinking steps' task caches keep
 theirs (8 days, `tasks.caching.LASTING_EXPIRATION`), so next night's or next week's edition
 finds it.
 """
@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol, Sequence
 
-from core.ledger import current_scope
+from core.accounting.batches import BatchWriter
+from core.accounting.ledger import current_scope
 from core.llm.base import Completion, Usage
 from core.models import SearchResult
 from core.secrets import mask
@@ -59,7 +60,7 @@ class MemoSink(Protocol):
 
     def answers(self, fingerprints: Sequence[str], since: datetime) -> dict[str, str] | None: ...
 
-    def keep(self, rows: Sequence[Any]) -> bool: ...
+    def keep(self, rows: Sequence["MemoRow"]) -> bool: ...
 
 
 def _now() -> datetime:
@@ -71,6 +72,19 @@ def fingerprint(kind: str, request: dict[str, Any], *, edition: str, salt: str =
     payload = json.dumps({"v": _VERSION, "kind": kind, "request": request, "edition": edition,
                           "salt": salt}, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class MemoRow:
+    """One recorded answer, as the store keeps it (core.store.call_memo)."""
+
+    fingerprint: str
+    kind: str  # "llm" | "search"
+    provider: str
+    model: str
+    role: str | None
+    answer: str  # JSON (the codecs below)
+    created_at: datetime
 
 
 @dataclass(frozen=True)
@@ -88,15 +102,15 @@ class CallMemo:
         self.sink = sink
         self.ttl = timedelta(hours=max(0.0, ttl_hours))
         self.salt = salt
-        self.batch_seconds = batch_seconds
         self.refresh_seconds = refresh_seconds
         self._known: dict[str, tuple[datetime, str]] = {}
         self._stored: set[str] | None = None  # fingerprints in the store when last looked
         self._looked: datetime | None = None  # when the store was last looked at
         self._pruned = _now()
-        self._pending: list[Any] = []
+        self._rows: BatchWriter[MemoRow] = BatchWriter(
+            sink.keep if sink is not None else _kept_in_memory, what="memo answer",
+            batch_seconds=batch_seconds)
         self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
         # In a process that may be lost mid-run (a Dask worker), what waits in the batch is
         # written before each new call (`write_waiting`): a store write per call, paid only there.
         self.write_first = False
@@ -174,47 +188,34 @@ class CallMemo:
         under its unsalted key: the next ordinary run is served the newest answer."""
         if not self.enabled:
             return
-        from core.store.call_memo import MemoRow  # the row's shape; core.store stays lazy
-
         now = _now()
         with self._lock:
             if now - self._pruned > _PRUNE_EVERY:  # a long-lived worker keeps only fresh answers
                 self._known = {k: v for k, v in self._known.items()
                                if v[0] >= now - self._longest()}
                 self._pruned = now
-            for k in filter(None, (memo_key.key, memo_key.plain)):
+            keys = [k for k in (memo_key.key, memo_key.plain) if k]
+            for k in keys:
                 self._known[k] = (now, answer)
-                self._pending.append(MemoRow(k, kind, provider, model, role, answer, now))
             self.kept += 1
-            if self.batch_seconds > 0 and self.sink is not None:
-                if self._timer is None:
-                    self._timer = threading.Timer(self.batch_seconds, self.flush)
-                    self._timer.daemon = True
-                    self._timer.start()
-                return
-        self.flush()
+        self._rows.add(MemoRow(k, kind, provider, model, role, answer, now) for k in keys)
+        if not self._rows.batching:
+            self.flush()
 
     def flush(self) -> None:
-        """Write waiting records; what the store could not take waits for the next flush."""
-        with self._lock:
-            batch, self._pending = self._pending, []
-            timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
-        if not batch or self.sink is None:
-            return
-        if not self.sink.keep(batch):
-            with self._lock:
-                self._pending[:0] = batch
+        """Write waiting records; what the store could not take is tried again later."""
+        self._rows.flush()
+
+    def close(self) -> None:
+        """A last write of what waits (the run's end); an answer after it is written at once."""
+        self._rows.close()
 
     def write_waiting(self) -> None:
         """Before a new billed call leaves (with `write_first` set): write the answers still
         waiting in the batch, so a process killed while that call is in flight (a lost Dask
         worker) has lost no answer it was paid for; the next attempt, wherever it runs, is
         served them."""
-        with self._lock:
-            waiting = self.write_first and bool(self._pending)
-        if waiting:
+        if self.write_first and self._rows.waiting():
             self.flush()
 
     def look_again(self) -> None:
@@ -227,6 +228,10 @@ class CallMemo:
     def note_served(self) -> None:
         with self._lock:
             self.served += 1
+
+
+def _kept_in_memory(rows: Sequence[MemoRow]) -> None:
+    """A memo without a store (tests, benches) serves from memory only."""
 
 
 # -- what an answer is, as JSON ----------------------------------------------------------------

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Literal
+from typing import Any, Callable, Iterable, Literal
 
-from core.escaping import markdown_link, markdown_text
-from core.models import ResearchResult
+from core.models import MAX_EDITION_CHARS, ResearchResult
+from core.text.escaping import markdown_link, markdown_text
 
 Kind = Literal["source_added", "source_gone", "claim_added", "claim_dropped", "claim_changed",
                "number_changed"]
@@ -46,6 +46,17 @@ WORDS: dict[str, dict[str, str]] = {
            "number_changed": "变化的数字", "before": "之前",
            "compared": "与版本 {edition}（报告 {report}）比较"},
 }
+
+
+def edition_name(given: str | None, default: Callable[[], str]) -> str:
+    """The edition a run belongs to: as given (spaces around it dropped), else `default()` (the
+    date, for a schedule); ValueError, saying what an edition may be, when it is too long or
+    holds a character that does not print (it is part of a topic's id and of every report)."""
+    edition = (given or "").strip() or default()
+    if len(edition) > MAX_EDITION_CHARS or not edition.isprintable():
+        raise ValueError(f"at most {MAX_EDITION_CHARS} printable characters, e.g. 2026-12-03 or "
+                         "week-49")
+    return edition
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
 """A stored report as something to hand on: markdown, one self-contained HTML page, Word, PDF.
 
 What it does: `to_markdown` gives the report's markdown as stored. `render(report, "docx")` and
-`render(report, "pdf")` return the bytes of a Word document (core.export_docx) and of a PDF
-(core.export_pdf), built from the same parse of the report (core.export_blocks) with the same
-link rules as the HTML page. `to_html` renders it with
-markdown-it-py into a page that needs nothing else: inline CSS, no script, nothing fetched (a
-Content-Security-Policy forbids it too), each citation marker `[n]` linked to `#ref-n`, and the
-references rebuilt from the report's citations, each with its verbatim quote.
+`render(report, "pdf")` return the bytes of a Word document (core.reports.export_docx) and of a PDF
+(core.reports.export_pdf), built from the same parse of the report (core.reports.export_blocks) with
+the same link rules as the HTML page. `to_html` renders it with markdown-it-py into a page that
+needs nothing else: inline CSS, no script, nothing fetched (a Content-Security-Policy forbids it
+too), each citation marker `[n]` linked to `#ref-n`, and the references rebuilt from the report's
+citations, each with its verbatim quote.
 
 Hostile text: a report's prose and quotes come from web pages. Raw HTML is never passed through
 (markdown-it's `html` option is off; titles and quotes are escaped), and only http and https URLs
@@ -22,7 +22,6 @@ import html
 import re
 from collections.abc import Sequence
 from typing import Literal
-from urllib.parse import urlsplit
 
 from markdown_it import MarkdownIt
 from markdown_it.renderer import RendererHTML
@@ -31,20 +30,14 @@ from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 
 from core.models import Citation, Report
-from core.report import reference_headings
+from core.reports.export_blocks import ExportError, is_web_url, split_references
+
+__all__ = ["BINARY", "ExportError", "Format", "is_web_url", "render", "to_html", "to_markdown"]
 
 Format = Literal["md", "html", "docx", "pdf"]
 BINARY = frozenset({"docx", "pdf"})  # formats whose `render` returns bytes
 
 
-class ExportError(Exception):
-    """The report cannot be written in this format here; the message says what to do."""
-
-# The references section core.report.assemble writes last; to_html rebuilds it from citations.
-# The report's own references section, in any language the report may be written in.
-_REFERENCES = re.compile(r"^##[ \t]+(" + "|".join(map(re.escape, reference_headings()))
-                         + r")[ \t]*$", re.MULTILINE)
-_NEXT_SECTION = re.compile(r"^##[ \t]", re.MULTILINE)
 _MARKER = re.compile(r"\[(\d+)\]")
 
 _CSS = """
@@ -63,13 +56,13 @@ footer{max-width:46rem;margin:0 auto;padding:1rem 1.25rem;color:#666;font-size:.
 
 def render(report: Report, fmt: Format, *, pdf_font: str | None = None) -> str | bytes:
     """The report in `fmt`: text for md and html, bytes for docx and pdf. `pdf_font`: the font
-    file to set a PDF in (None: core.export_pdf.find_font's search)."""
+    file to set a PDF in (None: core.reports.export_pdf.find_font's search)."""
     if fmt == "docx":
-        from core.export_docx import to_docx
+        from core.reports.export_docx import to_docx
 
         return to_docx(report)
     if fmt == "pdf":
-        from core.export_pdf import to_pdf
+        from core.reports.export_pdf import to_pdf
 
         return to_pdf(report, font=pdf_font)
     return to_html(report) if fmt == "html" else to_markdown(report)
@@ -82,7 +75,7 @@ def to_markdown(report: Report) -> str:
 
 def to_html(report: Report) -> str:
     """One HTML page holding the whole report (see the module docstring)."""
-    prose, heading = _split_references(report.markdown) if report.citations else (
+    prose, heading = split_references(report.markdown) if report.citations else (
         report.markdown, None)
     numbers = {c.number for c in report.citations}
     body = _markdown().render(prose, {"citations": numbers})
@@ -97,26 +90,6 @@ def to_html(report: Report) -> str:
             f"<title>{title}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n<main>\n"
             f"{body}</main>\n<footer>report {html.escape(report.report_id)} · engine "
             f"{html.escape(report.engine)}</footer>\n</body>\n</html>\n")
-
-
-def is_web_url(url: str) -> bool:
-    """Whether `url` may become a link: http or https with a host."""
-    try:
-        parts = urlsplit(url.strip())
-    except ValueError:
-        return False
-    return parts.scheme.lower() in ("http", "https") and bool(parts.netloc)
-
-
-def _split_references(markdown: str) -> tuple[str, str | None]:
-    """The markdown without its (last) references section, and that section's heading."""
-    found = list(_REFERENCES.finditer(markdown))
-    if not found:
-        return markdown, None
-    start = found[-1]
-    following = _NEXT_SECTION.search(markdown, start.end())
-    rest = markdown[following.start():] if following else ""
-    return markdown[:start.start()] + rest, start.group(1)
 
 
 def _references(citations: tuple[Citation, ...], heading: str) -> str:

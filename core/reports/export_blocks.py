@@ -2,10 +2,10 @@
 
     blocks, references = report_blocks(report)
 
-The report's markdown is parsed with markdown-it-py (the parser `core.export.to_html` uses, raw
-HTML off) into headings, paragraphs, quotes, lists, tables, code and rules, each holding `Run`s
-of text with their emphasis and link. The references section is not parsed: it is rebuilt from
-the report's citations (number, title, url, verbatim quote), as the HTML export does.
+The report's markdown is parsed with markdown-it-py (the parser `core.reports.export.to_html` uses,
+raw HTML off) into headings, paragraphs, quotes, lists, tables, code and rules, each holding `Run`s
+of text with their emphasis and link. The references section is not parsed: it is rebuilt from the
+report's citations (number, title, url, verbatim quote), as the HTML export does.
 
 Control characters are dropped (`clean`). Links follow the HTML export's rule: only http and
 https URLs become links (in the prose and in the references); a citation marker `[n]` of a
@@ -22,15 +22,46 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Literal
+from urllib.parse import urlsplit
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from core.models import Citation, Report
+from core.reports.report import reference_headings
 
 _MARKER = re.compile(r"\[(\d+)\]")
+# The references section core.reports.report.assemble writes last, in any language a report may
+# be written in: every export rebuilds it from the citations instead of parsing it.
+_REFERENCES = re.compile(r"^##[ \t]+(" + "|".join(map(re.escape, reference_headings()))
+                         + r")[ \t]*$", re.MULTILINE)
+_NEXT_SECTION = re.compile(r"^##[ \t]", re.MULTILINE)
 # Control characters page text may carry: no document format shows them, XML cannot hold them.
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
+
+
+class ExportError(Exception):
+    """The report cannot be written in this format here; the message says what to do."""
+
+
+def is_web_url(url: str) -> bool:
+    """Whether `url` may become a link: http or https with a host."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return False
+    return parts.scheme.lower() in ("http", "https") and bool(parts.netloc)
+
+
+def split_references(markdown: str) -> tuple[str, str | None]:
+    """The markdown without its (last) references section, and that section's heading."""
+    found = list(_REFERENCES.finditer(markdown))
+    if not found:
+        return markdown, None
+    start = found[-1]
+    following = _NEXT_SECTION.search(markdown, start.end())
+    rest = markdown[following.start():] if following else ""
+    return markdown[:start.start()] + rest, start.group(1)
 
 
 def clean(text: str) -> str:
@@ -77,9 +108,7 @@ class References:
 
 def report_blocks(report: Report) -> tuple[list[Block], References | None]:
     """The report's prose as blocks, and its references (None for a report without any)."""
-    from core.export import _split_references, is_web_url  # export imports this module lazily
-
-    prose, heading = _split_references(report.markdown) if report.citations else (
+    prose, heading = split_references(report.markdown) if report.citations else (
         report.markdown, None)
     numbers = {c.number for c in report.citations}
     md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])

@@ -8,8 +8,9 @@ change cache keys).
 
 `Ledger` keeps the running spend per (run, topic) and per run in memory, seeded from the store the
 first time a key is seen (so a retried run counts what it already spent), checks budgets before a
-call, and writes every `CallRecord` to the store. A store that is briefly locked by another
-process never fails a call: the records wait and are written with the next one, or at `flush()`.
+call, and writes every `CallRecord` to the store in batches (core.accounting.batches). A store
+that is briefly locked by another process never fails a call: the records wait and are written
+again a few seconds later, or at `flush()`.
 A spend that could not be read is never taken for $0: it is asked again next time, and a call
 that a cap must be checked against is refused meanwhile (`SpendUnknown`, a passing fault that
 Prefect retries) rather than let through on a guess.
@@ -25,9 +26,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Iterator, Protocol, Sequence
 
+from core.accounting.batches import BatchWriter
+from core.accounting.usage import CallRecord, CallRole
 from core.secrets import mask
 from core.signals import BudgetExceeded, Transient
-from core.usage import CallRecord, CallRole
 
 log = logging.getLogger("researchflow.ledger")
 
@@ -40,8 +42,9 @@ class CallScope:
     subquestion_index: int | None = None
     max_topic_cost_usd: float | None = None
     max_batch_cost_usd: float | None = None
-    # The topic's edition (core.editions): part of a search's call memo fingerprint (core.memo),
-    # so a new edition asks the world again while a retry or rerun of this one is served.
+    # The topic's edition (core.reports.editions): part of a search's call memo fingerprint
+    # (core.accounting.memo), so a new edition asks the world again while a retry or rerun of this
+    # one is served.
     edition: str = ""
 
 
@@ -122,17 +125,14 @@ class Ledger:
     def __init__(self, sink: LedgerSink | None = None, *, batch_seconds: float = 0.0) -> None:
         self.sink = sink
         # > 0: records wait up to this long and are written together, so a busy run opens the
-        # store once per batch of calls instead of once per call (each open costs ~30-70 ms).
-        self.batch_seconds = batch_seconds
-        self._timer: threading.Timer | None = None
+        # store once per batch of calls instead of once per call.
+        self._records: BatchWriter[CallRecord] = BatchWriter(
+            sink.record_calls if sink is not None else _kept_nowhere, what="usage record",
+            batch_seconds=batch_seconds)
         self._spent: dict[Key, float] = {}  # seeded from the store, plus what was recorded since
         self._unseeded: dict[Key, float] = {}  # recorded while the store's spend was unknown
         self._reserved: dict[Key, float] = {}
-        self._pending: list[CallRecord] = []
-        self._writing: list[CallRecord] = []  # taken by a flush, maybe not yet in the store
         self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
-        self._warned = False
 
     def spent(self, run_id: str, topic_id: str | None = None) -> float:
         """What the run (or one topic of it) has spent; while the store cannot be read, only
@@ -154,8 +154,7 @@ class Ledger:
                     hint="let go of the store (a DuckDB shell?) or raise "
                          "RESEARCHFLOW_STORE_LOCK_TIMEOUT; a rerun reuses every finished call")
             return self._unseeded.get(key, 0.0)
-        waiting = sum(r.cost_usd or 0.0 for r in (*self._writing, *self._pending)
-                      if _matches(r, key))
+        waiting = sum(r.cost_usd or 0.0 for r in self._records.waiting() if _matches(r, key))
         self._unseeded.pop(key, None)
         self._spent[key] = stored + waiting
         return self._spent[key]
@@ -217,49 +216,34 @@ class Ledger:
     def record(self, record: CallRecord) -> None:
         cost = record.cost_usd or 0.0
         with self._lock:
-            self._pending.append(record)
+            self._records.add([record])  # before seeding, which counts what waits
             # dict.fromkeys: a call outside any topic has one key, counted once.
             for key in dict.fromkeys(((record.run_id, record.topic_id), (record.run_id, None))):
                 if key in self._spent:
                     self._spent[key] += cost
-                elif not self._seeds(key):  # seeded now: this (pending) record is included
+                elif not self._seeds(key):  # seeded now: this (waiting) record is included
                     self._unseeded[key] = self._unseeded.get(key, 0.0) + cost
-            if self.batch_seconds > 0:
-                if self._timer is None:
-                    self._timer = threading.Timer(self.batch_seconds, self.flush)
-                    self._timer.daemon = True
-                    self._timer.start()
-                return
-        self.flush()
+        if not self._records.batching:
+            self.flush()
 
     def _seeds(self, key: Key) -> bool:
         """Try to seed `key` from the store; whether it worked. The caller holds self._lock."""
         self._seeded(key)
         return key in self._spent
 
+    def record_fallback(self, role: str, why: object) -> None:
+        """A role the extractive engine answered for the model (core.engine.fallback's
+        `on_fallback`): a row at no cost, in the current scope."""
+        self.record(fallback_record(role, str(why)))
+
     def flush(self) -> None:
-        """Write waiting records; on a store error keep them for the next try."""
-        if self.sink is None:
-            return
-        with self._write_lock:
-            with self._lock:
-                batch, self._pending = self._pending, []
-                self._writing = batch
-                timer, self._timer = self._timer, None
-            if timer is not None:
-                timer.cancel()
-            if not batch:
-                return
-            try:
-                self.sink.record_calls(batch)
-            except Exception as exc:  # noqa: BLE001 - the call happened; keep its record
-                with self._lock:
-                    self._pending[:0] = batch
-                    self._writing = []
-                if not self._warned:
-                    self._warned = True
-                    log.warning("usage ledger: %d record(s) wait to be written (%s)",
-                                len(batch), exc)
-            else:
-                with self._lock:
-                    self._writing = []
+        """Write waiting records now; on a store error they wait for the next try."""
+        self._records.flush()
+
+    def close(self) -> None:
+        """A last write of what waits (the run's end); a record after it is written at once."""
+        self._records.close()
+
+
+def _kept_nowhere(records: list[CallRecord]) -> None:
+    """A ledger without a store (tests, benches) counts spend in memory only."""

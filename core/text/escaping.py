@@ -18,8 +18,8 @@ Topics, CSV cells, page text, quotes, provider error bodies and model output are
   links other than http(s), file and #anchors into text. Code spans and blocks are left alone:
   nothing in them is markup.
 
-What it does not do: escape HTML (core.export renders markdown with HTML off and escapes what
-it writes itself).
+What it does not do: escape HTML (core.reports.export renders markdown with HTML off and escapes
+what it writes itself).
 """
 
 from __future__ import annotations

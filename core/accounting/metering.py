@@ -1,47 +1,49 @@
 """Billed services behind the ledger: every call waits its turn, fits the budget, is recorded.
 
-`MeteredModel` wraps any `ChatModel`, `MeteredSearch` any billed `SearchBackend` (SerpAPI). Before
+`MeteredModel` wraps any `ChatModel` (and `core.search.metered.MeteredSearch` any billed
+`SearchBackend`, SerpAPI or SearXNG, with the same `Meter`). Before
 a call: the budget check (spent + projected cost of input estimate and output cap, see
-`core.ledger`), then the provider's gate (`core.pacing`). After it: one `CallRecord`, whether the
-call succeeded or raised a signal, with the provider's own token counts (estimated, and marked
-so, only when the provider reported none). A rate limit pauses the whole provider's gate.
+`core.accounting.ledger`), then the provider's gate (`core.accounting.pacing`). After it: one
+`CallRecord`, whether the call succeeded or raised a signal, with the provider's own token counts
+(estimated, and marked so, only when the provider reported none). A rate limit pauses the whole
+provider's gate.
 
-Before all of that, the call memo (core.memo): a request already answered (a search: in this
-edition; an LLM call: in any) is served its recorded answer, with a ledger row of outcome
-'served' at $0 and no budget, gate or provider involved; every successful answer is recorded
-for the next repeat (on a Dask worker, what waits in the memo's batch is written before a new
-call leaves: a worker killed mid-call has lost no answer it paid for).
+Before all of that, the call memo (core.accounting.memo): a request already answered (a search: in
+this edition; an LLM call: in any) is served its recorded answer, with a ledger row of outcome
+'served' at $0 and no budget, gate or provider involved; every successful answer is recorded for the
+next repeat (on a Dask worker, what waits in the memo's batch is written before a new call leaves: a
+worker killed mid-call has lost no answer it paid for).
 
-What it does not do: retry (Prefect does), shrink (core.overflow.recovery does), or swallow anything:
-every signal is re-raised untouched after it is recorded.
+What it does not do: retry (Prefect does), shrink (core.overflow.recovery does), or swallow
+anything: every signal is re-raised untouched after it is recorded.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-from core.ledger import Ledger, current_role, current_scope
+from core.accounting.ledger import Ledger, current_role, current_scope
+from core.accounting.memo import CallMemo, completion_answer, completion_from
+from core.accounting.pacing import ProviderGate
+from core.accounting.prices import PriceTable
+from core.accounting.usage import CallRecord, CallRole
 from core.llm.base import ChatModel, Completion
-from core.memo import (CallMemo, completion_answer, completion_from, results_answer,
-                       results_from)
-from core.models import Message, SearchResult, Source
-from core.pacing import ProviderGate
-from core.prices import PriceTable
-from core.search.base import SearchBackend
+from core.models import Message
+from core.overflow.tokens import TokenEstimator
 from core.signals import RateLimited, Signal, mask_secrets
-from core.overflow.tokens import TokenEstimator, default_estimator
-from core.usage import CallRecord, CallRole
 
 _ERROR_CHARS = 300
 
 
 @dataclass
-class _Meter:
-    """What both wrappers share: ledger, prices, gate, and how a record is made."""
+class Meter:
+    """What every billed wrapper shares (MeteredModel here, core.search.metered.MeteredSearch):
+    ledger, prices, gate, and how a record is made."""
 
     ledger: Ledger
     prices: PriceTable
@@ -95,8 +97,8 @@ class MeteredModel:
     def __init__(self, inner: ChatModel, ledger: Ledger, prices: PriceTable, gate: ProviderGate,
                  estimator: TokenEstimator | None = None, memo: CallMemo | None = None) -> None:
         self.inner = inner
-        self.meter = _Meter(ledger, prices, gate)
-        self.estimator = estimator if estimator is not None else default_estimator()
+        self.meter = Meter(ledger, prices, gate)
+        self.estimator = estimator if estimator is not None else TokenEstimator()
         self.memo = memo if memo is not None and memo.enabled else None
 
     # The wrapped model's identity, so callers see the real provider and model.
@@ -176,53 +178,26 @@ class MeteredModel:
         return completion
 
 
-class MeteredSearch:
-    """A billed `SearchBackend`: each search is a ledger row priced per call; reads are free."""
+class Billing:
+    """What meters one run's billed calls: its ledger, prices, call memo and token estimates,
+    and a gate per provider at the run's per-minute cap. `model(m)` puts a chat model behind
+    them (a search goes behind them in core.search.metered). Safe to share between threads."""
 
-    def __init__(self, inner: SearchBackend, ledger: Ledger, prices: PriceTable,
-                 gate: ProviderGate, *, provider: str = "serpapi",
-                 memo: CallMemo | None = None) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.provider = provider
-        self.meter = _Meter(ledger, prices, gate)
-        self.memo = memo if memo is not None and memo.enabled else None
+    def __init__(self, ledger: Ledger, prices: PriceTable, memo: CallMemo | None,
+                 estimator: TokenEstimator, *, calls_per_minute: int | None = None) -> None:
+        self.ledger = ledger
+        self.prices = prices
+        self.memo = memo
+        self.estimator = estimator
+        self.calls_per_minute = calls_per_minute
+        self.gates: dict[str, ProviderGate] = {}
+        self._lock = threading.Lock()
 
-    def search(self, query: str, k: int = 5) -> list[SearchResult]:
-        key = None
-        if self.memo is not None:
-            key = self.memo.key("search", {
-                "provider": self.provider, "name": self.name, "query": query, "k": k,
-                "params": getattr(self.inner, "params", None),
-                "base_url": getattr(self.inner, "base_url", None)})
-            found = self.memo.answer(key)
-            served = results_from(found) if found is not None else None
-            if served is not None:
-                self.meter.served(provider=self.provider, model=self.provider, role="search")
-                self.memo.note_served()
-                return served
-            self.memo.write_waiting()
-        results = self._search(query, k)
-        if key is not None:
-            self.memo.keep(key, results_answer(results), kind="search",  # type: ignore
-                           provider=self.provider, model=self.provider, role="search")
-        return results
+    def gate(self, provider: str) -> ProviderGate:
+        """The provider's gate: every model and search of the run calling it waits at one."""
+        with self._lock:
+            return self.gates.setdefault(provider, ProviderGate(self.calls_per_minute))
 
-    def _search(self, query: str, k: int) -> list[SearchResult]:
-        with self.meter.held(self.provider, "search"):
-            started = time.monotonic()
-            try:
-                results = self.inner.search(query, k=k)
-            except Signal as exc:
-                self.meter.after_failure(exc, provider=self.provider, model=self.provider,
-                                         role="search", started=started)
-                raise
-            self.meter.after_success(provider=self.provider, model=self.provider,
-                                     role="search", started=started)
-        return results
-
-    def read(self, result: SearchResult) -> Source | None:
-        return self.inner.read(result)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+    def model(self, model: ChatModel) -> MeteredModel:
+        return MeteredModel(model, self.ledger, self.prices, self.gate(model.provider),
+                            estimator=self.estimator, memo=self.memo)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-_CELL_SPLIT = re.compile(r"(?<!\\)\|")  # a cell's own pipes are escaped (core.escaping)
+_CELL_SPLIT = re.compile(r"(?<!\\)\|")  # a cell's own pipes are escaped (core.text.escaping)
 _RULE = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 
 

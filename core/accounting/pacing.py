@@ -1,4 +1,4 @@
-"""Pacing per provider, shared by every worker thread of the process.
+"""Pacing per provider, shared by every worker thread of a run.
 
 Two rules, so that a burst of rate limits backs off the whole run instead of every worker
 hammering the provider at once:
@@ -10,8 +10,8 @@ hammering the provider at once:
   (1 s, 2 s, 4 s ... up to 60 s) and resets after a success. A retry-after longer than
   `max_pause` is not waited on here (the task fails with that number instead).
 
-It only waits; retries are Prefect's (tasks.retry). The process's Runtime holds one gate per
-provider (core.runtime `gate`).
+It only waits; retries are Prefect's (tasks.retry). A run's context holds one gate per provider
+it calls (core.context), each with the run's own per-minute cap.
 """
 
 from __future__ import annotations

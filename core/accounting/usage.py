@@ -3,8 +3,8 @@
 A `CallRecord` is written for every call to a paid service (an LLM provider or SerpAPI),
 successful or not. Tokens come from the provider's own usage fields; only when a provider
 reports none are they estimated, and `tokens_estimated` says so. `cost_usd` is None when the
-model has no known price (see `core.prices`). Nothing here performs I/O: `core.store` writes the
-records and `core.ledger` decides when.
+model has no known price (see `core.accounting.prices`). Nothing here performs I/O: `core.store`
+writes the records and `core.accounting.ledger` decides when.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def _now() -> datetime:
 @dataclass(frozen=True)
 class CallRecord:
     """One call to a billed service. `outcome` is "ok", the signal's class name, "served": a
-    repeat answered from the call memo (core.memo), no request made and cost 0, or
+    repeat answered from the call memo (core.accounting.memo), no request made and cost 0, or
     "fallback": not a call but a role the extractive engine answered because the model's
     answers stayed invalid (core.engine.fallback; provider "offline", cost 0)."""
 
@@ -62,7 +62,8 @@ class UsageTotals:
     reasoning_tokens: int = 0
     cost_usd: float = 0.0
     unpriced_calls: int = 0  # calls whose model had no known price: cost_usd is a lower bound
-    served_calls: int = 0  # repeats answered from the call memo (core.memo): part of calls, $0
+    # repeats answered from the call memo (core.accounting.memo): part of calls, at $0
+    served_calls: int = 0
     fallbacks: int = 0  # roles the extractive engine answered (core.engine.fallback): not calls
     fallback_roles: str = ""  # those roles, comma-separated
     unknown: str = ""  # why the totals could not be read ("" when they were)

@@ -8,7 +8,7 @@ quotes as Word's Quote style, lists as list paragraphs, the comparison table as 
 (header row bold, repeated on every page), and the references rebuilt from the citations: a
 numbered paragraph each, bookmarked so a citation marker `[n]` in the prose is an internal link
 to it, the title linked to the source when the source is an http(s) URL, the URL in full, and
-the quote as written. Link rules are those of `core.export_blocks`.
+the quote as written. Link rules are those of `core.reports.export_blocks`.
 
 What it does not do: images, page numbers, a table of contents field.
 """
@@ -26,7 +26,8 @@ from docx.oxml.ns import qn
 from docx.shared import Pt, RGBColor
 from docx.text.paragraph import Paragraph
 
-from core.export_blocks import Block, References, Run, Runs, report_blocks
+from core.reports.export_blocks import (Block, References, Run, Runs, is_web_url,
+                                        report_blocks)
 from core.models import Report
 
 _LINK_COLOUR = RGBColor(0x0B, 0x57, 0xD0)
@@ -97,8 +98,6 @@ def _table(doc, block: Block) -> None:
 
 
 def _references(doc, references: References) -> None:
-    from core.export import is_web_url
-
     doc.add_heading(references.heading, level=1)
     for c in references.citations:
         paragraph = doc.add_paragraph()

@@ -7,7 +7,8 @@ The PDF has the report's title and language in its metadata, headings in sizes o
 in grey, lists, the comparison table as a ruled table with a header row repeated on each page,
 and the references rebuilt from the citations: numbered, the title linked to the source when it
 is an http(s) URL, the URL in full and the quote as written. A citation marker `[n]` in the
-prose links to reference n inside the document. Link rules are those of `core.export_blocks`.
+prose links to reference n inside the document. Link rules are those of
+`core.reports.export_blocks`.
 
 The font: a PDF can only show the glyphs of the fonts it embeds, so the text must be set in one
 that covers it. `find_font` takes, in order: `font` (RESEARCHFLOW_PDF_FONT), then the first
@@ -32,8 +33,8 @@ from fpdf import FPDF
 from fpdf.enums import TextMode
 from fpdf.fonts import FontFace
 
-from core.export import ExportError
-from core.export_blocks import Block, References, Run, Runs, plain, report_blocks
+from core.reports.export_blocks import (Block, ExportError, References, Run, Runs, is_web_url,
+                                        plain, report_blocks)
 from core.models import Report
 
 log = logging.getLogger("researchflow.export")
@@ -184,8 +185,6 @@ class _Writer:
         pdf.ln(4)
 
     def references(self, references: References, *, level: int) -> None:
-        from core.export import is_web_url
-
         pdf = self.pdf
         pdf.ln(3)
         pdf.start_section(references.heading, level=level)
