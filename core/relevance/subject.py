@@ -47,8 +47,8 @@ aspects detail details documentation docs doc say says said know knowing learn u
 explain explained describe described main important things thing watch out careful work works
 working worked make makes made making happen happens module modules library libraries
 package packages long often far soon quick quickly big large small little mean means meaning
-matter matters need needs want wants help helps good bad better worst simple easy easiest hard common typical right proper correct
-recommended usual usually generally general kind kinds type types sort lot lots much many
+matter matters need needs want wants help helps good bad better worst simple easy easiest hard
+common typical right proper correct recommended usual usually generally general kind kinds type types sort lot lots much many
 really actually exactly also even still within without across around idea ideas
 """.split())
 # The same for Chinese: cut out of a run of Han characters like function characters are.
