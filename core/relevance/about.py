@@ -81,11 +81,17 @@ def names(text: str, keys: Sequence[str]) -> bool:
     return bool(phrases) and naming(phrases, split_terms(text)) >= 1.0
 
 
+# A book's label before a title ("Chapter 38.", "Part II.", "Appendix F.", "第5章") is where
+# the page sits, not what it is about.
+_LABEL = re.compile(r"^\s*(?:(?:chapter|part|appendix|section|book|volume|lesson)\s+[\w.]+\.?"
+                    r"|第[\d一二三四五六七八九十百]+[章节部篇])\s*", re.I)
+
+
 def own_page(title: str, keys: Sequence[str]) -> float:
     """How much a page is the subject's own: 1.0 when its title opens with a key ("subprocess —
-    Subprocesses with..." for subprocess), 0.5 when it names one elsewhere
-    ("asyncio.subprocess"), else 0."""
-    said = split_terms(title)
+    Subprocesses with..." for subprocess; "Chapter 38. Extending SQL" for Extending), 0.5 when
+    it names one elsewhere ("asyncio.subprocess"), else 0."""
+    said = split_terms(_LABEL.sub("", title))
     phrases = key_terms(keys)
     if any(said[:len(p)] == p for p in phrases):
         return 1.0
