@@ -25,7 +25,10 @@ which best should recommend recommended better choose choosing option options wo
 """.split())
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_+#.-]*[A-Za-z0-9_+#]|[A-Za-z]|[\u4e00-\u9fff]+")
-_HEADING = re.compile(r"^\s*(?:#+\s.*|[A-Z][A-Z0-9 _-]{2,}|[-=*]{3,}|\S+ - .*)\s*$")
+# A "name — summary" line with no full stop is a heading or a link to the next page (pydoc's
+# "os - Miscellaneous...", Sphinx's "sys — System-specific parameters and functions").
+_HEADING = re.compile(r"^\s*(?:#+\s.*|[A-Z][A-Z0-9 _-]{2,}|[-=*]{3,}|\S+ - .*"
+                      r"|\S+ [–—] .*[^.!?。])\s*$")
 # Chinese puts no space after 。！？；, so there a sentence ends at the mark itself (or at the
 # closing quote right after it: 他说：“好。”); a half-width !?; ends one only after a Han character.
 _CLOSE = "”’」』）)"
@@ -74,6 +77,11 @@ class Sentence:
 
     @property
     def clean(self) -> str:
+        """One line: a list's items after its lead-in joined with semicolons."""
+        lead, newline, items = self.text.partition("\n")
+        if newline and _introduces_list(lead, items):
+            listed = "; ".join(" ".join(i.split()) for i in items.splitlines() if i.strip())
+            return f"{' '.join(lead.split())} {listed}"
         return " ".join(self.text.split())
 
 
@@ -218,8 +226,10 @@ def _is_prose(span: str, min_chars: int, max_chars: int) -> bool:
     least = min(min_chars, MIN_CJK_CHARS) if chinese else min_chars
     if not (least <= size and len(span) <= max_chars):
         return False
+    first_line, _, rest = span.partition("\n")
+    listed = _introduces_list(first_line, rest)
     end = span[-2] if len(span) > 1 and span[-1] in _CLOSE else span[-1]
-    if end not in _TERMINAL and not (end == ";" and is_cjk_text(span)):
+    if end not in _TERMINAL and not (end == ";" and is_cjk_text(span)) and not listed:
         return False
     letters = sum(ch.isalpha() for ch in span)
     if letters < 0.6 * len(span.replace(" ", "").replace("\n", "")):
@@ -232,8 +242,24 @@ def _is_prose(span: str, min_chars: int, max_chars: int) -> bool:
         return False  # a reference link's caption ("Table options - in the PostgreSQL docs.")
     if _PARAMETER.search(span):
         return False  # a run of parameter docs ("workers. mp_context: A context to launch ...")
-    first_line = span.splitlines()[0]
+    if listed:  # the lead-in says it: "... you can extend SQL by adding:" and its items
+        return len(first_line.split()) + len(_CJK.findall(first_line)) >= 6
     return len(span.split()) + cjk >= 6 and not first_line.rstrip().endswith((":", "："))
+
+
+_LIST_ITEMS = 2, 12  # how many lines a lead-in's list may have, to be quoted with it
+_LIST_ITEM_CHARS = 160
+
+
+def _introduces_list(first_line: str, rest: str) -> bool:
+    """A lead-in ending in a colon followed by short lines, its list ("...by adding:\nfunctions
+    (starting in Section 38.3)\naggregates ..."): the list is what the lead-in says, so the two
+    are one quote, where a lead-in alone says nothing."""
+    if not first_line.rstrip().endswith((":", "：")):
+        return False
+    items = [line.strip() for line in rest.splitlines() if line.strip()]
+    return (_LIST_ITEMS[0] <= len(items) <= _LIST_ITEMS[1]
+            and all(len(i) <= _LIST_ITEM_CHARS and any(ch.isalpha() for ch in i) for i in items))
 
 
 class Scorer:
