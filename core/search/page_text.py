@@ -144,12 +144,13 @@ def split_passages(text: str, target: int = 1500, hard_max: int = 3000) -> list[
 
 
 _CODE_NAME = re.compile(r"(?<![\w.])(?:[A-Za-z_][A-Za-z0-9]*(?:[_.][A-Za-z0-9]+)+"
-                        r"|[A-Za-z]+[0-9][A-Za-z0-9]*)(?!\w)")
+                        r"|[A-Za-z]+[0-9][A-Za-z0-9]*"
+                        r"|[0-9]+(?!(?:st|nd|rd|th)\b)[A-Za-z][A-Za-z0-9]*)(?!\w)")
 
 
 def code_names(text: str) -> list[str]:
     """Names written as code, lower-cased, in order, repeats kept: pg_am, os.path.join,
-    SPI_cursor_open, sqlite3, base64. A word index keeps letters only ("pg_am" is pg, and am
+    SPI_cursor_open, sqlite3, base64, 2to3 (not 1st or 2nd). A word index keeps letters only ("pg_am" is pg, and am
     is a stop word), so the exact-term index (beside the CJK bigrams) holds them whole."""
     names = (m.group().lower() for m in _CODE_NAME.finditer(text))
     return [n for n in names if max(map(len, re.split(r"[_.]", n))) > 1]  # not "e.g"
