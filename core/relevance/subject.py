@@ -192,6 +192,7 @@ def _keys(words: Sequence[Word], total: int) -> tuple[tuple[str, str], ...]:
             chosen = [w for w in used if w.documents <= 2 * rarest][:2]
     if not chosen:  # only words every page uses, or nothing measured: what the topic names
         chosen = [w for w in words if w.named] or list(words)
+    chosen = _whole_names(chosen, words)
     phrases: list[list[Word]] = []
     for w in chosen:  # side by side and alike: both names or both words, both known or not
         last = phrases[-1][-1] if phrases else None
@@ -211,6 +212,22 @@ def _keys(words: Sequence[Word], total: int) -> tuple[tuple[str, str], ...]:
         key = p if p[0].named or unmeasured else [min(p, key=lambda w: (rarity(w), -w.at))]
         out.append((" ".join(w.text for w in key), " ".join(w.text for w in p)))
     return tuple(dict.fromkeys(out))
+
+
+def _whole_names(chosen: Sequence[Word], words: Sequence[Word]) -> list[Word]:
+    """A name is taken whole: the words written as names side by side with a chosen one ("Data
+    Types", "Extending SQL", "Getting Started") join it, however many pages use them alone."""
+    runs: list[list[Word]] = []
+    for w in words:
+        if w.named and runs and runs[-1][-1].named and runs[-1][-1].at == w.at - 1:
+            runs[-1].append(w)
+        else:
+            runs.append([w])
+    keep = {id(w) for w in chosen}
+    for run in runs:
+        if any(w.named and id(w) in keep for w in run):
+            keep.update(id(w) for w in run)
+    return [w for w in words if id(w) in keep]
 
 
 # -- parts ------------------------------------------------------------------------------------
