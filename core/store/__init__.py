@@ -12,6 +12,7 @@ A map of the package (imports run top to bottom; nothing here imports prefect):
     lake        a DuckLake: offline extensions, one instance per process, the key guard and
                 the retry of conflicting commits
     ledger      llm_calls rows in, UsageTotals out (functions over a connection)
+    source_versions  a page's text per (url, content hash): the version a quote came from
     results     ResultStore: runs, topics, results, the ledger's methods, readers
     pages       PageStore: the web cache (fetched pages, search results); never fails a fetch
     query       query_readonly: a user's SQL on a read-only connection

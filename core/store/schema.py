@@ -44,10 +44,19 @@ Version history:
      and role
   12 `reports.unanswered`: the parts of the topic no evidence answered (core.relevance.gate),
      as the report's header names them; `latest_reports` shows them
+  13 versioned sources (core.store.source_versions): `sources` keeps one row per (url, content
+     hash), keyed (source_id, content_hash), so a changed page adds a version instead of
+     overwriting the text earlier editions quoted; `topic_sources.content_hash` (the version a
+     topic read), `citations.content_hash` and a `content_hash` in each item of
+     `findings.evidence` (the version quoted); existing rows become one version per URL.
+     Views: `source_versions` (each version, the reports citing it); `citation_quotes` gains
+     `content_hash`, `verified` and `reason`; `report_sources` reads the version each report
+     read
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,7 +64,7 @@ import duckdb
 
 from core.store.connection import StoreError
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 # Order matters for counts() and nothing else; meta is bookkeeping, not data.
 TABLES = ("runs", "topics", "subquestions", "sources", "topic_sources", "findings",
@@ -81,19 +90,25 @@ CREATE TABLE IF NOT EXISTS subquestions (
     topic_id VARCHAR, idx INTEGER, question VARCHAR NOT NULL, queries VARCHAR[],
     wave INTEGER DEFAULT 1, why VARCHAR, parent INTEGER,
     PRIMARY KEY (topic_id, idx));
+-- One row per version of a page: source_id names the URL (core.models.Source.source_id),
+-- content_hash the text (core.store.source_versions); a version is never overwritten.
 CREATE TABLE IF NOT EXISTS sources (
-    source_id VARCHAR PRIMARY KEY, url VARCHAR NOT NULL, title VARCHAR, text VARCHAR,
-    first_seen TIMESTAMPTZ NOT NULL, last_seen TIMESTAMPTZ NOT NULL);
+    source_id VARCHAR, url VARCHAR NOT NULL, title VARCHAR, text VARCHAR,
+    first_seen TIMESTAMPTZ NOT NULL, last_seen TIMESTAMPTZ NOT NULL, content_hash VARCHAR,
+    PRIMARY KEY (source_id, content_hash));
 CREATE TABLE IF NOT EXISTS topic_sources (
-    topic_id VARCHAR, source_id VARCHAR, PRIMARY KEY (topic_id, source_id));
+    topic_id VARCHAR, source_id VARCHAR, content_hash VARCHAR,
+    PRIMARY KEY (topic_id, source_id, content_hash));
 -- A finding with no claims keeps its raw notes in one row with claim_index -1 and claim NULL.
+-- evidence: [{url, title, quote, section, content_hash}], content_hash the version quoted.
 CREATE TABLE IF NOT EXISTS findings (
     topic_id VARCHAR, subquestion_index INTEGER, subquestion VARCHAR, claim_index INTEGER,
     claim VARCHAR, confidence VARCHAR, evidence JSON, raw_notes VARCHAR,
     PRIMARY KEY (topic_id, subquestion_index, claim_index));
+-- content_hash: the version of the page the quote was taken from (NULL: never stored).
 CREATE TABLE IF NOT EXISTS citations (
     report_id VARCHAR, number INTEGER, url VARCHAR NOT NULL, title VARCHAR, quote VARCHAR,
-    PRIMARY KEY (report_id, number));
+    content_hash VARCHAR, PRIMARY KEY (report_id, number));
 CREATE TABLE IF NOT EXISTS reports (
     report_id VARCHAR PRIMARY KEY, batch_id VARCHAR NOT NULL, topic_id VARCHAR NOT NULL,
     topic VARCHAR NOT NULL, title VARCHAR, markdown VARCHAR NOT NULL, engine VARCHAR,
@@ -155,6 +170,7 @@ USAGE_COLUMNS = """
     count(*) FILTER (WHERE l.outcome = 'fallback') AS fallbacks,
     coalesce(string_agg(DISTINCT l.role, ', ' ORDER BY l.role)
              FILTER (WHERE l.outcome = 'fallback'), '') AS fallback_roles"""
+
 
 # Views are recreated by every migration (CREATE OR REPLACE), so a later version may redefine them.
 _VIEWS = f"""
@@ -218,24 +234,48 @@ FROM reports r LEFT JOIN reports p ON p.report_id = r.previous_report_id
 LEFT JOIN counted c ON c.report_id = r.report_id
 WHERE r.previous_report_id IS NOT NULL;
 
--- Every source a report's topic read, with the first reference number citing it (NULL: read
--- but not cited), plus any cited URL that was never stored as a source.
+-- Every source a report's topic read, in the version it read, with the first reference number
+-- citing it (NULL: read but not cited), plus any cited URL that was never stored as a source.
 CREATE OR REPLACE VIEW report_sources AS
 WITH read AS (
-    SELECT r.report_id, s.url, s.title
+    SELECT r.report_id, s.url, s.title, s.content_hash
     FROM reports r JOIN topic_sources ts ON ts.topic_id = r.topic_id
-    JOIN sources s ON s.source_id = ts.source_id),
+    JOIN sources s ON s.source_id = ts.source_id AND s.content_hash = ts.content_hash),
 cited AS (
-    SELECT report_id, url, min(number) AS number, min(title) AS title
-    FROM citations GROUP BY report_id, url)
+    SELECT report_id, url, content_hash, min(number) AS number, min(title) AS title
+    FROM citations GROUP BY report_id, url, content_hash)
 SELECT coalesce(read.report_id, cited.report_id) AS report_id, cited.number,
-       coalesce(read.url, cited.url) AS url, coalesce(read.title, cited.title) AS title
-FROM read FULL JOIN cited ON cited.report_id = read.report_id AND cited.url = read.url;
+       coalesce(read.url, cited.url) AS url, coalesce(read.title, cited.title) AS title,
+       coalesce(read.content_hash, cited.content_hash) AS content_hash
+FROM read FULL JOIN cited ON cited.report_id = read.report_id AND cited.url = read.url
+     AND cited.content_hash = read.content_hash;
 
+-- Every quote of every report, checked against the version of the page it cites: verified
+-- when it is there verbatim (runs of whitespace collapsed on both sides), else the reason.
 CREATE OR REPLACE VIEW citation_quotes AS
+WITH checked AS (
+    SELECT c.*, CASE
+        WHEN s.content_hash IS NULL THEN 'source not stored'
+        WHEN trim(coalesce(c.quote, '')) = '' THEN 'empty quote'
+        WHEN NOT contains(regexp_replace(coalesce(s.text, ''), '\\s+', ' ', 'g'),
+                          trim(regexp_replace(c.quote, '\\s+', ' ', 'g')))
+            THEN 'quote not in source text' END AS reason
+    FROM citations c LEFT JOIN sources s ON s.url = c.url AND s.content_hash = c.content_hash)
 SELECT c.report_id, r.batch_id, r.topic, r.title AS report_title, c.number, c.url, c.title,
-       c.quote
-FROM citations c JOIN reports r ON r.report_id = c.report_id;
+       c.quote, c.content_hash, c.reason IS NULL AS verified, c.reason
+FROM checked c JOIN reports r ON r.report_id = c.report_id;
+
+-- Every version of every page: n counts a URL's versions from 1 in the order they were first
+-- seen; reports: the reports citing that version.
+CREATE OR REPLACE VIEW source_versions AS
+WITH citing AS (
+    SELECT url, content_hash, list(DISTINCT report_id ORDER BY report_id) AS reports
+    FROM citations WHERE content_hash IS NOT NULL GROUP BY url, content_hash)
+SELECT s.url, s.content_hash,
+       row_number() OVER (PARTITION BY s.source_id ORDER BY s.first_seen, s.content_hash) AS n,
+       s.title, length(s.text) AS chars, s.first_seen, s.last_seen,
+       coalesce(c.reports, []::VARCHAR[]) AS reports, s.source_id
+FROM sources s LEFT JOIN citing c ON c.url = s.url AND c.content_hash = s.content_hash;
 
 -- A topic's latest attempt when it did not succeed (an invalid CSV row included); report_id is
 -- an earlier success's report, which a failure never deletes.
@@ -390,10 +430,91 @@ def _add_unanswered(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE reports ADD COLUMN unanswered VARCHAR[]")
 
 
+# A v13 version's name, as core.store.source_versions.content_hash computes it.
+_V13_HASH = "left(sha256(coalesce(text, '')), 16)"
+
+
+def _version_sources(con: duckdb.DuckDBPyConnection) -> None:
+    """Sources kept per (url, content hash), and what read or quoted them naming the version.
+    Frozen: the v13 shapes. Each stored text becomes its page's one version; the topics that
+    read it, the citations and the evidence quoting it point at that version."""
+    for (view,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal "
+                               "AND database_name = current_database()").fetchall():
+        con.execute(f'DROP VIEW IF EXISTS "{view}"')  # recreated after the last step
+    # DuckDB cannot change a primary key, so both tables are rebuilt and their rows copied.
+    con.execute("CREATE TEMP TABLE sources_v12 AS SELECT * FROM sources")
+    con.execute("DROP TABLE sources")
+    con.execute("""
+        CREATE TABLE sources (
+            source_id VARCHAR, url VARCHAR NOT NULL, title VARCHAR, text VARCHAR,
+            first_seen TIMESTAMPTZ NOT NULL, last_seen TIMESTAMPTZ NOT NULL,
+            content_hash VARCHAR, PRIMARY KEY (source_id, content_hash))""")
+    con.execute("INSERT INTO sources SELECT source_id, url, title, text, first_seen, last_seen, "
+                f"{_V13_HASH} FROM sources_v12")
+    con.execute("DROP TABLE sources_v12")
+    con.execute("CREATE TEMP TABLE topic_sources_v12 AS SELECT * FROM topic_sources")
+    con.execute("DROP TABLE topic_sources")
+    con.execute("""
+        CREATE TABLE topic_sources (
+            topic_id VARCHAR, source_id VARCHAR, content_hash VARCHAR,
+            PRIMARY KEY (topic_id, source_id, content_hash))""")
+    # A row whose source was never stored has no version to name (save_result wrote both).
+    con.execute("INSERT INTO topic_sources SELECT ts.topic_id, ts.source_id, s.content_hash "
+                "FROM topic_sources_v12 ts JOIN sources s USING (source_id)")
+    con.execute("DROP TABLE topic_sources_v12")
+    con.execute("ALTER TABLE citations ADD COLUMN content_hash VARCHAR")
+    _name_versions(con)
+
+
+def _name_versions(con: duckdb.DuckDBPyConnection) -> None:
+    """Fill the v13 version columns of rows written before v13, where they are NULL: in a
+    file after `_version_sources`, in a DuckLake after it gained the columns (LAKE_FILLS).
+    Frozen. Before v13 a URL had one stored text, so each row names that one."""
+    con.execute(f"UPDATE sources SET content_hash = {_V13_HASH} WHERE content_hash IS NULL")
+    con.execute("UPDATE topic_sources SET content_hash = s.content_hash FROM sources s "
+                "WHERE s.source_id = topic_sources.source_id "
+                "AND topic_sources.content_hash IS NULL")
+    con.execute("UPDATE citations SET content_hash = s.content_hash FROM sources s "
+                "WHERE s.url = citations.url AND citations.content_hash IS NULL")
+    versions = dict(con.execute("SELECT url, min(content_hash) FROM sources GROUP BY url")
+                    .fetchall())
+    stamped = []
+    for topic_id, sub, claim, evidence in con.execute(
+            "SELECT topic_id, subquestion_index, claim_index, evidence FROM findings "
+            "WHERE evidence IS NOT NULL").fetchall():
+        try:
+            items = json.loads(evidence)
+        except ValueError:
+            continue
+        if not isinstance(items, list):
+            continue
+        changed = False
+        for item in items:
+            if (isinstance(item, dict) and item.get("content_hash") is None
+                    and item.get("url") in versions):
+                item["content_hash"] = versions[item["url"]]
+                changed = True
+        if changed:
+            stamped.append([topic_id, sub, claim, json.dumps(items)])
+    if stamped:
+        con.execute("CREATE TEMP TABLE evidence_v13 (topic_id VARCHAR, subquestion_index "
+                    "INTEGER, claim_index INTEGER, evidence VARCHAR)")
+        con.executemany("INSERT INTO evidence_v13 VALUES (?, ?, ?, ?)", stamped)
+        con.execute("UPDATE findings SET evidence = e.evidence::JSON FROM evidence_v13 e "
+                    "WHERE findings.topic_id = e.topic_id "
+                    "AND findings.subquestion_index = e.subquestion_index "
+                    "AND findings.claim_index = e.claim_index")
+        con.execute("DROP TABLE evidence_v13")
+
+
 # MIGRATIONS[n] takes a file from version n to n + 1.
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7,
-    7: _v7_to_v8, 8: _v8_to_v9, 9: _add_call_memo, 10: _count_fallbacks, 11: _add_unanswered}
+    7: _v7_to_v8, 8: _v8_to_v9, 9: _add_call_memo, 10: _count_fallbacks, 11: _add_unanswered,
+    12: _version_sources}
+# LAKE_FILLS[n]: what a DuckLake of version n or older runs once it has gained the columns of
+# version n + 1 (core.store.lake_schema adds columns; data it cannot derive is filled here).
+LAKE_FILLS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {12: _name_versions}
 
 
 def _foreign(con: duckdb.DuckDBPyConnection) -> bool:

@@ -158,7 +158,7 @@ def test_a_v6_file_gets_the_views_by_migrating(tmp_path: Path) -> None:
                           f"{VIEWS}")
 
     store = ResultStore(path)
-    assert store.schema_version() == SCHEMA_VERSION == 12
+    assert store.schema_version() == SCHEMA_VERSION == 13
     assert rows(path, "SELECT report_id, title FROM latest_reports") == [("rep-ok", "Title")]
     assert rows(path, "SELECT topic, error FROM failures") == [
         ("A bad topic", "ContextOverflow: 200000 > 128000")]
