@@ -1,4 +1,5 @@
-"""Commands that read the store: show, search and export reports, run read-only SQL.
+"""Commands that read the store: show, search, export and compare reports, run read-only
+SQL.
 
 None of them writes to the store: each opens it read-only, on a connection that can read
 nothing else (core.store.query), so they work on a read-only file and leave a DuckDB file that
@@ -283,19 +284,26 @@ class DiffFormat(str, Enum):
     json = "json"
 
 
-def diff(report_a: str = typer.Argument(..., help="The earlier report's id."),
-         report_b: str = typer.Argument(..., help="The later report's id."),
+def diff(report_a: str = typer.Argument(..., help="The earlier report's id; alone, the report "
+                                         "to compare with the edition before it."),
+         report_b: Optional[str] = typer.Argument(None, help="The later report's id."),
          format: DiffFormat = typer.Option(DiffFormat.md, "--format",
                                            help="md (the report's section) or json."),
          db: Optional[str] = DbOpt) -> None:
     """What changed from one report of a topic to another: sources new and gone, claims
-    added, dropped or changed (matched by their evidence), numbers that changed."""
+    added, dropped or changed (matched by their evidence), numbers that changed.
+
+    With one report: what changed since the edition before it, as the store holds it now (a
+    report's own section was made when it was written; `report_editions.stale` says when that
+    no longer holds)."""
     from core.reports.editions import compare, section
     from core.store import StoreError
     from core.store.query import read_report, read_snapshot
 
     path = _existing_store(db)
     try:
+        if report_b is None:
+            report_b, report_a = report_a, _predecessor(path, report_a)
         before, after = read_snapshot(path, report_a), read_snapshot(path, report_b)
         later = read_report(path, report_b) if after is not None else None
     except StoreError as exc:
@@ -312,3 +320,21 @@ def diff(report_a: str = typer.Argument(..., help="The earlier report's id."),
         out.print(Markdown(text, hyperlinks=False))
     else:
         sys.stdout.write(text)
+
+
+def _predecessor(path: Path, report_id: str) -> str:
+    """The report of the edition before `report_id`'s, or a one-line failure."""
+    from core.store.query import read_predecessor
+
+    found = read_predecessor(path, report_id)
+    if found is None:
+        fail(f"no report {report_id!r} in {path}; {_LIST_REPORTS}")
+    predecessor, stale = found
+    if predecessor is None:
+        fail(f"report {report_id!r} is its topic's first edition: there is none before it to "
+             "compare with", code=1)
+    if stale:
+        err.print(plain(f"report {report_id}'s own \"What changed\" was made against another "
+                        f"state of its predecessor; compared again with {predecessor}"))
+    return predecessor
+

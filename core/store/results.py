@@ -32,7 +32,7 @@ from core.store.backend import open_backend
 from core.store.report_snapshots import snapshot_from
 from core.store.connection import HOLD_SECONDS, LOCK_TIMEOUT, StoreError, dicts, one_dict
 from core.store.redaction import public_settings
-from core.store.schema import TABLES, read_version
+from core.store.schema import TABLES, edition_order, read_version
 from core.store.source_versions import Versions, content_hash, unverified
 from core.accounting.usage import CallRecord, UsageTotals
 
@@ -280,16 +280,20 @@ class ResultStore:
         return report
 
     def previous_edition(self, topic: Topic) -> Snapshot | None:
-        """The snapshot of the topic's newest report in another edition of its batch (None:
-        the topic has none, or belongs to no edition)."""
+        """The snapshot of the topic's predecessor: its report in the latest edition of its
+        batch ordered before `topic.edition` (core.store.schema `edition_order`), whatever
+        order the runs were written in, so a backfill compares with the edition before it.
+        None: the topic has none, or belongs to no edition."""
         if not topic.edition:
             return None
         with self._connection() as con:
             row = con.execute(
-                "SELECT report_id FROM reports WHERE batch_id = ? AND "
-                "lower(trim(topic)) = lower(trim(?)) AND coalesce(edition, '') <> ? "
-                "ORDER BY created_at DESC, report_id LIMIT 1",
-                [topic.batch_id, topic.text, topic.edition]).fetchone()
+                f"SELECT report_id FROM reports WHERE batch_id = ? AND "
+                f"lower(trim(topic)) = lower(trim(?)) AND ({edition_order('edition')}, "
+                f"coalesce(edition, '')) < ({edition_order('?')}, ?) "
+                f"ORDER BY {edition_order('edition')} DESC, coalesce(edition, '') DESC "
+                "LIMIT 1", [topic.batch_id, topic.text, topic.edition, topic.edition]
+            ).fetchone()
             return None if row is None else snapshot_from(con, row[0])
 
     def change_count(self, report_id: str) -> int | None:

@@ -51,7 +51,8 @@ Version history:
      `findings.evidence` (the version quoted); existing rows become one version per URL.
      Views: `source_versions` (each version, the reports citing it); `citation_quotes` gains
      `content_hash`, `verified` and `reason`; `report_sources` reads the version each report
-     read
+     read; `report_editions` is ordered by the edition's name (`edition_order`) and gains
+     `predecessor_report_id` and `stale`, which `report_changes` shows too
 """
 
 from __future__ import annotations
@@ -172,6 +173,26 @@ USAGE_COLUMNS = """
              FILTER (WHERE l.outcome = 'fallback'), '') AS fallback_roles"""
 
 
+def edition_order(name: str) -> str:
+    """SQL for the sort key of the edition name `name` (a column or a `?`), by which a topic's
+    editions are ordered ("previous" is the latest edition before this one).
+
+    The name is read as runs of digits and runs of other characters: digits compare by value
+    (a run is written as its length, then its digits, leading zeros dropped), the rest as lower
+    case text, and a run of digits sorts before other text at the same place. So dates
+    (2026-12-03, the default edition, or 2026-9-3) order by date, week-9 comes before week-49
+    and v1.9 before v1.10; no edition (NULL, '') comes before every edition. Names with equal
+    keys (week-9, Week-09) are ordered by the name itself.
+    """
+    return (f"list_transform(regexp_extract_all(lower(coalesce({name}, '')), '\\d+|\\D+'), "
+            "p -> CASE WHEN regexp_matches(p, '^\\d') THEN "
+            "lpad(length(ltrim(p, '0'))::VARCHAR, 3, '0') || ltrim(p, '0') ELSE p END)")
+
+
+# A topic's reports in edition order, per batch (see `edition_order`).
+_EDITION_WINDOW = (f"PARTITION BY batch_id, lower(trim(topic)) ORDER BY "
+                   f"{edition_order('edition')}, coalesce(edition, ''), created_at, report_id")
+
 # Views are recreated by every migration (CREATE OR REPLACE), so a later version may redefine them.
 _VIEWS = f"""
 CREATE OR REPLACE VIEW usage_by_topic AS
@@ -204,12 +225,22 @@ FROM reports
 QUALIFY row_number() OVER (PARTITION BY lower(trim(topic))
                            ORDER BY created_at DESC, report_id) = 1;
 
--- Every edition of every topic, oldest first per topic (n counts them from 1).
+-- Every edition of every topic in edition order (n counts them from 1), whatever order they
+-- were written in. predecessor_report_id: the edition before it as the store holds it now;
+-- stale: its "What changed" was not made against that report as it is now (another edition
+-- came between, or the predecessor was written again after it); `researchflow diff REPORT`
+-- compares them again.
 CREATE OR REPLACE VIEW report_editions AS
-SELECT report_id, batch_id, topic, edition, previous_report_id, title, created_at,
-       row_number() OVER (PARTITION BY batch_id, lower(trim(topic))
-                          ORDER BY created_at, report_id) AS n
-FROM reports;
+WITH ordered AS (
+    SELECT report_id, batch_id, topic, edition, previous_report_id, title, created_at,
+           row_number() OVER w AS n, lag(report_id) OVER w AS predecessor_report_id,
+           lag(created_at) OVER w AS predecessor_written_at
+    FROM reports WINDOW w AS ({_EDITION_WINDOW}))
+SELECT report_id, batch_id, topic, edition, previous_report_id, title, created_at, n,
+       predecessor_report_id,
+       (previous_report_id IS DISTINCT FROM predecessor_report_id
+        OR coalesce(predecessor_written_at > created_at, false)) AS stale
+FROM ordered;
 
 -- Per report of a second or later edition: what changed since the previous one, by kind.
 CREATE OR REPLACE VIEW report_changes AS
@@ -229,9 +260,10 @@ SELECT r.report_id, r.previous_report_id, r.batch_id, r.topic, r.edition,
        coalesce(c.claims_added, 0) AS claims_added,
        coalesce(c.claims_dropped, 0) AS claims_dropped,
        coalesce(c.claims_changed, 0) AS claims_changed,
-       coalesce(c.numbers_changed, 0) AS numbers_changed
+       coalesce(c.numbers_changed, 0) AS numbers_changed, e.stale
 FROM reports r LEFT JOIN reports p ON p.report_id = r.previous_report_id
 LEFT JOIN counted c ON c.report_id = r.report_id
+JOIN report_editions e ON e.report_id = r.report_id
 WHERE r.previous_report_id IS NOT NULL;
 
 -- Every source a report's topic read, in the version it read, with the first reference number

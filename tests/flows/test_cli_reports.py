@@ -1,8 +1,9 @@
-"""`researchflow search`, `export` and `query` through the CLI: what they print, their one-line
-errors and exit codes, and a store they never change."""
+"""`researchflow search`, `export`, `query` and `diff` through the CLI: what they
+print, their one-line errors and exit codes, and a store they never change."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,23 @@ def test_the_commands_do_not_hold_the_store(db: Path) -> None:
     store.save_result(topic_result("Another topic", body="Zebras."), run_id="r2",
                       engine="offline")
     assert "Another topic" in run("search", "zebras", "--db", str(db)).output
+
+
+def test_diff_with_one_report_compares_it_with_the_edition_before_it(tmp_path: Path) -> None:
+    from tests.core.test_edition_order import save_edition
+
+    store = ResultStore(tmp_path / "rf.duckdb")
+    first = save_edition(store, "2026-12-01", 7)
+    third = save_edition(store, "2026-12-03", 9)
+    second = save_edition(store, "2026-12-02", 8)  # a backfill: the third's section is stale
+    release_all()
+    db = str(store.path)
+    alone = run("diff", third, "--db", db, "--format", "json")
+    assert alone.exit_code == 0, alone.output
+    assert "compared again with " + second in alone.output
+    data = json.loads(alone.stdout)
+    assert data["previous"]["report_id"] == second and data["current"]["report_id"] == third
+    assert data["counts"]["number_changed"] == 1
+    assert run("diff", second, "--db", db, "--format", "json").exit_code == 0
+    none = run("diff", first, "--db", db)
+    assert none.exit_code == 1 and "first edition" in none.output
