@@ -1,5 +1,5 @@
-"""Commands that read the store: show, search, export and compare reports, run read-only
-SQL.
+"""Commands that read the store: show, search, export, compare and verify reports, run
+read-only SQL.
 
 None of them writes to the store: each opens it read-only, on a connection that can read
 nothing else (core.store.query), so they work on a read-only file and leave a DuckDB file that
@@ -338,3 +338,32 @@ def _predecessor(path: Path, report_id: str) -> str:
                         f"state of its predecessor; compared again with {predecessor}"))
     return predecessor
 
+
+def verify(report_id: str, db: Optional[str] = DbOpt) -> None:
+    """Check every quote of a stored report against the version of the page it cites (the
+    text as it was read, whatever the page says now).
+
+    Exits 0 when every quote is found there (runs of whitespace may differ), else prints one
+    line per quote not found (reference number, URL, version, why, the quote) and exits 1."""
+    from core.store import StoreError
+    from core.store.query import read_unverified
+
+    path = _existing_store(db)
+    try:
+        found = read_unverified(path, report_id)
+    except StoreError as exc:
+        fail(str(exc))
+    if found is None:
+        fail(f"no report {report_id!r} in {path}; {_LIST_REPORTS}")
+    checked, missing = found
+    for row in missing:
+        quote = " ".join((row["quote"] or "").split())
+        quote = quote if len(quote) <= 160 else quote[:159] + "…"
+        line = (f"[{row['number']}] {row['url']} @{row['content_hash'] or '-'}: "
+                f"{row['reason']}: “{quote}”")
+        sys.stdout.write(printable(line) + "\n")
+    if missing:
+        fail(f"{len(missing)} of {checked} quote(s) of {report_id} not found in the version of "
+             "the page they cite", code=1)
+    out.print(plain(f"all {checked} quote(s) of {report_id} found in the version of the page "
+                    "they cite"))

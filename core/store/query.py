@@ -15,9 +15,9 @@ A DuckDB file that is not a researchflow store (no schema version) is refused wi
 
 `query_readonly` runs SQL and returns every row (tests, benches, the CLI's closing table);
 `open_query` streams them (`researchflow query`); `read_report` and `report_usage` feed `show`
-and `export`, `read_snapshot` and `read_predecessor` feed `diff`; `attached_readonly` lends
-the file, read-only, to another connection for the length of a `with` block (the full-text
-index reads it that way).
+and `export`, `read_snapshot` and `read_predecessor` feed `diff`, `read_unverified` feeds
+`verify`; `attached_readonly` lends the file, read-only, to another connection for the
+length of a `with` block (the full-text index reads it that way).
 
 What it does not do: create or migrate the schema (a missing file is an error, not a new store).
 """
@@ -41,6 +41,7 @@ from core.store.backend import lake_target
 from core.store.connection import (ReadOnlyQueryError, StoreError, _is_lock_conflict, lock_for,
                                    release, retry_locked)
 from core.store.schema import read_version
+from core.store.source_versions import unverified
 from core.accounting.usage import UsageTotals
 
 MEMORY_LIMIT = "1GB"
@@ -306,6 +307,22 @@ def read_snapshot(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> S
             return snapshot_from(con, report_id)
         except duckdb.Error as exc:
             raise StoreError(f"cannot read reports from {_shown(path)}: {one_line(exc)}") from exc
+
+
+def read_unverified(path: Path, report_id: str, *, lock_timeout: float = 3.0
+                    ) -> tuple[int, list[dict[str, Any]]] | None:
+    """(how many quotes a stored report cites, those not found in the version of the page
+    they cite: core.store.source_versions `unverified`), read-only; None for an unknown id."""
+    with readonly(path, lock_timeout=lock_timeout) as con:
+        try:
+            _at_least(con, VERSIONED_SOURCES, _shown(path), "checking quotes")
+            row = con.execute("SELECT (SELECT count(*) FROM citations c WHERE c.report_id = "
+                              "r.report_id) FROM reports r WHERE report_id = ?",
+                              [report_id]).fetchone()
+            return None if row is None else (int(row[0]), unverified(con, report_id))
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot read citations from {_shown(path)}: {one_line(exc)}"
+                             ) from exc
 
 
 def read_predecessor(path: Path, report_id: str, *, lock_timeout: float = 3.0
