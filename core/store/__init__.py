@@ -4,7 +4,8 @@ DuckDB file (one writing process) or in a DuckLake (many writers, several machin
 A map of the package (imports run top to bottom; nothing here imports prefect):
 
     connection  open the file (held while working), in-process locks, the store's exceptions
-    schema      tables, views, SCHEMA_VERSION and the migrations from older files
+    migrations  the frozen steps from each older schema version to the next
+    schema      tables, views, SCHEMA_VERSION, edition order; brings a file up to date
     redaction   public_settings: what a run's settings snapshot may contain
     backend     where a store lives: a file, or a `ducklake:` target; read, write(body)
     dialect     the store's SQL that DuckLake lacks (ON CONFLICT, RETURNING), rewritten

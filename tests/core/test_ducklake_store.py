@@ -246,7 +246,7 @@ def test_an_older_lake_gains_what_it_lacks_and_a_newer_one_is_refused(
 def test_an_older_lakes_texts_become_the_versions_its_quotes_name(
         lake_store: tuple[str, str]) -> None:
     """A v12 lake gains the v13 columns by itself; what they hold for its rows (the version
-    each stored text is) is filled in by schema.LAKE_FILLS."""
+    each stored text is) is filled in by migrations.LAKE_FILLS."""
     import json
 
     from core.store import SCHEMA_VERSION

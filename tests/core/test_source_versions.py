@@ -12,7 +12,7 @@ import pytest
 
 from core.models import Source
 from core.store import SCHEMA_VERSION, ResultStore, query_readonly
-from core.store import schema as store_schema
+from core.store import migrations
 from core.store.source_versions import Versions, content_hash
 from tests.core.test_store import SHARED, make_result
 from tests.core.test_store_ledger import make_v1_file
@@ -78,7 +78,7 @@ def make_v12_file(path: Path) -> None:
     make_v1_file(path)
     con = duckdb.connect(str(path))
     for step in range(1, 12):
-        store_schema.MIGRATIONS[step](con)
+        migrations.MIGRATIONS[step](con)
     evidence = [{"url": "https://example.org/a", "title": "A", "quote": "text a", "section": ""},
                 {"url": "https://example.org/b", "title": "B", "quote": "text b", "section": ""},
                 {"url": "https://example.org/unstored", "title": "U", "quote": "u"}]

@@ -12,7 +12,7 @@ import pytest
 
 from core.models import Topic
 from core.store import (SCHEMA_VERSION, TABLES, ResultStore, StoreError, query_readonly)
-from core.store import schema as store_schema
+from core.store import migrations
 from core.accounting.usage import CallRecord, UsageTotals
 from core.store.source_versions import content_hash
 from tests.core.test_store import make_result
@@ -195,13 +195,13 @@ def test_failed_migration_leaves_the_v1_file_untouched(tmp_path: Path,
     path = tmp_path / "old.duckdb"
     make_v1_file(path)
     before = {t: dump(path, t) for t in _V1_TABLES}
-    real_step = store_schema.MIGRATIONS[1]
+    real_step = migrations.MIGRATIONS[1]
 
     def half_then_crash(con: duckdb.DuckDBPyConnection) -> None:
         real_step(con)
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setitem(store_schema.MIGRATIONS, 1, half_then_crash)
+    monkeypatch.setitem(migrations.MIGRATIONS, 1, half_then_crash)
     with pytest.raises(RuntimeError, match="disk on fire"):
         ResultStore(path)
     assert query_readonly(path, "SELECT value FROM meta")[1] == [("1",)]
@@ -209,7 +209,7 @@ def test_failed_migration_leaves_the_v1_file_untouched(tmp_path: Path,
     _, tables = query_readonly(path, "SELECT table_name FROM duckdb_tables() "
                                      "WHERE table_name = 'llm_calls'")
     assert tables == []
-    monkeypatch.setitem(store_schema.MIGRATIONS, 1, real_step)
+    monkeypatch.setitem(migrations.MIGRATIONS, 1, real_step)
     assert ResultStore(path).schema_version() == SCHEMA_VERSION
 
 
