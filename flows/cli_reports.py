@@ -213,9 +213,11 @@ def query(sql: str,
     """Run one read-only query (SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN)
     against the store; anything else is refused (exit 2) and the store is never changed.
 
-    Tables: runs, topics, subquestions, sources, topic_sources, findings, citations, reports,
-    llm_calls, model_limits, pages, searches. Views: latest_reports, report_sources,
-    citation_quotes, failures, cost_by_batch, usage_by_topic, usage_by_batch."""
+    Tables: runs, topics, subquestions, sources (one row per version of a page),
+    topic_sources, findings, citations, reports, changes, llm_calls, model_limits, pages,
+    searches. Views: latest_reports, report_sources, citation_quotes, source_versions,
+    report_editions, report_changes, failures, cost_by_batch, usage_by_topic, usage_by_batch,
+    fallbacks."""
     from core.store import StoreError
     from core.store.query import open_query
 
