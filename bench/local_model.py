@@ -45,7 +45,7 @@ def _verbatim(db: Path) -> tuple[int, int]:
     from core.store.query import query_readonly
 
     _, rows = query_readonly(db, "SELECT c.quote, s.text FROM citations c JOIN sources s "
-                                 "ON s.url = c.url AND s.content_hash = c.content_hash")
+                                 "USING (url, content_hash)")
     return len(rows), sum(quote in text for quote, text in rows)
 
 
