@@ -16,7 +16,7 @@ import re
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 import typer
 from rich.markdown import Markdown
@@ -27,6 +27,7 @@ from flows.console import DbOpt, db_path, err, fail, out, plain, store_exists
 
 _LIST_REPORTS = "list them with: researchflow query \"SELECT report_id, topic FROM reports\""
 TABLE_LIMIT = 1000  # rows `query` shows in a table unless --limit says otherwise
+_T = TypeVar("_T")
 
 
 class SearchKind(str, Enum):
@@ -53,6 +54,20 @@ def _existing_store(db: Optional[str]) -> Path:
     if not store_exists(path):
         fail(f"no store at {path}; run `researchflow run TOPIC` or pass --db")
     return path
+
+
+def _stored(read: Callable[[Path, str], Optional[_T]], path: Path, report_id: str) -> _T:
+    """What `read` (a core.store.query reader) finds for a stored report, or a one-line
+    failure: an unreadable store, or no such report."""
+    from core.store import StoreError
+
+    try:
+        found = read(path, report_id)
+    except StoreError as exc:
+        fail(str(exc))
+    if found is None:
+        fail(f"no report {report_id!r} in {path}; {_LIST_REPORTS}")
+    return found
 
 
 def show(report_id: str, db: Optional[str] = DbOpt,
@@ -132,18 +147,12 @@ def export(report_id: str,
     """Write a stored report as markdown, a self-contained HTML page, Word or PDF."""
     from core.reports.export import BINARY, ExportError, render
     from core.settings import Settings
-    from core.store import StoreError
     from core.store.query import read_report
 
     path = _existing_store(db)
     if output is not None:
         _check_output(output, path, force)
-    try:
-        report = read_report(path, report_id)
-    except StoreError as exc:
-        fail(str(exc))
-    if report is None:
-        fail(f"no report {report_id!r} in {path}; {_LIST_REPORTS}")
+    report = _stored(read_report, path, report_id)
     if fmt.value in BINARY and output is None and sys.stdout.isatty():
         fail(f"a {fmt.value} file is binary: write it with -o FILE (or redirect stdout)")
     try:
@@ -299,25 +308,18 @@ def diff(report_a: str = typer.Argument(..., help="The earlier report's id; alon
     report's own section was made when it was written; `report_editions.stale` says when that
     no longer holds)."""
     from core.reports.editions import compare, section
-    from core.store import StoreError
     from core.store.query import read_report, read_snapshot
 
     path = _existing_store(db)
-    try:
-        if report_b is None:
-            report_b, report_a = report_a, _predecessor(path, report_a)
-        before, after = read_snapshot(path, report_a), read_snapshot(path, report_b)
-        later = read_report(path, report_b) if after is not None else None
-    except StoreError as exc:
-        fail(str(exc))
-    for report_id, found in ((report_a, before), (report_b, after)):
-        if found is None:
-            fail(f"no report {report_id!r} in {path}; {_LIST_REPORTS}")
+    if report_b is None:
+        report_b, report_a = report_a, _predecessor(path, report_a)
+    before = _stored(read_snapshot, path, report_a)
+    after = _stored(read_snapshot, path, report_b)
     changes = compare(before, after)
     if format is DiffFormat.json:
         sys.stdout.write(json.dumps(changes.as_json(), ensure_ascii=False, indent=2) + "\n")
         return
-    text = printable(section(changes, later.language if later is not None else "en"))
+    text = printable(section(changes, _stored(read_report, path, report_b).language))
     if sys.stdout.isatty():
         out.print(Markdown(text, hyperlinks=False))
     else:
@@ -328,10 +330,7 @@ def _predecessor(path: Path, report_id: str) -> str:
     """The report of the edition before `report_id`'s, or a one-line failure."""
     from core.store.query import read_predecessor
 
-    found = read_predecessor(path, report_id)
-    if found is None:
-        fail(f"no report {report_id!r} in {path}; {_LIST_REPORTS}")
-    predecessor, stale = found
+    predecessor, stale = _stored(read_predecessor, path, report_id)
     if predecessor is None:
         fail(f"report {report_id!r} is its topic's first edition: there is none before it to "
              "compare with", code=1)
@@ -347,17 +346,9 @@ def verify(report_id: str, db: Optional[str] = DbOpt) -> None:
 
     Exits 0 when every quote is found there (runs of whitespace may differ), else prints one
     line per quote not found (reference number, URL, version, why, the quote) and exits 1."""
-    from core.store import StoreError
     from core.store.query import read_unverified
 
-    path = _existing_store(db)
-    try:
-        found = read_unverified(path, report_id)
-    except StoreError as exc:
-        fail(str(exc))
-    if found is None:
-        fail(f"no report {report_id!r} in {path}; {_LIST_REPORTS}")
-    checked, missing = found
+    checked, missing = _stored(read_unverified, _existing_store(db), report_id)
     for row in missing:
         quote = " ".join((row["quote"] or "").split())
         quote = quote if len(quote) <= 160 else quote[:159] + "…"

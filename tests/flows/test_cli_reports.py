@@ -163,3 +163,6 @@ def test_diff_with_one_report_compares_it_with_the_edition_before_it(tmp_path: P
     assert run("diff", second, "--db", db, "--format", "json").exit_code == 0
     none = run("diff", first, "--db", db)
     assert none.exit_code == 1 and "first edition" in none.output
+    for args in (("r_nope",), ("r_nope", third), (first, "r_nope")):
+        unknown = run("diff", *args, "--db", db)
+        assert unknown.exit_code == 2 and "no report 'r_nope'" in unknown.output, args
