@@ -249,13 +249,12 @@ def _phrase(subject: str) -> str:
 def cases_for(corpus: Corpus, folder: Path, n: int, seed: int) -> list[Case]:
     rng = random.Random(f"{seed}-{corpus.name}")
     pages = corpus.pages(folder)
-    seen: set[str] = set()
-    unique = []
-    for page in pages:  # one topic per subject: two pages titled alike are one question
-        key = page.subject.lower()
-        if key not in seen:
-            seen.add(key)
-            unique.append(page)
+    # One topic per subject: pages titled alike ("Implementation" in several chapters) are one
+    # question, and each of them is the subject's own page.
+    alike: dict[str, list[Page]] = {}
+    for page in pages:
+        alike.setdefault(page.subject.lower(), []).append(page)
+    unique = [same[0] for same in alike.values()]
     drawn = rng.sample(unique, min(n, len(unique)))
     out = []
     for page in drawn:
@@ -265,8 +264,10 @@ def cases_for(corpus: Corpus, folder: Path, n: int, seed: int) -> list[Case]:
             rng.choice(SHAPES[corpus.language])
         text = template.replace("{S}", page.subject if module or corpus.language == "zh"
                                 else _phrase(page.subject))
+        same = alike[page.subject.lower()]
         out.append(Case(corpus.name, text[0].upper() + text[1:], page.subject, parts,
-                        tuple(str(p) for p in (page.path, *page.twins)), page.section))
+                        tuple(str(p) for q in same for p in (q.path, *q.twins)),
+                        "\n".join(q.section for q in same if q.section)))
     off = DATA / f"off_corpus_{corpus.language}.txt"
     out += [Case(corpus.name, line.strip()) for line in off.read_text(encoding="utf-8")
             .splitlines() if line.strip() and not line.startswith("#")]
@@ -328,7 +329,8 @@ def measure(case: Case, report, plan, result: Result) -> None:
     on = []
     for c in citations:
         from_page = file_of(c.url) in gold_files
-        in_gold = from_page and (not section or _squeeze(c.quote) in section)
+        in_gold = from_page and (not section or any(
+            _squeeze(c.quote) in part for part in section.split("\n")))
         result.gold_page |= from_page
         result.gold |= in_gold
         on.append(in_gold or names(c.quote, case.subject))

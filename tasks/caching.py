@@ -105,16 +105,76 @@ def _code_only(source: str) -> str:
 
 
 CORE_CODE = CacheKeyFnPolicy(cache_key_fn=lambda _ctx, _params: core_fingerprint())
+
+
+# -- what a step read ------------------------------------------------------------------------
+# A step that reads the corpus keys its cache on what it read, not only on what it was asked:
+# a retry, a rerun or a new edition after the user adds, edits or removes files sees them, and a
+# step the change does not touch is served from the cache. A web search observes the world once
+# per edition instead (its searches are billed; the edition is in the key).
+RESULTS_PER_FINGERPRINT = 10  # hits per search that may change a sub-question's reading
+
+
+def _topic_words(_ctx, params: dict) -> str:
+    """The plan reads the topic against the corpus's vocabulary (core.relevance.subject): the
+    counts of the topic's words are part of its key (a page that adds a word the topic asks
+    about makes a new plan, whose parts can be answered)."""
+    from core.relevance.subject import content_words
+    from core.search.registry import vocabulary_of
+    from tasks.contexts import context_for
+
+    config, topic = params.get("config"), params.get("topic")
+    if config is None or topic is None or config.search != "corpus":
+        return ""
+    vocabulary = vocabulary_of(context_for(config).search)
+    if vocabulary is None:
+        return ""
+    counted = vocabulary([w for w, _, _ in content_words(topic.text)])
+    return hashlib.sha256(json.dumps([counted.documents, sorted(
+        (w, s.documents, s.titled) for w, s in counted.words.items())]).encode()).hexdigest()[:24]
+
+
+def _sources_seen(_ctx, params: dict) -> str:
+    """A sub-question's research over a corpus keys on the documents its searches could read
+    (and their contents): core.search.corpus.CorpusSearch.fingerprint. Over the web, on its
+    edition."""
+    from core.search.corpus import CorpusSearch
+    from tasks.contexts import context_for
+
+    config, subquestion = params.get("config"), params.get("subquestion")
+    search = context_for(config).search if config is not None else None
+    if subquestion is None or not isinstance(search, CorpusSearch):
+        return f"edition:{params.get('edition', '')}"
+    asked = [subquestion.question, *subquestion.queries, " ".join(subquestion.focus)]
+    return "corpus:" + search.fingerprint(asked, RESULTS_PER_FINGERPRINT)
+
+
+def keep_out_of_cache() -> None:
+    """The running task's result is not written under its key: an answer of "nothing found"
+    is never served to a later run, whose sources or search may have changed."""
+    from prefect.transactions import get_transaction
+
+    active = get_transaction()
+    if active is not None:
+        active.write_on_commit = False
+
+
+TOPIC_WORDS = CacheKeyFnPolicy(cache_key_fn=_topic_words)
+SOURCES_SEEN = CacheKeyFnPolicy(cache_key_fn=_sources_seen)
 # Results persist as data that cannot run code when loaded: written by DataSerializer, their
 # metadata kept where only what DataSerializer wrote is handed back (tasks.result_serializer).
-def cache_policy(*, ignore: tuple[str, ...] = ()):
-    """INPUTS (less the `ignore`d parameters) + TASK_SOURCE + CORE_CODE, its metadata in the
-    key storage that hands back only what DataSerializer wrote. Every cached task takes its
-    policy from here: a policy built elsewhere would load whatever a tampered file names."""
+def cache_policy(*, ignore: tuple[str, ...] = (), reads=None):
+    """INPUTS (less the `ignore`d parameters) + TASK_SOURCE + CORE_CODE (+ `reads`: what the
+    step read, TOPIC_WORDS or SOURCES_SEEN), its metadata in the key storage that hands back
+    only what DataSerializer wrote. Every cached task takes its policy from here: a policy built
+    elsewhere would load whatever a tampered file names."""
     inputs = INPUTS
     for name in ignore:
         inputs = inputs - name
-    return (inputs + TASK_SOURCE + CORE_CODE).configure(key_storage=METADATA)
+    policy = inputs + TASK_SOURCE + CORE_CODE
+    if reads is not None:
+        policy = policy + reads
+    return policy.configure(key_storage=METADATA)
 
 
 CACHE_POLICY = cache_policy()
@@ -129,3 +189,8 @@ CACHED = dict(cache_policy=CACHE_POLICY, cache_expiration=CACHE_EXPIRATION, pers
               result_serializer=DATA)
 LASTING = dict(cache_policy=CACHE_POLICY, cache_expiration=LASTING_EXPIRATION,
                persist_result=True, result_serializer=DATA)
+# The plan: what it was asked, and what the corpus says of the topic's words.
+PLANNING = {**LASTING, "cache_policy": cache_policy(reads=TOPIC_WORDS)}
+# A sub-question's research: what it was asked, and what its searches could read (its
+# edition's part, `edition`, counts only where the world is the web).
+RESEARCHING = {**CACHED, "cache_policy": cache_policy(ignore=("edition",), reads=SOURCES_SEEN)}

@@ -35,12 +35,12 @@ from core.search.fetch_types import PageFault
 from core.search.registry import vocabulary_of
 from core.signals import RateLimited, Transient
 from core.settings import RunConfig
-from tasks.caching import CACHED, LASTING
+from tasks.caching import CACHED, LASTING, PLANNING, RESEARCHING, keep_out_of_cache
 from tasks.contexts import context_for
 from tasks.retry import RETRYING
 
 
-@task(name="plan-topic", task_run_name="plan: {topic.text:.60}", **RETRYING, **LASTING)
+@task(name="plan-topic", task_run_name="plan: {topic.text:.60}", **RETRYING, **PLANNING)
 def plan_topic(topic: Topic, config: RunConfig) -> ResearchPlan:
     """The engine's plan, tied to the topic's parts as code reads them (core.relevance): the
     gate before the report judges every engine's plan by the same parts."""
@@ -74,12 +74,16 @@ def review_findings(plan: ResearchPlan, findings: list[Finding], gaps: list[str]
 
 
 @task(name="research-subquestion",
-      task_run_name="research w{subquestion.wave} #{subquestion.number}", **RETRYING, **CACHED)
+      task_run_name="research w{subquestion.wave} #{subquestion.number}", **RETRYING,
+      **RESEARCHING)
 def research(subquestion: SubQuestion, config: RunConfig, max_rounds: int,
              max_pages: int = 6, edition: str = "") -> Transcript:
-    """One sub-question's rounds. `edition` is in the cache key: each edition of a schedule
-    searches and reads again, while the steps that only think (choose, condense, next
-    queries) are served from the cache when what they are shown did not change."""
+    """One sub-question's rounds. Its cache key holds what its searches could read
+    (tasks.caching.SOURCES_SEEN): over a corpus, the documents they hit and their contents, so
+    a retry, a rerun or a new edition after a file changed reads again and one that changed
+    nothing it reads is served; over the web, its edition, so each edition observes the world
+    again. The steps that only think (choose, condense, next queries) are served from the cache
+    when what they are shown did not change."""
     logger = get_run_logger()
     # Steps become task runs when they cost money; for the local extractive engine over a
     # corpus, Prefect's bookkeeping per step would only slow the run down.
@@ -92,6 +96,8 @@ def research(subquestion: SubQuestion, config: RunConfig, max_rounds: int,
                                           results_per_query=config.results_per_query,
                                           progress=logger.info)
     logger.info("read %d sources for: %s", len(transcript.sources), subquestion.question)
+    if not transcript.sources:
+        keep_out_of_cache()  # "no evidence" is never served from a cache
     return transcript
 
 

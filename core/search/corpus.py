@@ -38,6 +38,8 @@ The fts extension is loaded offline by core.text.fts, from the file the pinned
 from __future__ import annotations
 
 import bisect
+import hashlib
+import json
 import logging
 import re
 import threading
@@ -122,8 +124,10 @@ class CorpusSearch:
         sql = corpus_rank.candidate_query(query, k)
         if sql is None:
             return []
-        candidates = [corpus_rank.Candidate(path, ord_, title or "", body, float(score))
-                      for path, ord_, title, body, score in self._query(sql.sql, sql.params)]
+        candidates = [corpus_rank.Candidate(path, ord_, title or "", body, float(score),
+                                            float(titled))
+                      for path, ord_, title, body, score, titled in self._query(sql.sql,
+                                                                                sql.params)]
         ranked = corpus_rank.rerank(query, candidates, k, embedder=self._embedder(),
                                     weight=self.semantic_weight)
         return [SearchResult(url=self._hit_url(r.candidate.path, r.candidate.ord),
@@ -150,6 +154,24 @@ class CorpusSearch:
         return Source(url=url, title=title or result.title, text=text[start:stop],
                       headings=within(headings, start, stop),
                       boilerplate=self._repeated(text[start:stop]))
+
+    def fingerprint(self, queries: Sequence[str], k: int) -> str:
+        """What these searches could read now: the documents they hit, each with the hash of
+        its bytes. A step that read from the corpus keys its cache on it, so a page added,
+        edited or removed is seen by a retry, and a step it does not touch is not run again."""
+        seen: set[str] = set()
+        for query in dict.fromkeys(q for q in queries if q.strip()):
+            for hit in self.search(query, k):
+                located = self._locate(hit.url)
+                if located is not None:
+                    seen.add(located[0])
+        rows = self._query(f"SELECT path, sha256 FROM files WHERE path IN "
+                           f"(SELECT unnest(json_transform(?, '[\"VARCHAR\"]')))",
+                           [json.dumps(sorted(seen))]) if seen else []
+        digest = hashlib.sha256()
+        for path, sha in sorted(rows):
+            digest.update(f"{path}\0{sha}\n".encode())
+        return digest.hexdigest()[:24]
 
     def vocabulary(self, words: Sequence[str]) -> Vocabulary:
         """How many documents of the corpus use each of `words`, and how many name it in a

@@ -8,8 +8,9 @@ sum of both. It keeps the best few passages of each document and about
 
 `rerank(query, candidates, k, ...)` blends each candidate's BM25, divided by the best candidate's
 (so 1.0 is "the best keyword match"), with the cosine similarity of its text to the query from
-the shared offline embedder (core.text.embedding), also divided by the best candidate's:
-`(1 - w)·bm25/bm25_max + w·max(cos, 0)/cos_max`. Keyword counts
+the shared offline embedder (core.text.embedding), also divided by the best candidate's, and
+the share of the query its page's title says: `(1 - w)·bm25/bm25_max + w·max(cos, 0)/cos_max +
+t·named²`. Keyword counts
 say a passage mentions the words; the embedding says it is about them, which demotes a passage
 stuffed with the query's words on another subject. Then one passage per document, best first;
 ties break on (path, passage) so equal inputs always give equal outputs.
@@ -36,6 +37,10 @@ CANDIDATES_PER_RESULT = 5
 MIN_CANDIDATES = 20
 PER_DOCUMENT = 3  # passages of one document among the candidates: room for other documents
 SEMANTIC_WEIGHT = 0.5
+# What a page's title matching the query adds to its blend, against the best title's match:
+# a reference page named for the subject beats pages that only repeat its words.
+TITLE_WEIGHT = 0.5
+TITLED_CANDIDATES = 30  # passages of the best-titled pages added to the body's candidates
 _MAX_WORDS = 32
 _MAX_GRAMS = 64
 _CJK_SENTENCE = re.compile(r"[^。！？!?\n]*(?:[。！？!?]+|\n|$)")
@@ -52,6 +57,7 @@ class Candidate:
     title: str
     body: str
     bm25: float
+    titled: float = 0.0  # the BM25 of the query against the page's title alone
 
 
 @dataclass(frozen=True)
@@ -68,32 +74,50 @@ class CandidateQuery:
 
 
 def candidate_query(query: str, k: int) -> CandidateQuery | None:
-    """The SQL and parameters that list candidates as (path, ord, title, body, bm25); None when
-    the query has nothing to search for."""
+    """The SQL and parameters that list candidates as (path, ord, title, body, bm25, titled);
+    None when the query has nothing to search for. `titled` is the BM25 of the query against
+    the page's title alone: a page named for what is asked ("MERGE", "WAL Configuration") is
+    a candidate however often other pages say the words, and ranks by it (`rerank`)."""
     words = [w for w in textlib.query_terms(query) if not cjk.RUN.fullmatch(w)][:_MAX_WORDS]
     grams = list(dict.fromkeys(cjk.bigrams(query) + textlib.code_names(query)))[:_MAX_GRAMS]
-    parts, params = [], []
+    parts, named, params, named_params = [], [], [], []
     if words:
         parts.append("SELECT passage_id, fts_main_passages.match_bm25(passage_id, ?) AS s "
                      "FROM passages")
+        named.append("SELECT passage_id, fts_main_passages.match_bm25(passage_id, ?, "
+                      "fields := 'title') AS s FROM passages")
         params.append(" ".join(words))
+        named_params.append(" ".join(words))
     if grams:
         parts.append("SELECT passage_id, fts_main_passage_grams.match_bm25(passage_id, ?) AS s "
                      "FROM passage_grams")
+        named.append("SELECT passage_id, fts_main_passage_grams.match_bm25(passage_id, ?, "
+                     "fields := 'head_grams') AS s FROM passage_grams")
         params.append(" ".join(grams))
+        named_params.append(" ".join(grams))
     if not parts or k <= 0:
         return None
     sql = f"""
         WITH scored AS (
             SELECT passage_id, sum(s) AS score FROM ({" UNION ALL ".join(parts)})
-            WHERE s IS NOT NULL GROUP BY passage_id)
-        SELECT p.path, p.ord, p.title, p.body, scored.score
-        FROM scored JOIN passages p USING (passage_id)
-        QUALIFY row_number() OVER (PARTITION BY p.path ORDER BY scored.score DESC, p.ord)
+            WHERE s IS NOT NULL GROUP BY passage_id),
+        titled AS (
+            SELECT passage_id, sum(s) AS t FROM ({" UNION ALL ".join(named)})
+            WHERE s IS NOT NULL GROUP BY passage_id),
+        ids AS (
+            SELECT passage_id FROM scored
+            UNION SELECT passage_id FROM (SELECT passage_id FROM titled ORDER BY t DESC
+                                          LIMIT {TITLED_CANDIDATES}))
+        SELECT p.path, p.ord, p.title, p.body, coalesce(scored.score, 0) AS score,
+               coalesce(titled.t, 0) AS t
+        FROM ids JOIN passages p USING (passage_id)
+        LEFT JOIN scored USING (passage_id) LEFT JOIN titled USING (passage_id)
+        QUALIFY row_number() OVER (PARTITION BY p.path ORDER BY score DESC, p.ord)
                 <= {PER_DOCUMENT}
-        ORDER BY scored.score DESC, p.path, p.ord
+        ORDER BY score + t DESC, p.path, p.ord
         LIMIT ?"""
-    return CandidateQuery(sql, [*params, max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * k)])
+    return CandidateQuery(sql, [*params, *named_params,
+                                max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * k)])
 
 
 def rerank(query: str, candidates: Sequence[Candidate], k: int, *,
@@ -104,14 +128,21 @@ def rerank(query: str, candidates: Sequence[Candidate], k: int, *,
     top = max(c.bm25 for c in candidates) or 1.0
     if embedder is not None and weight > 0:
         cosines = embedder.similarities(query, [f"{c.title}\n{c.body}" for c in candidates])
-    else:
-        weight, cosines = 0.0, np.zeros(len(candidates), dtype=np.float32)
+        titles = TITLE_WEIGHT
+    else:  # keywords alone (a broken install, or semantic_weight=0): BM25 only
+        weight, cosines, titles = 0.0, np.zeros(len(candidates), dtype=np.float32), 0.0
     # Both scales are relative to the best candidate: cosines of one small model bunch up
     # (0.3-0.7 on topic), and dividing by the best spreads them like BM25's share of the top.
     best_cos = max(float(cosines.max(initial=0.0)), 1e-6)
+    asked = _title_terms(query)
     scored = []
     for c, cos in zip(candidates, cosines.tolist()):
-        blend = (1 - weight) * c.bm25 / top + weight * max(cos, 0.0) / best_cos
+        # How much of the query the page's title says, squared so that a title naming all of
+        # it counts ("CREATE INDEX" for "create index") and one naming a word of three little
+        # ("Python snakes" for "python memory leak").
+        named = len(asked & _title_terms(c.title)) / len(asked) if asked and c.titled else 0.0
+        blend = ((1 - weight) * c.bm25 / top + weight * max(cos, 0.0) / best_cos
+                 + titles * named ** 2)
         # Rounded so float noise never decides an order that the tie-break should.
         scored.append((-round(blend, 9), c.path, c.ord, Ranked(c, blend, cos)))
     scored.sort(key=lambda row: row[:3])
@@ -125,6 +156,13 @@ def rerank(query: str, candidates: Sequence[Candidate], k: int, *,
         if len(best) == k:
             break
     return best
+
+
+def _title_terms(text: str) -> set[str]:
+    """Words and code names of a title or query, compared by their first five letters, and its
+    CJK bigrams."""
+    words = {w[:5] for w in textlib.query_terms(text) if len(w) > 2 and not cjk.RUN.match(w)}
+    return words | set(cjk.bigrams(text)) | set(textlib.code_names(text))
 
 
 def snippet(body: str, query: str, max_chars: int = 300) -> str:

@@ -75,8 +75,19 @@ def extract_html(html: str, url: str | None = None) -> Extracted | None:
     text = (getattr(doc, "text", None) or "").strip() if doc is not None else ""
     if not text:
         return None
-    title = (getattr(doc, "title", None) or "").strip() or html_title(html)
-    return Extracted(title=" ".join(title.split())[:300], text=text)
+    title = _title_of(html, (getattr(doc, "title", None) or "").strip())
+    return Extracted(title=" ".join(title.replace("¶", " ").split())[:300], text=text)
+
+
+def _title_of(html: str, found: str) -> str:
+    """trafilatura's title, which drops a site's name from <title> ("Foo | Site" is Foo);
+    but when it shares no word with <title> it took a heading inside the page ("Warning", an
+    admonition of PostgreSQL's MERGE page), and <title> is the page's."""
+    declared = html_title(html)
+    if not found or not declared:
+        return found or declared
+    words = lambda text: {w.lower() for w in _WORD.findall(text)}  # noqa: E731
+    return found if words(found) & words(declared) else declared
 
 
 def first_line_title(text: str) -> str:

@@ -121,6 +121,9 @@ class ResearchProvider:
     # False: usage too small to calibrate the client's token estimate, so a page is cut into
     # the same pieces in every process (a piece's size follows the calibration).
     calibrating: bool = True
+    # True: the plan searches the topic's own words with each dimension, not only threading
+    # and asyncio (a topic on another subject finds its page).
+    topic_queries: bool = False
     _answered: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -141,7 +144,8 @@ class ResearchProvider:
             with self._lock:
                 self.faults += 1
             return fault_reply(self.provider, kind, self.retry_after)
-        return self._answered_with(rec, body, answer(role, self.provider, body))
+        return self._answered_with(rec, body, answer(role, self.provider, body,
+                                                     topic_queries=self.topic_queries))
 
     def prose(self, rec: Recorded, text: str) -> Reply:
         """A successful reply of `text` whatever was asked (a model that ignored the JSON
@@ -167,7 +171,8 @@ class ResearchProvider:
                                   input_tokens=input_tokens, output_tokens=output_tokens)
 
 
-def answer(role: str, provider: str, body: dict[str, Any]) -> str:
+def answer(role: str, provider: str, body: dict[str, Any], *,
+           topic_queries: bool = False) -> str:
     last = last_user_text(provider, body)
     chinese = "Chinese (zh)" in system_text(provider, body)
     if role == "plan":
@@ -182,7 +187,7 @@ def answer(role: str, provider: str, body: dict[str, Any]) -> str:
                            "targets": ["threading", "asyncio"] if intent == "compare" else [],
                            "subquestions": [
             {"question": f"How do threading and asyncio differ in {d} ({label})?",
-             "queries": [f"threading asyncio {d}"]}
+             "queries": [f"{label} {d}" if topic_queries else f"threading asyncio {d}"]}
             for d in ("memory", "blocking", "waiting", UNCOVERED)]})
     if role == "choose":
         numbers = re.findall(r"^(\d+)\. ", last, re.M)

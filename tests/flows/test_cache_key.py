@@ -62,3 +62,33 @@ def test_a_broken_or_unwritable_memo_only_costs_the_parse(tmp_path) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("")
     assert code_fingerprint(package, blocked / "memo.json") == parsed  # its folder is a file
+
+
+def test_nothing_found_is_not_served_from_the_cache(tmp_path, prefect_harness) -> None:
+    """A task that found nothing keeps its answer out of the cache; one that found something
+    is served next time (real Prefect engine, results in a folder of this test)."""
+    from prefect import flow, task
+    from prefect.cache_policies import INPUTS
+    from prefect.settings import PREFECT_LOCAL_STORAGE_PATH, temporary_settings
+
+    from tasks.caching import keep_out_of_cache
+
+    calls: list[str] = []
+
+    @task(cache_policy=INPUTS, persist_result=True)
+    def look(query: str) -> list[str]:
+        calls.append(query)
+        found = [] if query == "nothing" else [query]
+        if not found:
+            keep_out_of_cache()
+        return found
+
+    @flow
+    def twice() -> None:
+        for _ in range(2):
+            look("nothing")
+            look("something")
+
+    with temporary_settings({PREFECT_LOCAL_STORAGE_PATH: tmp_path}):
+        twice()
+    assert calls == ["nothing", "something", "nothing"]
