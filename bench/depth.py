@@ -115,7 +115,8 @@ def run_provider(provider: str, work: Path, corpus: Path) -> Row:
                  "WHERE role = 'condense' AND outcome = 'ok'")[0]
     row.condense_calls, row.condense_output = n, out
     row.pages = n  # one condense call per page read: the bench's pages fit one call
-    cited = one("SELECT c.quote, s.text FROM citations c JOIN sources s ON s.url = c.url")
+    cited = one("SELECT c.quote, s.text FROM citations c JOIN sources s "
+                "USING (url, content_hash)")
     row.citations = len(cited)
     row.verbatim = sum(1 for quote, text in cited if quote and quote in (text or ""))
     for (topic, markdown) in one("SELECT topic, markdown FROM reports"):

@@ -44,8 +44,8 @@ def _run(args: list[str], env: dict[str, str]) -> tuple[float, int, str]:
 def _verbatim(db: Path) -> tuple[int, int]:
     from core.store.query import query_readonly
 
-    _, rows = query_readonly(db, "SELECT c.quote, s.text FROM citations c "
-                                 "JOIN sources s ON s.url = c.url")
+    _, rows = query_readonly(db, "SELECT c.quote, s.text FROM citations c JOIN sources s "
+                                 "USING (url, content_hash)")
     return len(rows), sum(quote in text for quote, text in rows)
 
 

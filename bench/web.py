@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     private = [u for u, _ in sources if urlsplit(u).hostname in ("localhost", "127.0.0.2")]
     pdf_text = any(PDF_SENTENCE in (t or "") for u, t in sources if u.endswith(".pdf"))
     _, cited = query_readonly(db, "SELECT c.quote, s.text FROM citations c JOIN sources s "
-                                  "ON s.url = c.url")
+                                  "USING (url, content_hash)")
     _, stored = query_readonly(db, "SELECT count(*), count(DISTINCT url) FROM sources")
     bloated = len(site.pages["/bloated"])
     print()

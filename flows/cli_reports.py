@@ -1,4 +1,5 @@
-"""Commands that read the store: show, search and export reports, run read-only SQL.
+"""Commands that read the store: show, search, export, compare and verify reports, run
+read-only SQL.
 
 None of them writes to the store: each opens it read-only, on a connection that can read
 nothing else (core.store.query), so they work on a read-only file and leave a DuckDB file that
@@ -15,7 +16,7 @@ import re
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 import typer
 from rich.markdown import Markdown
@@ -26,6 +27,7 @@ from flows.console import DbOpt, db_path, err, fail, out, plain, store_exists
 
 _LIST_REPORTS = "list them with: researchflow query \"SELECT report_id, topic FROM reports\""
 TABLE_LIMIT = 1000  # rows `query` shows in a table unless --limit says otherwise
+_T = TypeVar("_T")
 
 
 class SearchKind(str, Enum):
@@ -52,6 +54,20 @@ def _existing_store(db: Optional[str]) -> Path:
     if not store_exists(path):
         fail(f"no store at {path}; run `researchflow run TOPIC` or pass --db")
     return path
+
+
+def _stored(read: Callable[[Path, str], Optional[_T]], path: Path, report_id: str) -> _T:
+    """What `read` (a core.store.query reader) finds for a stored report, or a one-line
+    failure: an unreadable store, or no such report."""
+    from core.store import StoreError
+
+    try:
+        found = read(path, report_id)
+    except StoreError as exc:
+        fail(str(exc))
+    if found is None:
+        fail(f"no report {report_id!r} in {path}; {_LIST_REPORTS}")
+    return found
 
 
 def show(report_id: str, db: Optional[str] = DbOpt,
@@ -131,18 +147,12 @@ def export(report_id: str,
     """Write a stored report as markdown, a self-contained HTML page, Word or PDF."""
     from core.reports.export import BINARY, ExportError, render
     from core.settings import Settings
-    from core.store import StoreError
     from core.store.query import read_report
 
     path = _existing_store(db)
     if output is not None:
         _check_output(output, path, force)
-    try:
-        report = read_report(path, report_id)
-    except StoreError as exc:
-        fail(str(exc))
-    if report is None:
-        fail(f"no report {report_id!r} in {path}; {_LIST_REPORTS}")
+    report = _stored(read_report, path, report_id)
     if fmt.value in BINARY and output is None and sys.stdout.isatty():
         fail(f"a {fmt.value} file is binary: write it with -o FILE (or redirect stdout)")
     try:
@@ -212,9 +222,11 @@ def query(sql: str,
     """Run one read-only query (SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN)
     against the store; anything else is refused (exit 2) and the store is never changed.
 
-    Tables: runs, topics, subquestions, sources, topic_sources, findings, citations, reports,
-    llm_calls, model_limits, pages, searches. Views: latest_reports, report_sources,
-    citation_quotes, failures, cost_by_batch, usage_by_topic, usage_by_batch."""
+    Tables: runs, topics, subquestions, sources (one row per version of a page),
+    topic_sources, findings, citations, reports, changes, llm_calls, model_limits, pages,
+    searches. Views: latest_reports, report_sources, citation_quotes, source_versions,
+    report_editions, report_changes, failures, cost_by_batch, usage_by_topic, usage_by_batch,
+    fallbacks."""
     from core.store import StoreError
     from core.store.query import open_query
 
@@ -283,32 +295,68 @@ class DiffFormat(str, Enum):
     json = "json"
 
 
-def diff(report_a: str = typer.Argument(..., help="The earlier report's id."),
-         report_b: str = typer.Argument(..., help="The later report's id."),
+def diff(report_a: str = typer.Argument(..., help="The earlier report's id; alone, the report "
+                                         "to compare with the edition before it."),
+         report_b: Optional[str] = typer.Argument(None, help="The later report's id."),
          format: DiffFormat = typer.Option(DiffFormat.md, "--format",
                                            help="md (the report's section) or json."),
          db: Optional[str] = DbOpt) -> None:
     """What changed from one report of a topic to another: sources new and gone, claims
-    added, dropped or changed (matched by their evidence), numbers that changed."""
+    added, dropped or changed (matched by their evidence), numbers that changed.
+
+    With one report: what changed since the edition before it, as the store holds it now (a
+    report's own section was made when it was written; `report_editions.stale` says when that
+    no longer holds)."""
     from core.reports.editions import compare, section
-    from core.store import StoreError
     from core.store.query import read_report, read_snapshot
 
     path = _existing_store(db)
-    try:
-        before, after = read_snapshot(path, report_a), read_snapshot(path, report_b)
-        later = read_report(path, report_b) if after is not None else None
-    except StoreError as exc:
-        fail(str(exc))
-    for report_id, found in ((report_a, before), (report_b, after)):
-        if found is None:
-            fail(f"no report {report_id!r} in {path}; {_LIST_REPORTS}")
+    if report_b is None:
+        report_b, report_a = report_a, _predecessor(path, report_a)
+    before = _stored(read_snapshot, path, report_a)
+    after = _stored(read_snapshot, path, report_b)
     changes = compare(before, after)
     if format is DiffFormat.json:
         sys.stdout.write(json.dumps(changes.as_json(), ensure_ascii=False, indent=2) + "\n")
         return
-    text = printable(section(changes, later.language if later is not None else "en"))
+    text = printable(section(changes, _stored(read_report, path, report_b).language))
     if sys.stdout.isatty():
         out.print(Markdown(text, hyperlinks=False))
     else:
         sys.stdout.write(text)
+
+
+def _predecessor(path: Path, report_id: str) -> str:
+    """The report of the edition before `report_id`'s, or a one-line failure."""
+    from core.store.query import read_predecessor
+
+    predecessor, stale = _stored(read_predecessor, path, report_id)
+    if predecessor is None:
+        fail(f"report {report_id!r} is its topic's first edition: there is none before it to "
+             "compare with", code=1)
+    if stale:
+        err.print(plain(f"report {report_id}'s own \"What changed\" was made against another "
+                        f"state of its predecessor; compared again with {predecessor}"))
+    return predecessor
+
+
+def verify(report_id: str, db: Optional[str] = DbOpt) -> None:
+    """Check every quote of a stored report against the version of the page it cites (the
+    text as it was read, whatever the page says now).
+
+    Exits 0 when every quote is found there (runs of whitespace may differ), else prints one
+    line per quote not found (reference number, URL, version, why, the quote) and exits 1."""
+    from core.store.query import read_unverified
+
+    checked, missing = _stored(read_unverified, _existing_store(db), report_id)
+    for row in missing:
+        quote = " ".join((row["quote"] or "").split())
+        quote = quote if len(quote) <= 160 else quote[:159] + "…"
+        line = (f"[{row['number']}] {row['url']} @{row['content_hash'] or '-'}: "
+                f"{row['reason']}: “{quote}”")
+        sys.stdout.write(printable(line) + "\n")
+    if missing:
+        fail(f"{len(missing)} of {checked} quote(s) of {report_id} not found in the version of "
+             "the page they cite", code=1)
+    out.print(plain(f"all {checked} quote(s) of {report_id} found in the version of the page "
+                    "they cite"))

@@ -152,7 +152,9 @@ def _research(topic: Topic, config: RunConfig, progress: ProgressArtifact) -> Re
     if judged.unanswered:
         get_run_logger().warning("no evidence about the subject for: %s",
                                  "; ".join(judged.headings))
-    sources = {s.url: s for t in transcripts for s in t.sources}
+    # Per version: a sub-question served from an earlier run's cache may hold a page's older
+    # text, which its quotes name (core.store.source_versions).
+    sources = {(s.url, s.text): s for t in transcripts for s in t.sources}
     return ResearchResult(topic=topic, plan=plan, sources=tuple(sources.values()),
                           findings=tuple(findings), report=report)
 

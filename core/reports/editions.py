@@ -3,7 +3,12 @@
 An edition is one run of a scheduled batch (by default the run's date). Each edition of a
 topic stores its own report; from the second on, the report carries a "What changed since
 <previous edition>" section, and `researchflow diff` prints the same comparison for any two
-reports of a topic.
+reports of a topic. Editions are ordered by name, not by when they ran (the store's
+`edition_order`: digits by value, so dates order by date and week-9 comes before week-49), and
+the previous edition is the latest one before this one in that order.
+
+A snapshot is what a report rested on when it was written: the pages as its topic read them
+(each in the version it read, core.store.source_versions), never as they read now.
 
 The comparison is made in code, never by a model, from what each report rests on:
 
@@ -51,7 +56,8 @@ WORDS: dict[str, dict[str, str]] = {
 def edition_name(given: str | None, default: Callable[[], str]) -> str:
     """The edition a run belongs to: as given (spaces around it dropped), else `default()` (the
     date, for a schedule); ValueError, saying what an edition may be, when it is too long or
-    holds a character that does not print (it is part of a topic's id and of every report)."""
+    holds a character that does not print (it is part of a topic's id and of every report).
+    Its name also orders it among the topic's editions (see the module docstring)."""
     edition = (given or "").strip() or default()
     if len(edition) > MAX_EDITION_CHARS or not edition.isprintable():
         raise ValueError(f"at most {MAX_EDITION_CHARS} printable characters, e.g. 2026-12-03 or "

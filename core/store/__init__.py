@@ -4,7 +4,8 @@ DuckDB file (one writing process) or in a DuckLake (many writers, several machin
 A map of the package (imports run top to bottom; nothing here imports prefect):
 
     connection  open the file (held while working), in-process locks, the store's exceptions
-    schema      tables, views, SCHEMA_VERSION and the migrations from older files
+    migrations  the frozen steps from each older schema version to the next
+    schema      tables, views, SCHEMA_VERSION, edition order; brings a file up to date
     redaction   public_settings: what a run's settings snapshot may contain
     backend     where a store lives: a file, or a `ducklake:` target; read, write(body)
     dialect     the store's SQL that DuckLake lacks (ON CONFLICT, RETURNING), rewritten
@@ -12,6 +13,7 @@ A map of the package (imports run top to bottom; nothing here imports prefect):
     lake        a DuckLake: offline extensions, one instance per process, the key guard and
                 the retry of conflicting commits
     ledger      llm_calls rows in, UsageTotals out (functions over a connection)
+    source_versions  a page's text per (url, content hash): the version a quote came from
     results     ResultStore: runs, topics, results, the ledger's methods, readers
     pages       PageStore: the web cache (fetched pages, search results); never fails a fetch
     query       query_readonly: a user's SQL on a read-only connection

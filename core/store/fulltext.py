@@ -6,8 +6,9 @@ The terms live in an index of their own, a DuckDB file the caller names (a cache
 the next search rebuilds it) or, with `index=None`, in memory for one search. Before each search
 the index catches up with the store: only reports and sources that are new or saved again since
 the last search (reports.created_at, sources.last_seen) are tokenised, and rows gone from the store
-are dropped. The store is attached read-only (`query.attached_readonly`), twice and briefly: to
-copy what changed, and to read the hits' text for snippets. Tokenising runs detached, so a writer
+are dropped. A page is indexed in the version read last (`sources` keeps every version). The
+store is attached read-only (`query.attached_readonly`), twice and briefly: to copy what
+changed, and to read the hits' text for snippets. Tokenising runs detached, so a writer
 in another process waits at most for a copy, never for an index build.
 
 Why not the fts extension's own index (`PRAGMA create_fts_index`): it is rebuilt whole or not at
@@ -76,21 +77,25 @@ CREATE TABLE IF NOT EXISTS docs (doc_id INTEGER, kind VARCHAR, key VARCHAR, stam
                                  len INTEGER);
 CREATE TABLE IF NOT EXISTS postings (term VARCHAR, doc_id INTEGER, tf INTEGER);
 """
+# A page is searched as it was last read: the version of each URL seen last (schema v13
+# keeps every version; older ones are read through the reports that cite them).
+_LATEST_SOURCES = """(SELECT * FROM rf_store.sources QUALIFY row_number() OVER (
+    PARTITION BY source_id ORDER BY last_seen DESC, first_seen DESC, content_hash) = 1)"""
 # What the store holds now, and the text of what the index lacks (run with the store attached).
-_CURRENT = """
+_CURRENT = f"""
 CREATE OR REPLACE TEMP TABLE current_docs AS
 SELECT 'report' AS kind, report_id AS key, created_at AS stamp FROM rf_store.reports
-UNION ALL SELECT 'source', source_id, last_seen FROM rf_store.sources;
+UNION ALL SELECT 'source', source_id, last_seen FROM {_LATEST_SOURCES};
 CREATE OR REPLACE TEMP TABLE fresh AS
 SELECT kind, key, stamp FROM current_docs EXCEPT SELECT kind, key, stamp FROM docs;
 """
-_STAGING = """
+_STAGING = f"""
 CREATE OR REPLACE TEMP TABLE staging AS
 SELECT f.kind, f.key, f.stamp, coalesce(r.title, '') || chr(10) || r.markdown AS body
 FROM fresh f JOIN rf_store.reports r ON f.kind = 'report' AND r.report_id = f.key
 UNION ALL
 SELECT f.kind, f.key, f.stamp, coalesce(s.title, '') || chr(10) || coalesce(s.text, '')
-FROM fresh f JOIN rf_store.sources s ON f.kind = 'source' AND s.source_id = f.key
+FROM fresh f JOIN {_LATEST_SOURCES} s ON f.kind = 'source' AND s.source_id = f.key
 """
 _STALE = """
 CREATE OR REPLACE TEMP TABLE stale AS
@@ -342,7 +347,7 @@ def _texts(con: duckdb.DuckDBPyConnection, store: Path, lock_timeout: float,
             "SELECT 'report', report_id, report_id, coalesce(title, ''), markdown "
             "FROM rf_store.reports WHERE list_contains(?::VARCHAR[], report_id) "
             "UNION ALL SELECT 'source', source_id, url, coalesce(title, ''), coalesce(text, '') "
-            "FROM rf_store.sources WHERE list_contains(?::VARCHAR[], source_id)",
+            f"FROM {_LATEST_SOURCES} WHERE list_contains(?::VARCHAR[], source_id)",
             [reports, sources]).fetchall()
     return {(kind, key): (shown, title, text) for kind, key, shown, title, text in rows}
 

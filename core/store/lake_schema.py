@@ -7,8 +7,10 @@ new table, column or view in schema.py reaches lakes with no lake-specific chang
 the one-row table whose update makes keyed writes conflict (core.store.lake).
 
 `ensure` brings a lake to the current version: everything in an empty lake; in an older one
-the missing tables and columns, the views again, and the version. A migration that changes a
-column's type or drops something is refused: it needs a hand on the lake.
+the missing tables and columns, what those columns hold for older rows (`migrations.LAKE_FILLS`),
+the views again, and the version. A migration that changes a column's type or drops something
+is refused: it needs a hand on the lake. A changed primary key needs nothing: the lake keeps
+keys through the store's writes.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import duckdb
 
-from core.store import dialect, schema
+from core.store import dialect, migrations, schema
 from core.store.connection import StoreError
 
 GUARD = "lake_guard"
@@ -110,6 +112,10 @@ def ensure(cursor: duckdb.DuckDBPyConnection, *, database: str, name: str) -> No
             elif found != column.type:
                 raise StoreError(f"the DuckLake {name} has {table}.{column.name} as {found}, "
                                  f"not {column.type}; it needs a migration by hand")
+    for step in range(version if version is not None else schema.SCHEMA_VERSION,
+                      schema.SCHEMA_VERSION):
+        if step in migrations.LAKE_FILLS:  # what the columns just added hold for older rows
+            migrations.LAKE_FILLS[step](cursor)
     if cursor.execute(f"SELECT count(*) FROM {GUARD}").fetchone()[0] == 0:
         cursor.execute(f"INSERT INTO {GUARD} VALUES (1, 0)")
     for _, sql in target.views:

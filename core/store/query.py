@@ -15,7 +15,8 @@ A DuckDB file that is not a researchflow store (no schema version) is refused wi
 
 `query_readonly` runs SQL and returns every row (tests, benches, the CLI's closing table);
 `open_query` streams them (`researchflow query`); `read_report` and `report_usage` feed `show`
-and `export`; `attached_readonly` lends the file, read-only, to another connection for the
+and `export`, `read_snapshot` and `read_predecessor` feed `diff`, `read_unverified` feeds
+`verify`; `attached_readonly` lends the file, read-only, to another connection for the
 length of a `with` block (the full-text index reads it that way).
 
 What it does not do: create or migrate the schema (a missing file is an error, not a new store).
@@ -39,9 +40,12 @@ from core.store import lake, llm_calls
 from core.store.backend import lake_target
 from core.store.connection import (ReadOnlyQueryError, StoreError, _is_lock_conflict, lock_for,
                                    release, retry_locked)
+from core.store.schema import read_version
+from core.store.source_versions import unverified
 from core.accounting.usage import UsageTotals
 
 MEMORY_LIMIT = "1GB"
+VERSIONED_SOURCES = 13  # the schema version of source versions and ordered editions
 # SET in this order once the store is open: the temp directory cannot change once external
 # access is off, and nothing can change once the configuration is locked.
 SANDBOX: tuple[tuple[str, str], ...] = (
@@ -303,6 +307,46 @@ def read_snapshot(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> S
             return snapshot_from(con, report_id)
         except duckdb.Error as exc:
             raise StoreError(f"cannot read reports from {_shown(path)}: {one_line(exc)}") from exc
+
+
+def read_unverified(path: Path, report_id: str, *, lock_timeout: float = 3.0
+                    ) -> tuple[int, list[dict[str, Any]]] | None:
+    """(how many quotes a stored report cites, those not found in the version of the page
+    they cite: core.store.source_versions `unverified`), read-only; None for an unknown id."""
+    with readonly(path, lock_timeout=lock_timeout) as con:
+        try:
+            _at_least(con, VERSIONED_SOURCES, _shown(path), "checking quotes")
+            row = con.execute("SELECT (SELECT count(*) FROM citations c WHERE c.report_id = "
+                              "r.report_id) FROM reports r WHERE report_id = ?",
+                              [report_id]).fetchone()
+            return None if row is None else (int(row[0]), unverified(con, report_id))
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot read citations from {_shown(path)}: {one_line(exc)}"
+                             ) from exc
+
+
+def read_predecessor(path: Path, report_id: str, *, lock_timeout: float = 3.0
+                     ) -> tuple[str | None, bool] | None:
+    """(the report of the edition before this one as the store holds it now, whether the
+    report's stored "What changed" no longer compares with that report as it is: the
+    `report_editions` view), read-only; None for an unknown id."""
+    with readonly(path, lock_timeout=lock_timeout) as con:
+        try:
+            _at_least(con, VERSIONED_SOURCES, _shown(path), "ordering editions")
+            row = con.execute("SELECT predecessor_report_id, stale FROM report_editions "
+                              "WHERE report_id = ?", [report_id]).fetchone()
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot read reports from {_shown(path)}: {one_line(exc)}"
+                             ) from exc
+    return None if row is None else (row[0], bool(row[1]))
+
+
+def _at_least(con: duckdb.DuckDBPyConnection, version: int, shown: str, doing: str) -> None:
+    """A read path never migrates: an older file is told how to get upgraded."""
+    found = read_version(con)
+    if found is not None and found < version:
+        raise StoreError(f"{shown} has schema version {found}; {doing} needs {version} or "
+                         "later: any run or batch writing to it upgrades it")
 
 
 def report_usage(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> UsageTotals:

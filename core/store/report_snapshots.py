@@ -17,10 +17,11 @@ def snapshot_from(con: duckdb.DuckDBPyConnection, report_id: str) -> Snapshot | 
     if found is None:
         return None
     topic_id, edition = found
+    # Each page as this report's topic read it: the version it read, not the page's latest.
     sources = dict(con.execute(
         "SELECT s.url, coalesce(s.title, '') FROM topic_sources ts JOIN sources s "
-        "ON s.source_id = ts.source_id WHERE ts.topic_id = ? ORDER BY s.url",
-        [topic_id]).fetchall())
+        "ON s.source_id = ts.source_id AND s.content_hash = ts.content_hash "
+        "WHERE ts.topic_id = ? ORDER BY s.url, s.last_seen", [topic_id]).fetchall())
     claims = []
     for subquestion, claim, evidence in con.execute(
             "SELECT subquestion, claim, evidence FROM findings WHERE topic_id = ? "

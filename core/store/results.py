@@ -32,7 +32,8 @@ from core.store.backend import open_backend
 from core.store.report_snapshots import snapshot_from
 from core.store.connection import HOLD_SECONDS, LOCK_TIMEOUT, StoreError, dicts, one_dict
 from core.store.redaction import public_settings
-from core.store.schema import TABLES, read_version
+from core.store.schema import TABLES, edition_order, read_version
+from core.store.source_versions import Versions, content_hash, unverified
 from core.accounting.usage import CallRecord, UsageTotals
 
 
@@ -96,13 +97,18 @@ class ResultStore:
         (in the same edition: another edition's rows are kept).
 
         One transaction: a crash leaves either the old rows or the new ones. Sources are shared
-        between topics and upserted (latest text wins, first_seen kept). The topic's ledger rows
+        between topics and kept per version (url, content hash): a page read again with the
+        same text updates its version's title and last_seen, a changed text adds a version,
+        and no version is ever overwritten. Citations and each finding's evidence name the
+        version their quote came from (core.store.source_versions). The topic's ledger rows
         are never touched. `diff` is what changed since the topic's previous edition (kept in
         `changes`). Returns the report_id.
         """
         topic, report = result.topic, result.report
         topic_id, batch_id, now = topic.topic_id, topic.batch_id, _now()
-        sources = {s.source_id: s for s in result.sources}  # one upsert per id in a statement
+        # One upsert per version in a statement.
+        sources = {(s.source_id, content_hash(s.text)): s for s in result.sources}
+        versions = Versions(result.sources)
 
         def write(con: duckdb.DuckDBPyConnection) -> None:
             self._delete_topic_rows(con, topic_id, report.report_id)
@@ -119,20 +125,25 @@ class ResultStore:
                          sq.why or None, sq.parent] for sq in result.plan.subquestions])
             if sources:
                 con.executemany(
-                    "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (source_id) DO "
-                    "UPDATE SET url = excluded.url, title = excluded.title, "
-                    "text = excluded.text, last_seen = excluded.last_seen",
-                    [[sid, s.url, s.title, s.text, now, now] for sid, s in sources.items()])
-                con.executemany("INSERT INTO topic_sources VALUES (?, ?)",
-                                [[topic_id, sid] for sid in sources])
-            finding_rows = list(self._finding_rows(result, topic_id))
+                    "INSERT INTO sources (source_id, url, title, text, first_seen, last_seen, "
+                    "content_hash) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (source_id, content_hash) DO "
+                    "UPDATE SET title = excluded.title, last_seen = excluded.last_seen",
+                    [[sid, s.url, s.title, s.text, now, now, digest]
+                     for (sid, digest), s in sources.items()])
+                con.executemany("INSERT INTO topic_sources (topic_id, source_id, content_hash) "
+                                "VALUES (?, ?, ?)",
+                                [[topic_id, sid, digest] for sid, digest in sources])
+            finding_rows = list(self._finding_rows(result, topic_id, versions))
             if finding_rows:
                 con.executemany("INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                                 finding_rows)
             if report.citations:
-                con.executemany("INSERT INTO citations VALUES (?, ?, ?, ?, ?)", [
-                    [report.report_id, c.number, c.url, c.title, c.quote]
-                    for c in report.citations])
+                con.executemany(
+                    "INSERT INTO citations (report_id, number, url, title, quote, content_hash) "
+                    "VALUES (?, ?, ?, ?, ?, ?)", [
+                        [report.report_id, c.number, c.url, c.title, c.quote,
+                         versions.of(c.url, c.quote)] for c in report.citations])
             previous = diff.previous.report_id if diff is not None else None
             con.execute("INSERT INTO reports (report_id, batch_id, topic_id, topic, title, "
                         "markdown, engine, flags, created_at, language, edition, "
@@ -150,13 +161,16 @@ class ResultStore:
         return report.report_id
 
     @staticmethod
-    def _finding_rows(result: ResearchResult, topic_id: str) -> Iterator[list[Any]]:
+    def _finding_rows(result: ResearchResult, topic_id: str, versions: Versions
+                      ) -> Iterator[list[Any]]:
         for f in result.findings:
             if not f.claims:
                 yield [topic_id, f.subquestion_index, f.subquestion, -1, None, None, "[]",
                        f.raw_notes]
             for i, claim in enumerate(f.claims):
-                evidence = json.dumps([e.model_dump() for e in claim.evidence])
+                evidence = json.dumps([e.model_dump() | {"content_hash": versions.of(e.url,
+                                                                                     e.quote)}
+                                       for e in claim.evidence])
                 yield [topic_id, f.subquestion_index, f.subquestion, i, claim.text,
                        claim.confidence, evidence, f.raw_notes]
 
@@ -266,16 +280,20 @@ class ResultStore:
         return report
 
     def previous_edition(self, topic: Topic) -> Snapshot | None:
-        """The snapshot of the topic's newest report in another edition of its batch (None:
-        the topic has none, or belongs to no edition)."""
+        """The snapshot of the topic's predecessor: its report in the latest edition of its
+        batch ordered before `topic.edition` (core.store.schema `edition_order`), whatever
+        order the runs were written in, so a backfill compares with the edition before it.
+        None: the topic has none, or belongs to no edition."""
         if not topic.edition:
             return None
         with self._connection() as con:
             row = con.execute(
-                "SELECT report_id FROM reports WHERE batch_id = ? AND "
-                "lower(trim(topic)) = lower(trim(?)) AND coalesce(edition, '') <> ? "
-                "ORDER BY created_at DESC, report_id LIMIT 1",
-                [topic.batch_id, topic.text, topic.edition]).fetchone()
+                f"SELECT report_id FROM reports WHERE batch_id = ? AND "
+                f"lower(trim(topic)) = lower(trim(?)) AND ({edition_order('edition')}, "
+                f"coalesce(edition, '')) < ({edition_order('?')}, ?) "
+                f"ORDER BY {edition_order('edition')} DESC, coalesce(edition, '') DESC "
+                "LIMIT 1", [topic.batch_id, topic.text, topic.edition, topic.edition]
+            ).fetchone()
             return None if row is None else snapshot_from(con, row[0])
 
     def change_count(self, report_id: str) -> int | None:
@@ -309,25 +327,14 @@ class ResultStore:
             return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
 
     def unverified_citations(self, report_id: str) -> list[dict[str, Any]]:
-        """Citations whose quote is not verbatim in the stored text of its source.
+        """Citations whose quote is not verbatim in the version of the page they cite.
 
         Whitespace runs are collapsed on both sides (extraction reflows lines); anything else
-        must match exactly. A citation whose url was never stored, or with an empty quote, is
-        unverified too; `reason` says which.
+        must match exactly. A citation whose page was never stored, or with an empty quote, is
+        unverified too; `reason` says which (core.store.source_versions `unverified`).
         """
-        sql = r"""
-            SELECT c.number, c.url, c.title, c.quote,
-                   CASE WHEN s.source_id IS NULL THEN 'source not stored'
-                        WHEN trim(coalesce(c.quote, '')) = '' THEN 'empty quote'
-                        ELSE 'quote not in source text' END AS reason
-            FROM citations c LEFT JOIN sources s ON s.url = c.url
-            WHERE c.report_id = ?
-              AND (s.source_id IS NULL OR trim(coalesce(c.quote, '')) = ''
-                   OR NOT contains(regexp_replace(coalesce(s.text, ''), '\s+', ' ', 'g'),
-                                   trim(regexp_replace(c.quote, '\s+', ' ', 'g'))))
-            ORDER BY c.number"""
         with self._connection() as con:
-            return dicts(con.execute(sql, [report_id]))
+            return unverified(con, report_id)
 
     # -- model limits learned from provider errors --------------------------------------------
 

@@ -243,6 +243,48 @@ def test_an_older_lake_gains_what_it_lacks_and_a_newer_one_is_refused(
         backend.ensure_schema()
 
 
+def test_an_older_lakes_texts_become_the_versions_its_quotes_name(
+        lake_store: tuple[str, str]) -> None:
+    """A v12 lake gains the v13 columns by itself; what they hold for its rows (the version
+    each stored text is) is filled in by migrations.LAKE_FILLS."""
+    import json
+
+    from core.store import SCHEMA_VERSION
+    from core.store.source_versions import content_hash
+
+    target, _ = lake_store
+    store = ResultStore(target)
+    report_id = store.save_result(make_result(), run_id="r", engine="offline")
+    backend = lake.backend_for(target)
+
+    def make_v12(con: Any) -> None:  # as the v12 code left it: no version named anywhere
+        for table in ("sources", "topic_sources", "citations"):
+            con.execute(f"ALTER TABLE {table} DROP COLUMN content_hash")
+        for topic_id, sub, claim, evidence in con.execute(
+                "SELECT topic_id, subquestion_index, claim_index, evidence FROM findings "
+                "WHERE claim_index >= 0").fetchall():
+            items = [{k: v for k, v in e.items() if k != "content_hash"}
+                     for e in json.loads(evidence)]
+            con.execute("UPDATE findings SET evidence = ? WHERE topic_id = ? AND "
+                        "subquestion_index = ? AND claim_index = ?",
+                        [json.dumps(items), topic_id, sub, claim])
+        con.execute("UPDATE meta SET value = '12' WHERE key = 'schema_version'")
+
+    backend.write(make_v12)
+    backend._ready = False
+    backend.ensure_schema()
+    assert store.schema_version() == SCHEMA_VERSION
+    version = content_hash(SHARED.text)
+    for table in ("sources", "topic_sources", "citations"):
+        assert query_readonly(target, f"SELECT DISTINCT content_hash FROM {table}")[1] == [
+            (version,)], table
+    _, evidence = query_readonly(target, "SELECT evidence FROM findings WHERE claim = "
+                                         "'One writer process.'")
+    assert json.loads(evidence[0][0])[0]["content_hash"] == version
+    assert store.unverified_citations(report_id) == []
+    _assert_keys_unique(target)
+
+
 def test_settings_choose_the_lake(lake_store: tuple[str, str],
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     target, _ = lake_store

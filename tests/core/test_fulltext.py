@@ -126,6 +126,20 @@ def test_the_index_follows_reruns_and_is_only_a_cache(store: ResultStore, tmp_pa
     assert search_store(store.path, "krill", index=broken)[0].title == "Report: Antarctic wildlife"
 
 
+def test_a_page_is_searched_in_the_version_read_last(store: ResultStore,
+                                                     tmp_path: Path) -> None:
+    """The store keeps every version of a page; search shows each URL once, as last read."""
+    assert [h.key for h in search(store, "emperor", tmp_path, kind="sources")] == [PENGUINS.url]
+    moved = PENGUINS.model_copy(update={"text": "Adelie penguins nest on the Antarctic coast."})
+    store.save_result(topic_result("Nesting", body="Penguins nest [1].", sources=(moved,),
+                                   citations=(cite(1, moved, "Adelie penguins"),)),
+                      run_id="r2", engine="offline")
+    assert search(store, "emperor", tmp_path, kind="sources") == []
+    [hit] = search(store, "adelie", tmp_path, kind="sources")
+    assert hit.key == PENGUINS.url and "Adelie" in hit.snippet
+    assert len(search(store, "penguins", tmp_path, kind="sources")) == 1
+
+
 def test_chinese_text_is_found_by_character_bigrams(tmp_path: Path) -> None:
     store = ResultStore(tmp_path / "zh.duckdb")
     page = Source(url="https://example.cn/duckdb", title="嵌入式数据库",

@@ -15,7 +15,7 @@ import pytest
 
 from core.search.cache import CachedFetcher, CachedSearch
 from core.store import SCHEMA_VERSION, TABLES, PageRecord, PageStore, ResultStore
-from core.store import schema as store_schema
+from core.store import migrations
 from core.store.connection import release_all
 from tests.core.test_page_cache import FakeBackend, FakeFetch, fetcher, norm, rows
 from tests.core.test_store_ledger import _V1_TABLES, dump, make_v1_file, schema_shape
@@ -113,7 +113,7 @@ def make_v4_file(path: Path) -> None:
     make_v1_file(path)
     con = duckdb.connect(str(path))
     for step in (1, 2, 3):
-        store_schema.MIGRATIONS[step](con)
+        migrations.MIGRATIONS[step](con)
     con.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     con.execute("INSERT INTO model_limits VALUES ('gpt-x', 128000, NULL, NULL, now())")
     con.close()

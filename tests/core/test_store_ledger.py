@@ -12,8 +12,9 @@ import pytest
 
 from core.models import Topic
 from core.store import (SCHEMA_VERSION, TABLES, ResultStore, StoreError, query_readonly)
-from core.store import schema as store_schema
+from core.store import migrations
 from core.accounting.usage import CallRecord, UsageTotals
+from core.store.source_versions import content_hash
 from tests.core.test_store import make_result
 
 # The version-1 schema exactly as core/store.py created it before the ledger existed (copied, so
@@ -82,7 +83,9 @@ def make_v1_file(path: Path) -> None:
 _ADDED = {"subquestions": {"wave": 1, "why": None, "parent": None},
           "reports": {"language": None, "edition": None, "previous_report_id": None,
                       "unanswered": None},
-          "runs": {"host": None, "pid": None}, "topics": {"edition": None}}
+          "runs": {"host": None, "pid": None}, "topics": {"edition": None},
+          "sources": {"content_hash": None}, "topic_sources": {"content_hash": None},
+          "citations": {"content_hash": None}}
 
 
 def dump(path: Path, table: str) -> list[tuple]:
@@ -140,12 +143,17 @@ def test_v1_file_migrates_keeping_every_row(tmp_path: Path) -> None:
     before = {t: dump(path, t) for t in _V1_TABLES}
 
     store = ResultStore(path)
-    assert store.schema_version() == SCHEMA_VERSION == 12
+    assert store.schema_version() == SCHEMA_VERSION == 13
     assert {t: dump(path, t) for t in _V1_TABLES} == before
     # v4: every old sub-question was the plan's (wave 1); old reports name no language, and
     # (v12) no unanswered part: the gate did not exist when they were written.
     assert added_values(path, "subquestions") == {(1, None, None)}
     assert added_values(path, "reports") == {(None, None, None, None)}
+    # v13: the stored text is the page's one version; what read or cited it names it.
+    version = content_hash("text a")
+    for table in ("sources", "topic_sources", "citations"):
+        assert added_values(path, table) == {(version,)}
+    assert store.unverified_citations("rep-ok") == []
     assert store.counts() == {t: len(before[t]) for t in _V1_TABLES} | {
         "llm_calls": 0, "model_limits": 0, "pages": 0, "searches": 0,
                               "changes": 0}
@@ -179,7 +187,7 @@ def test_migrated_file_has_the_schema_of_a_fresh_one(tmp_path: Path) -> None:
     assert {v[0] for v in fresh["views"]} == {
         "usage_by_topic", "usage_by_batch", "latest_reports", "report_sources",
         "citation_quotes", "failures", "cost_by_batch", "report_editions", "report_changes",
-        "fallbacks"}
+        "fallbacks", "source_versions"}
 
 
 def test_failed_migration_leaves_the_v1_file_untouched(tmp_path: Path,
@@ -187,13 +195,13 @@ def test_failed_migration_leaves_the_v1_file_untouched(tmp_path: Path,
     path = tmp_path / "old.duckdb"
     make_v1_file(path)
     before = {t: dump(path, t) for t in _V1_TABLES}
-    real_step = store_schema.MIGRATIONS[1]
+    real_step = migrations.MIGRATIONS[1]
 
     def half_then_crash(con: duckdb.DuckDBPyConnection) -> None:
         real_step(con)
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setitem(store_schema.MIGRATIONS, 1, half_then_crash)
+    monkeypatch.setitem(migrations.MIGRATIONS, 1, half_then_crash)
     with pytest.raises(RuntimeError, match="disk on fire"):
         ResultStore(path)
     assert query_readonly(path, "SELECT value FROM meta")[1] == [("1",)]
@@ -201,7 +209,7 @@ def test_failed_migration_leaves_the_v1_file_untouched(tmp_path: Path,
     _, tables = query_readonly(path, "SELECT table_name FROM duckdb_tables() "
                                      "WHERE table_name = 'llm_calls'")
     assert tables == []
-    monkeypatch.setitem(store_schema.MIGRATIONS, 1, real_step)
+    monkeypatch.setitem(migrations.MIGRATIONS, 1, real_step)
     assert ResultStore(path).schema_version() == SCHEMA_VERSION
 
 

@@ -13,7 +13,7 @@ from core.models import (Citation, Claim, Evidence, Finding, Report, ResearchPla
                          ResearchResult, Source, SubQuestion, Topic)
 from core.reports.report import report_id_for
 from core.store import SCHEMA_VERSION, ResultStore, query_readonly
-from core.store import schema as store_schema
+from core.store import migrations
 from core.accounting.usage import CallRecord
 from tests.core.test_store_ledger import make_v1_file, schema_shape
 
@@ -151,14 +151,14 @@ def test_a_v6_file_gets_the_views_by_migrating(tmp_path: Path) -> None:
     make_v1_file(path)
     con = duckdb.connect(str(path))
     for step in range(1, 6):  # the frozen steps up to v6; none of v7's views
-        store_schema.MIGRATIONS[step](con)
+        migrations.MIGRATIONS[step](con)
     con.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
     con.close()
     assert not rows(path, "SELECT view_name FROM duckdb_views() WHERE view_name IN "
                           f"{VIEWS}")
 
     store = ResultStore(path)
-    assert store.schema_version() == SCHEMA_VERSION == 12
+    assert store.schema_version() == SCHEMA_VERSION == 13
     assert rows(path, "SELECT report_id, title FROM latest_reports") == [("rep-ok", "Title")]
     assert rows(path, "SELECT topic, error FROM failures") == [
         ("A bad topic", "ContextOverflow: 200000 > 128000")]

@@ -266,7 +266,7 @@ def _fell_back_citing_verbatim(db_path, role: str) -> None:
     _, rows = query_readonly(db_path, "SELECT DISTINCT role FROM fallbacks")
     assert rows == [(role,)]
     _, cited = query_readonly(db_path, "SELECT c.quote, s.text FROM citations c "
-                                       "JOIN sources s ON s.url = c.url")
+                                       "JOIN sources s USING (url, content_hash)")
     assert cited and all(quote in text for quote, text in cited)
     _, (markdown,) = query_readonly(db_path, "SELECT markdown FROM reports")
     assert "**Fallbacks:**" in markdown[0] and role in markdown[0]

@@ -1,8 +1,9 @@
-"""`researchflow search`, `export` and `query` through the CLI: what they print, their one-line
-errors and exit codes, and a store they never change."""
+"""`researchflow search`, `export`, `query`, `verify` and `diff` through the CLI: what they
+print, their one-line errors and exit codes, and a store they never change."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,55 @@ def test_the_commands_do_not_hold_the_store(db: Path) -> None:
     store.save_result(topic_result("Another topic", body="Zebras."), run_id="r2",
                       engine="offline")
     assert "Another topic" in run("search", "zebras", "--db", str(db)).output
+
+
+def test_verify_checks_each_quote_against_the_version_it_cites(db: Path) -> None:
+    """`verify` passes on a report whose page changed since (its version is kept), and names
+    each quote that is not in the version it cites, one line each, exit 1."""
+    first = report_id(db)
+    changed = PAGE.model_copy(update={"text": "DuckDB now lets many processes read at once."})
+    store = ResultStore(db)
+    second = store.save_result(topic_result(
+        "DuckDB readers", sources=(changed,),
+        citations=(cite(1, changed, "many processes read"), cite(2, changed, "an exclusive lock"),
+                   cite(3, Source(url="https://example.org/unread", title="U", text=""),
+                        "never read"))), run_id="r2", engine="offline")
+    release_all()
+    before = db.read_bytes()
+    ok = run("verify", first, "--db", str(db))
+    assert ok.exit_code == 0, ok.output
+    assert f"all 1 quote(s) of {first} found" in ok.output
+    bad = run("verify", second, "--db", str(db))
+    assert bad.exit_code == 1, bad.output
+    lines = [line for line in bad.output.splitlines() if line.startswith("[")]
+    assert len(lines) == 2
+    assert lines[0].startswith(f"[2] {PAGE.url} @") and "quote not in source text" in lines[0]
+    assert "“an exclusive lock”" in lines[0]
+    assert lines[1].startswith("[3] https://example.org/unread @-: source not stored")
+    assert "2 of 3 quote(s)" in bad.output
+    missing = run("verify", "r_nope", "--db", str(db))
+    assert missing.exit_code == 2 and "no report 'r_nope'" in missing.output
+    assert db.read_bytes() == before  # read-only
+
+
+def test_diff_with_one_report_compares_it_with_the_edition_before_it(tmp_path: Path) -> None:
+    from tests.core.test_edition_order import save_edition
+
+    store = ResultStore(tmp_path / "rf.duckdb")
+    first = save_edition(store, "2026-12-01", 7)
+    third = save_edition(store, "2026-12-03", 9)
+    second = save_edition(store, "2026-12-02", 8)  # a backfill: the third's section is stale
+    release_all()
+    db = str(store.path)
+    alone = run("diff", third, "--db", db, "--format", "json")
+    assert alone.exit_code == 0, alone.output
+    assert "compared again with " + second in alone.output
+    data = json.loads(alone.stdout)
+    assert data["previous"]["report_id"] == second and data["current"]["report_id"] == third
+    assert data["counts"]["number_changed"] == 1
+    assert run("diff", second, "--db", db, "--format", "json").exit_code == 0
+    none = run("diff", first, "--db", db)
+    assert none.exit_code == 1 and "first edition" in none.output
+    for args in (("r_nope",), ("r_nope", third), (first, "r_nope")):
+        unknown = run("diff", *args, "--db", db)
+        assert unknown.exit_code == 2 and "no report 'r_nope'" in unknown.output, args

@@ -81,7 +81,8 @@ def test_a_section_left_without_evidence_gets_a_second_wave(provider_server, pag
 
     assert ResultStore(db_path).unverified_citations(report_id) == []
     _, cited = query_readonly(db_path, "SELECT c.quote, s.text FROM citations c JOIN sources s "
-                                       f"ON s.url = c.url WHERE c.report_id = '{report_id}'")
+                                       "USING (url, content_hash) WHERE c.report_id = ?",
+                              [report_id])
     assert cited and all(quote in text for quote, text in cited)  # verbatim, byte for byte
 
     # Condensing answers with sentence ids: a few tokens, never the page retyped.

@@ -89,6 +89,57 @@ def test_editions_research_again_pay_for_what_changed_and_say_what_changed(tmp_p
     assert json.loads(latest.output) == [{"edition": "2026-12-03"}]
 
 
+def test_a_backfill_compares_with_its_predecessor_and_every_edition_stays_verifiable(
+        tmp_path, prefect_harness):
+    """Editions run out of order over a page that changes each time: the backfilled edition
+    says what changed since the edition before it (not since the newest), the newer one's
+    comparison is marked stale and compared again on demand, and `researchflow verify` passes
+    on every edition's reports although the page they quoted changed after each."""
+    with EditionsScenario(tmp_path) as days:
+        first = days.day("2026-12-01")
+        days.edit_number(SUBJECTS[0], 0, 9)
+        third = days.day("2026-12-03")
+        days.edit_number(SUBJECTS[0], 9, 5)
+        second = days.day("2026-12-02")  # the backfill, run after the newer edition
+    assert [d.state for d in (first, second, third)] == ["COMPLETED"] * 3
+    db = str(days.db)
+
+    section = days.report(second.report_ids[0])["markdown"].split("## References", 1)[0]
+    assert "## What changed since 2026-12-01" in section, section
+    assert "**Number changed:** 0 → 5:" in section and "9 → 5" not in section
+    assert second.changed[0].endswith(("change", "changes")), second.changed
+    rows = runner.invoke(app, ["query", "--db", db, "--format", "json",
+                               "SELECT report_id, edition, previous_report_id, "
+                               "predecessor_report_id, stale FROM report_editions "
+                               "WHERE report_id IN (?, ?, ?) ORDER BY n",
+                               "-p", first.report_ids[0], "-p", second.report_ids[0],
+                               "-p", third.report_ids[0]])
+    assert rows.exit_code == 0, rows.output
+    assert [(r["edition"], r["previous_report_id"], r["predecessor_report_id"], r["stale"])
+            for r in json.loads(rows.output)] == [
+        ("2026-12-01", None, None, False),
+        ("2026-12-02", first.report_ids[0], first.report_ids[0], False),
+        ("2026-12-03", first.report_ids[0], second.report_ids[0], True)]
+    again = runner.invoke(app, ["diff", third.report_ids[0], "--db", db, "--format", "json"])
+    assert again.exit_code == 0, again.output
+    data = json.loads(again.stdout)
+    assert data["previous"]["edition"] == "2026-12-02"
+    assert [c["numbers"] for c in data["changes"] if c["kind"] == "number_changed"] == [
+        [["5", "9"]]]
+
+    # The page was read in three versions; each edition's quotes check against their own.
+    versions = runner.invoke(app, ["query", "--db", db, "--format", "json",
+                                   "SELECT n, reports FROM source_versions WHERE url = ? "
+                                   "ORDER BY n", "-p", days.page(SUBJECTS[0]).as_uri()])
+    assert versions.exit_code == 0, versions.output
+    assert len(json.loads(versions.output)) == 3
+    for day in (first, second, third):
+        for report_id in day.report_ids:
+            verified = runner.invoke(app, ["verify", report_id, "--db", db])
+            assert verified.exit_code == 0, (day.edition, verified.output)
+            assert "found in the version of the page they cite" in verified.output
+
+
 def test_a_changed_topic_emits_an_event_an_automation_can_match(prefect_harness, monkeypatch):
     from prefect.events.clients import AssertingEventsClient
     from prefect.events.worker import EventsWorker

@@ -41,7 +41,7 @@ def local_env(monkeypatch):
 def _verbatim(db) -> tuple[int, int]:
     """(citations, citations whose quote is in the stored text of their source)."""
     _, rows = query_readonly(db, "SELECT c.quote, s.text FROM citations c "
-                                 "JOIN sources s ON s.url = c.url")
+                                 "JOIN sources s USING (url, content_hash)")
     return len(rows), sum(quote in text for quote, text in rows)
 
 
