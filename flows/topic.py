@@ -31,7 +31,7 @@ from core.llm.siblings import cheaper
 from core.settings import RunConfig, Settings, run_config
 from core.topics.waves import MAX_FOLLOWUPS, affordable_followups, gaps
 from core.topics.plan_edits import PlanRejected
-from core.relevance.gate import judge, passed
+from core.relevance.gate import judge, passed, refused
 from flows.plan_review import review_plan
 from flows.progress import ProgressArtifact, emit
 from flows.records import finish_run, record, start_run, usage_line
@@ -135,8 +135,9 @@ def _research(topic: Topic, config: RunConfig, progress: ProgressArtifact) -> Re
         more, read = wave.research(asked)
         findings, transcripts = findings + more, transcripts + read
 
-    if not any(f.support for f in judge(plan, findings).findings):
-        # A weak model may quote nothing it read, or nothing about the subject.
+    if refused(plan, judge(plan, findings)):
+        # A weak model may quote nothing it read, nothing about the subject, or too little of
+        # what was asked: the extractive engine quotes the same pages before the gate refuses.
         findings, transcripts = _quoted_instead(topic, plan, findings, transcripts, config,
                                                 progress)
     # The gate: each part answered or not from evidence about its subject; none, no report.
@@ -162,8 +163,8 @@ def _research(topic: Topic, config: RunConfig, progress: ProgressArtifact) -> Re
 def _quoted_instead(topic: Topic, plan: ResearchPlan, findings: list[Finding],
                     transcripts: list[Transcript], config: RunConfig,
                     progress: ProgressArtifact) -> tuple[list[Finding], list[Transcript]]:
-    """The findings with the extractive engine's in place of the model's empty ones, for a topic
-    that would otherwise end with no evidence: first from the pages the model read (a compress
+    """The findings with the extractive engine's in place of the model's, for a topic the gate
+    would otherwise refuse (the model's quotes answer no part): first from the pages the model read (a compress
     fallback each); when those hold nothing to quote (the model chose the wrong pages), from the
     extractive engine researching the same sub-questions itself (a research fallback).
     Unchanged with fallbacks off, on the offline engine, or when it finds nothing either;

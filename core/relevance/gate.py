@@ -4,6 +4,7 @@ subject is no evidence.
 
     judge(plan, findings) -> Judgement     what answers each part; evidence off the subject out
     passed(plan, findings, where) -> Judgement, or NoEvidence when no part is answered
+    refused(plan, judged) -> bool            what `passed` raises on
 
 A part is answered when quotes (researched for it or another part) are about its subject
 (they, their page's title or their section name one of the part's keys: core.relevance.about),
@@ -84,9 +85,15 @@ def passed(plan: ResearchPlan, findings: Sequence[Finding], where: str) -> Judge
     """The judgement, or NoEvidence naming what the corpus (`where`: the search backend's
     name) has no page about when not one part is answered."""
     judged = judge(plan, findings)
-    if not judged.answered and (plan.parts or judged.reason):
+    if refused(plan, judged):
         raise NoEvidence(plan.topic, where, about=judged.reason or None)
     return judged
+
+
+def refused(plan: ResearchPlan, judged: Judgement) -> bool:
+    """Whether the gate turns these findings down: not one part answered (or, for a plan
+    without parts, nothing cited)."""
+    return not judged.answered and bool(plan.parts or judged.reason)
 
 
 def _about(ev: Evidence, part: Part) -> bool:

@@ -18,7 +18,7 @@ from bench.offline_run import research_offline
 from core.topics.failures import NoEvidence
 from core.models import Claim, Evidence, Finding, Part, ResearchPlan, SubQuestion, Topic
 from core.relevance.about import about, agree, names
-from core.relevance.gate import judge, passed
+from core.relevance.gate import judge, passed, refused
 from core.relevance.subject import read_topic
 from core.search.corpus import CorpusSearch
 from tests.fakes.documents import html_page, write_docx, write_pdf
@@ -208,6 +208,25 @@ def test_evidence_off_the_subject_is_no_evidence_whoever_quoted_it() -> None:
     assert not judged.answered and judged.findings[0].claims == ()
     with pytest.raises(NoEvidence, match="no page about 'wines / salmon'"):
         passed(plan, [off], "corpus")
+
+
+def test_on_subject_quotes_that_name_too_little_of_the_question_are_refused() -> None:
+    """A weak model's one quote on the asyncio page that names none of how it schedules: the
+    gate refuses it (`refused`), so the flow asks the extractive engine for the same pages
+    before it fails the topic (flows/topic.py)."""
+    part = Part(text="How does asyncio schedule coroutines", heading="How asyncio schedules",
+                about=("schedule", "asyncio"), absent=("schedule",),
+                words=(("asyncio", 1.0), ("event", 1.0), ("loop", 1.0), ("schedule", 2.1),
+                       ("coroutines", 1.0)))
+    plan = _plan(part)
+    thin = _finding(0, ("Cancellation raises CancelledError.", "Asyncio", "Asyncio"))
+    whole = _finding(0, ("Asyncio runs coroutines on a single-threaded event loop.", "Asyncio",
+                         "Asyncio"))
+    assert refused(plan, judge(plan, [thin])) and judge(plan, [thin]).findings[0].support
+    assert not refused(plan, judge(plan, [whole]))
+    unparted = plan.model_copy(update={"parts": ()})
+    assert not refused(unparted, judge(unparted, [thin]))
+    assert refused(unparted, judge(unparted, []))
 
 
 def test_a_page_or_section_title_naming_the_subject_makes_its_sentences_evidence() -> None:
