@@ -99,7 +99,7 @@ def _print_steps(rows: list) -> None:
     """Which steps each day paid for: a changed page's path is its condensing in every
     sub-question that read it, their searches decided and findings compressed again when the
     notes changed, and those topics' review and report."""
-    head = ("day", *ROLES, "sub-questions that condensed again", "calls off the changed "
+    head = ("day", *ROLES, "sub-questions that paid to condense", "calls off the changed "
             "page's path (target 0)")
     print("\n| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
