@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.fakes.http import ScriptedServer
@@ -37,6 +37,37 @@ class Day:
     report_ids: tuple[str, ...]  # this day's reports, one per topic
     changed: tuple[str, ...] = ()  # the batch table's "changed" column, per topic
     repeated: int = 0  # successful provider calls repeated byte for byte (target 0)
+    # The calls paid for (ledger outcome "ok"), one row per (topic, sub-question, role): which
+    # steps this edition computed again (sub-question None: the topic's plan, review, report).
+    paid: tuple[tuple[str, int | None, str, int], ...] = field(
+        default=(), repr=False)
+
+    def steps(self) -> dict[str, int]:
+        """Calls paid for, by role (plan, choose, condense, queries, compress, review, report)."""
+        counted: dict[str, int] = {}
+        for _, _, role, n in self.paid:
+            counted[role] = counted.get(role, 0) + n
+        return counted
+
+    def off_path(self, pages_changed: int = 1) -> int:
+        """Calls paid for that no changed page explains. A sub-question that read a changed page
+        condenses that page again (one call per page changed: these pages are condensed whole)
+        and, when its notes changed, decides its searches and compresses again; a topic with
+        such a sub-question is reviewed and written again. Anything else (a plan, a choice of pages, an unchanged page condensed,
+        a sub-question that condensed nothing paying for its other steps) is waste."""
+        touched = {(t, i) for t, i, role, _ in self.paid if role == "condense"}
+        topics = {t for t, _ in touched}
+        waste = 0
+        for topic, index, role, n in self.paid:
+            if role in ("queries", "compress", "checkpoint"):
+                waste += 0 if (topic, index) in touched else n
+            elif role in ("review", "report"):
+                waste += 0 if topic in topics else n
+            elif role == "condense":
+                waste += max(0, n - pages_changed)  # more: an unchanged page condensed again
+            else:  # plan, choose, rewrite: nothing they read changed
+                waste += n
+        return waste
 
     def share_of(self, first: "Day") -> float:
         """This day's LLM tokens as a share of `first`'s."""
@@ -115,6 +146,7 @@ class EditionsScenario:
         contexts.close()
         table = state.result(raise_on_failure=False)
         rows = table if isinstance(table, list) else []
+        run_id = str(state.state_details.flow_run_id)
         return Day(edition=edition, state=state.type.value,
                    calls=self.provider.successes - before[0],
                    input_tokens=self.provider.input_tokens - before[1],
@@ -122,12 +154,24 @@ class EditionsScenario:
                    cost_usd=round(self._cost() - before[3], 6), reports=self._reports(),
                    report_ids=tuple(r["report_id"] for r in rows),
                    changed=tuple(r.get("changed", "") for r in rows),
-                   repeated=self.provider.repeated_successes - before[4])
+                   repeated=self.provider.repeated_successes - before[4],
+                   paid=self._paid(run_id))
 
     def _cost(self) -> float:
         if not self.db.exists():
             return 0.0
         return float(self._one("SELECT coalesce(sum(cost_usd), 0) FROM llm_calls"))
+
+    def _paid(self, run_id: str) -> tuple[tuple[str, int | None, str, int], ...]:
+        if not self.db.exists():
+            return ()
+        from core.store import query_readonly
+
+        _, rows = query_readonly(self.db, "SELECT t.topic, c.subquestion_index, c.role, "
+                                 "count(*) FROM llm_calls c LEFT JOIN topics t USING (topic_id) "
+                                 "WHERE c.run_id = ? AND c.outcome = 'ok' GROUP BY ALL "
+                                 "ORDER BY ALL", [run_id])
+        return tuple((topic or "", index, role, int(n)) for topic, index, role, n in rows)
 
     def _reports(self) -> int:
         return int(self._one("SELECT count(*) FROM reports"))

@@ -89,6 +89,37 @@ def test_editions_research_again_pay_for_what_changed_and_say_what_changed(tmp_p
     assert json.loads(latest.output) == [{"edition": "2026-12-03"}]
 
 
+def test_an_edited_page_costs_its_path_and_the_cascade_stops_where_outputs_are_the_same(
+        tmp_path, prefect_harness):
+    """Issue 33, item 2: an edition recomputes what a changed page touches and nothing else.
+    Every sub-question reads the edited page here (three pages, all read), so each condenses it
+    again, once; the two unchanged pages are served. An edit to a quoted sentence goes on to
+    the sub-questions' searches and findings and the topics' reviews and reports; an edit to a
+    sentence nothing quotes stops at the condensing, whose notes come out the same."""
+    with EditionsScenario(tmp_path) as days:
+        first = days.day("2026-12-01")
+        days.edit_number(SUBJECTS[0], 0, 9)  # example 0: quoted (the top of the page)
+        quoted = days.day("2026-12-02")
+        days.edit_number(SUBJECTS[0], 70, 71)  # example 10: the middle, which nothing quotes
+        unquoted = days.day("2026-12-03")
+    assert [d.state for d in (first, quoted, unquoted)] == ["COMPLETED"] * 3
+    read = {(topic, index) for topic, index, role, _ in first.paid if role == "choose"}
+    assert len(read) == 10 and first.steps()["condense"] == 30
+
+    steps = quoted.steps()
+    assert quoted.off_path() == 0, quoted.paid
+    assert steps["condense"] == len(read), steps  # the changed page, not the unchanged two
+    assert not {"plan", "choose"} & set(steps), steps
+    assert steps["review"] == 2 and steps["report"] == 2, steps
+    assert quoted.changed == ("1 change", "1 change")
+
+    assert unquoted.steps() == {"condense": len(read)}, unquoted.paid
+    assert unquoted.share_of(first) <= 0.15, unquoted
+    assert unquoted.changed == ("no change", "no change")
+    # An edition per run, even when its reports were served from the cache.
+    assert not set(unquoted.report_ids) & set(quoted.report_ids) and unquoted.reports == 6
+
+
 def test_a_backfill_compares_with_its_predecessor_and_every_edition_stays_verifiable(
         tmp_path, prefect_harness):
     """Editions run out of order over a page that changes each time: the backfilled edition
