@@ -6,7 +6,7 @@ the store, so every worker, process and machine writing to one store shares it.
 
 What it does not do: compute fingerprints or decide what is an answer (core.accounting.memo does),
 or ever fail its caller: a store that is locked or broken costs only the memo (a read is a miss, a
-write is kept by core.accounting.memo and tried again), with one warning.
+write is kept by core.accounting.memo and tried again), with one warning per outage.
 """
 
 from __future__ import annotations
@@ -102,8 +102,9 @@ class MemoStore:
                 self._ready = True
             if reading:
                 with self.backend.read() as con:
-                    return body(con)
-            return self.backend.write(body)
+                    done = body(con)
+            else:
+                done = self.backend.write(body)
         except (StoreError, duckdb.Error, OSError) as exc:
             with self._state:
                 self._paused_until = time.monotonic() + self.retry_after
@@ -112,3 +113,8 @@ class MemoStore:
                 "call memo: could not %s in %s (%s); calls are made meanwhile", what,
                 self.backend.name, exc)
             return None
+        with self._state:  # the next outage is said again, once
+            back, self._warned = self._warned, False
+        if back:
+            log.info("call memo: %s answers again", self.backend.name)
+        return done
