@@ -51,6 +51,44 @@ class Patience:
         return min(self.max_retry, self.first_retry * 2 ** max(0, min(refusals - 1, 30)))
 
 
+class Backoff:
+    """One store's refusals in a row, and when to ask it again: after each refusal the pause
+    doubles, up to `patience.max_retry`. A refusal is worth a warning at the 1st, 2nd, 4th,
+    8th... in a row, so a store that stays locked is said to be a few times an hour, neither
+    once nor at every try. Shared by this writer, the memo's store (core.store.call_memo) and
+    the ledger's spend reads; its owner's lock guards it."""
+
+    def __init__(self, patience: Patience) -> None:
+        self.patience = patience
+        self.refusals = 0
+        self.since = 0.0  # monotonic time of the first refusal in a row
+        self.next_try = 0.0
+
+    @property
+    def pause(self) -> float:
+        return self.patience.pause(self.refusals)
+
+    def refused(self) -> bool:
+        """Count one more refusal; whether it is worth a warning."""
+        now = time.monotonic()
+        if not self.refusals:
+            self.since = now
+        self.refusals += 1
+        self.next_try = now + self.pause
+        return self.refusals & (self.refusals - 1) == 0
+
+    def pausing(self) -> bool:
+        """Whether the pause after the last refusal still runs."""
+        return time.monotonic() < self.next_try
+
+    def answered(self) -> tuple[int, float]:
+        """The store took a write or answered a read: how many refusals came before it and
+        for how many seconds; the count starts again."""
+        before = (self.refusals, time.monotonic() - self.since if self.refusals else 0.0)
+        self.refusals, self.next_try = 0, 0.0
+        return before
+
+
 def _level(count: int, marks: tuple[int, ...]) -> int:
     """How many of the marks `count` has reached."""
     return sum(count >= mark for mark in marks)
@@ -75,8 +113,7 @@ class BatchWriter(Generic[T]):
         self._room = threading.Condition(self._lock)  # told after every write, stored or not
         self._write_lock = threading.Lock()  # one write at a time, in the order rows came
         self._in_write = False
-        self._failures = 0  # consecutive refused writes
-        self._refused_since = 0.0  # monotonic time of the first of them
+        self._refusals = Backoff(patience)
         self._level = 0  # backlog marks already reported
         self._closed = False  # no write is armed any more: the owner's last flush was made
         self.dropped = 0
@@ -169,32 +206,26 @@ class BatchWriter(Generic[T]):
     # -- inside; the caller holds _lock unless said --------------------------------------------
 
     def _stored(self, count: int) -> None:
-        if self._failures:
+        refusals, seconds = self._refusals.answered()
+        if refusals:
             log.info("%d %s(s) written after %d refused attempt(s) over %.0f s; %d still wait",
-                     count, self.what, self._failures,
-                     time.monotonic() - self._refused_since, len(self._pending))
-        self._failures = 0
+                     count, self.what, refusals, seconds, len(self._pending))
         if self._level and not self._pending:
             log.info("backlog of %s(s) drained", self.what)
         self._report_backlog()
 
     def _refused(self, batch: list[T], error: str) -> None:
         self._pending[:0] = batch
-        if not self._failures:
-            self._refused_since = time.monotonic()
-        self._failures += 1
+        loud = self._refusals.refused()
         if self.patience.when_full == "drop_oldest":
             self._drop_excess()
         self._report_backlog()
-        pause = self.patience.pause(self._failures)
-        self._arm(pause)
-        # 1st, 2nd, 4th, 8th... refusal: a store that stays locked is said so, a few times an hour.
-        loud = self._failures & (self._failures - 1) == 0
+        self._arm(self._refusals.pause)
         (log.warning if loud else log.debug)(
             "%d %s(s) wait to be written; the store refused %d time(s) in a row (%s); %s",
-            len(self._pending), self.what, self._failures, error,
+            len(self._pending), self.what, self._refusals.refusals, error,
             "closing: tried again until the close gives up" if self._closed
-            else f"trying again in {pause:g} s")
+            else f"trying again in {self._refusals.pause:g} s")
 
     def _arm(self, seconds: float) -> None:
         """A write `seconds` from now, unless one is armed already (or the writer is closed:

@@ -26,7 +26,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Iterator, Protocol, Sequence
 
-from core.accounting.batches import BatchWriter, Patience
+from core.accounting.batches import Backoff, BatchWriter, Patience
 from core.accounting.usage import CallRecord, CallRole
 from core.secrets import mask
 from core.signals import BudgetExceeded, Transient
@@ -134,6 +134,9 @@ class Ledger:
         self._spent: dict[Key, float] = {}  # seeded from the store, plus what was recorded since
         self._unseeded: dict[Key, float] = {}  # recorded while the store's spend was unknown
         self._reserved: dict[Key, float] = {}
+        # Failed spend reads in a row: only how loud to be. Every read is still tried, as a
+        # cap can only be checked against a spend read from the store.
+        self._reads = Backoff(patience)
         self._lock = threading.Lock()
 
     def spent(self, run_id: str, topic_id: str | None = None) -> float:
@@ -162,14 +165,18 @@ class Ledger:
         return self._spent[key]
 
     def _stored_spend(self, run_id: str, topic_id: str | None) -> float | None:
+        """The caller holds self._lock (which guards _reads)."""
         if self.sink is None:
             return 0.0
         try:
-            return float(self.sink.spent_usd(run_id=run_id, topic_id=topic_id))
+            spent = float(self.sink.spent_usd(run_id=run_id, topic_id=topic_id))
         except Exception as exc:  # noqa: BLE001 - a locked store must not stop research
-            log.warning("could not read earlier spend from the store (%s); asking again later",
-                        exc)
+            (log.warning if self._reads.refused() else log.debug)(
+                "could not read earlier spend from the store (%d time(s) in a row: %s); "
+                "asking again at the next call", self._reads.refusals, exc)
             return None
+        self._reads.answered()
+        return spent
 
     def check(self, scope: CallScope, projected: float | None, what: str) -> None:
         """Raise BudgetExceeded when spent + reserved + projected would cross the topic or
