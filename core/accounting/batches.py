@@ -128,17 +128,15 @@ class BatchWriter(Generic[T]):
             if self.patience.when_full == "drop_oldest":
                 self._drop_excess()
             self._report_backlog()
-            if self.batch_seconds > 0:
+            if self.batching:  # a no-op while a retry is armed: the rows go with it
                 self._arm(self.batch_seconds)
 
     def settle(self) -> None:
         """After `add`, once the owner has let go of its own locks: without batching, write now
         (unless a retry is armed: the rows wait behind the refused ones); for a "wait" writer
         that is full, wait until the store has taken enough."""
-        with self._lock:
-            now = not self.batching and self._timer is None
-        if now:
-            self.flush()
+        if not self.batching:
+            self._flush(when_due=True)
         if self.patience.when_full == "wait":
             self._wait_for_room()
 
@@ -153,16 +151,26 @@ class BatchWriter(Generic[T]):
             return [*self._writing, *self._pending]
 
     def flush(self) -> bool:
-        """Write what waits; whether nothing is left waiting. A refused write keeps its rows
-        (first in line) and arms the next try after a longer pause."""
+        """Write what waits, now; whether nothing is left waiting. A refused write keeps its
+        rows (first in line) and arms the next try after a longer pause."""
+        return self._flush(when_due=False)
+
+    def _flush(self, *, when_due: bool) -> bool:
+        """`flush`; with `when_due` (a timer, a producer's settle) nothing is written while a
+        refusal's pause runs: a timer armed in a write that then failed, or a producer that
+        waited for that write, would otherwise ask the store again at once, every time."""
         with self._write_lock:
             with self._lock:
+                timer, self._timer = self._timer, None
+                if timer is not None:
+                    timer.cancel()  # harmless when it is the timer running this
+                left = self._refusals.next_try - time.monotonic()
+                if when_due and not self._closed and left > 0.01:
+                    self._arm(left)
+                    return False
                 batch, self._pending = self._pending, []
                 self._writing = batch
                 self._in_write = True
-                timer, self._timer = self._timer, None
-            if timer is not None:
-                timer.cancel()
             if not batch:
                 with self._lock:
                     self._in_write = False
@@ -213,6 +221,8 @@ class BatchWriter(Generic[T]):
         if self._level and not self._pending:
             log.info("backlog of %s(s) drained", self.what)
         self._report_backlog()
+        if self._pending and self.batching:  # added while this write was under way
+            self._arm(self.batch_seconds)
 
     def _refused(self, batch: list[T], error: str) -> None:
         self._pending[:0] = batch
@@ -231,7 +241,7 @@ class BatchWriter(Generic[T]):
         """A write `seconds` from now, unless one is armed already (or the writer is closed:
         its owner writes what is added after that)."""
         if self._timer is None and not self._closed:
-            self._timer = threading.Timer(seconds, self.flush)
+            self._timer = threading.Timer(seconds, self._flush, kwargs={"when_due": True})
             self._timer.daemon = True
             self._timer.start()
 

@@ -208,3 +208,25 @@ def test_a_row_added_while_a_retry_is_armed_waits_behind_the_refused_ones() -> N
     writer.settle()
     assert sink.writes == [] and writer.waiting() == [1, 2]
     assert wait_for(lambda: sink.writes == [[1, 2]])
+
+
+def test_rows_that_keep_coming_during_slow_refused_writes_do_not_defeat_the_pause() -> None:
+    """A locked store makes each try slow (the lock wait); rows added meanwhile arm a batch
+    timer, and a producer may wait for that write. Neither may ask the store again at once."""
+    tries: list[float] = []
+
+    def slow_refusal(rows: list[int]) -> bool:
+        tries.append(time.monotonic())
+        time.sleep(0.1)  # the lock wait
+        raise RuntimeError("Could not set lock on file")
+
+    writer = BatchWriter(slow_refusal, what="row", batch_seconds=0.01,
+                         patience=Patience(first_retry=0.5, max_retry=0.5, at_close=0))
+    deadline = time.monotonic() + 1.6
+    while time.monotonic() < deadline:
+        writer.add([1])
+        writer.settle()
+        time.sleep(0.005)
+    gaps = [b - a for a, b in zip(tries, tries[1:])]
+    writer.close()  # one last refused try, and no timer after it
+    assert len(gaps) >= 1 and min(gaps) >= 0.55, gaps  # the write's 0.1 s, then the whole pause
