@@ -115,6 +115,7 @@ class BatchWriter(Generic[T]):
         self._in_write = False
         self._refusals = Backoff(patience)
         self._level = 0  # backlog marks already reported
+        self._full = False  # producers are held (a "wait" writer), and that was said
         self._closed = False  # no write is armed any more: the owner's last flush was made
         self.dropped = 0
 
@@ -133,8 +134,8 @@ class BatchWriter(Generic[T]):
 
     def settle(self) -> None:
         """After `add`, once the owner has let go of its own locks: without batching, write now
-        (unless a retry is armed: the rows wait behind the refused ones); for a "wait" writer
-        that is full, wait until the store has taken enough."""
+        (unless a refusal's pause runs: the rows wait behind the refused ones); for a full
+        "wait" writer, wait until the store has taken enough."""
         if not self.batching:
             self._flush(when_due=True)
         if self.patience.when_full == "wait":
@@ -275,17 +276,17 @@ class BatchWriter(Generic[T]):
         """Hold the producer until fewer than `max_waiting` rows wait (the caller holds no
         lock). An armed retry or a write in progress makes room; with neither (the writer is
         closed) the producer writes itself, pausing as a retry would."""
-        said = False
         tries = 0
         while True:
             with self._lock:
                 count = len(self._pending) + len(self._writing)
                 if count < self.patience.max_waiting:
-                    if said:
+                    if self._full:  # said once per episode, by whichever producer sees it
+                        self._full = False
                         log.info("%s(s) flow again: %d wait", self.what, count)
                     return
-                if not said:
-                    said = True
+                if not self._full:
+                    self._full = True
                     log.warning("%d %s(s) wait for the store, the most allowed: new ones wait "
                                 "until it takes them", count, self.what)
                 if self._timer is not None or self._in_write:
