@@ -10,7 +10,8 @@ others in turn:
     memo       the call memo: a successful answer recorded by the fingerprint of its request
     metering   MeteredModel (and the Meter core.search.metered puts around a billed search):
                memo, budget, gate, call, record
-    batches    the writer that takes the ledger's and the memo's rows to the store
+    batches    the writer that takes the ledger's and the memo's rows to the store, and waits
+               out a store that refuses them (backoff, a bounded queue, a last try at close)
 
 ARCHITECTURE.md ("Caching and reruns") says how the memo and the ledger reach the store. Nothing
 here imports Prefect; the store is reached only through the sinks it is handed.

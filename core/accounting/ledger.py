@@ -9,8 +9,8 @@ change cache keys).
 `Ledger` keeps the running spend per (run, topic) and per run in memory, seeded from the store the
 first time a key is seen (so a retried run counts what it already spent), checks budgets before a
 call, and writes every `CallRecord` to the store in batches (core.accounting.batches). A store
-that is briefly locked by another process never fails a call: the records wait and are written
-again a few seconds later, or at `flush()`.
+that is locked by another process never fails a call: the records wait and are tried again with
+a growing pause; only when a full queue of them waits does a new record's caller wait too.
 A spend that could not be read is never taken for $0: it is asked again next time, and a call
 that a cap must be checked against is refused meanwhile (`SpendUnknown`, a passing fault that
 Prefect retries) rather than let through on a guess.
@@ -26,7 +26,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Iterator, Protocol, Sequence
 
-from core.accounting.batches import BatchWriter
+from core.accounting.batches import Backoff, BatchWriter, Patience
 from core.accounting.usage import CallRecord, CallRole
 from core.secrets import mask
 from core.signals import BudgetExceeded, Transient
@@ -122,16 +122,21 @@ class LedgerSink(Protocol):
 class Ledger:
     """Running spend, budget checks and durable records. Safe to share between threads."""
 
-    def __init__(self, sink: LedgerSink | None = None, *, batch_seconds: float = 0.0) -> None:
+    def __init__(self, sink: LedgerSink | None = None, *, batch_seconds: float = 0.0,
+                 patience: Patience = Patience(when_full="wait")) -> None:
         self.sink = sink
-        # > 0: records wait up to this long and are written together, so a busy run opens the
-        # store once per batch of calls instead of once per call.
+        # batch_seconds > 0: records wait up to this long and are written together, so a busy
+        # run opens the store once per batch of calls instead of once per call. A record is
+        # money spent: past `patience.max_waiting` the caller waits, no record is dropped.
         self._records: BatchWriter[CallRecord] = BatchWriter(
             sink.record_calls if sink is not None else _kept_nowhere, what="usage record",
-            batch_seconds=batch_seconds)
+            batch_seconds=batch_seconds, patience=patience)
         self._spent: dict[Key, float] = {}  # seeded from the store, plus what was recorded since
         self._unseeded: dict[Key, float] = {}  # recorded while the store's spend was unknown
         self._reserved: dict[Key, float] = {}
+        # Failed spend reads in a row: only how loud to be. Every read is still tried, as a
+        # cap can only be checked against a spend read from the store.
+        self._reads = Backoff(patience)
         self._lock = threading.Lock()
 
     def spent(self, run_id: str, topic_id: str | None = None) -> float:
@@ -160,14 +165,18 @@ class Ledger:
         return self._spent[key]
 
     def _stored_spend(self, run_id: str, topic_id: str | None) -> float | None:
+        """The caller holds self._lock (which guards _reads)."""
         if self.sink is None:
             return 0.0
         try:
-            return float(self.sink.spent_usd(run_id=run_id, topic_id=topic_id))
+            spent = float(self.sink.spent_usd(run_id=run_id, topic_id=topic_id))
         except Exception as exc:  # noqa: BLE001 - a locked store must not stop research
-            log.warning("could not read earlier spend from the store (%s); asking again later",
-                        exc)
+            (log.warning if self._reads.refused() else log.debug)(
+                "could not read earlier spend from the store (%d time(s) in a row: %s); "
+                "asking again at the next call", self._reads.refusals, exc)
             return None
+        self._reads.answered()
+        return spent
 
     def check(self, scope: CallScope, projected: float | None, what: str) -> None:
         """Raise BudgetExceeded when spent + reserved + projected would cross the topic or
@@ -223,8 +232,7 @@ class Ledger:
                     self._spent[key] += cost
                 elif not self._seeds(key):  # seeded now: this (waiting) record is included
                     self._unseeded[key] = self._unseeded.get(key, 0.0) + cost
-        if not self._records.batching:
-            self.flush()
+        self._records.settle()  # outside our lock: it may write, or wait for room
 
     def _seeds(self, key: Key) -> bool:
         """Try to seed `key` from the store; whether it worked. The caller holds self._lock."""
@@ -241,7 +249,8 @@ class Ledger:
         self._records.flush()
 
     def close(self) -> None:
-        """A last write of what waits (the run's end); a record after it is written at once."""
+        """The last writes of what waits (the run's end), tried for a while; a record after it
+        is written at once."""
         self._records.close()
 
 

@@ -21,7 +21,7 @@ answer, never the request.
 
 Records are kept in memory at once (so the same process is served at once) and written to the
 store (`core.store.call_memo`) in batches by the ledger's writer (core.accounting.batches); a
-record the store could not take is written again a few seconds later. `ttl_hours` bounds how
+record the store could not take is tried again with a growing pause. `ttl_hours` bounds how
 old a served answer may be; 0 turns the memo off. An LLM answer is served for at least as long as the thinking steps' task caches keep
 theirs (8 days, `tasks.caching.LASTING_EXPIRATION`), so next night's or next week's edition
 finds it.
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol, Sequence
 
-from core.accounting.batches import BatchWriter
+from core.accounting.batches import BatchWriter, Patience
 from core.accounting.ledger import current_scope
 from core.llm.base import Completion, Usage
 from core.models import SearchResult
@@ -51,6 +51,9 @@ LASTING = timedelta(days=8)
 REFRESH_SECONDS = 5.0  # on a miss, the store's new fingerprints are read at most this often
 _LOOK_BACK = timedelta(minutes=10)  # how late a record may reach the store after created_at
 _PRUNE_EVERY = timedelta(minutes=10)  # answers past their expiry leave memory this often
+# An answer is a saving, not a record of spend: past the bound the oldest are dropped (counted
+# in an error) rather than hold up research; an answer can be ~10 kB, so fewer wait than usage rows.
+MEMO_PATIENCE = Patience(max_waiting=10_000, when_full="drop_oldest")
 
 
 class MemoSink(Protocol):
@@ -98,7 +101,8 @@ class CallMemo:
     """Answers of billed calls by fingerprint, shared by every worker of a store."""
 
     def __init__(self, sink: MemoSink | None, *, ttl_hours: float, salt: str = "",
-                 batch_seconds: float = 0.5, refresh_seconds: float = REFRESH_SECONDS) -> None:
+                 batch_seconds: float = 0.5, refresh_seconds: float = REFRESH_SECONDS,
+                 patience: Patience = MEMO_PATIENCE) -> None:
         self.sink = sink
         self.ttl = timedelta(hours=max(0.0, ttl_hours))
         self.salt = salt
@@ -109,7 +113,7 @@ class CallMemo:
         self._pruned = _now()
         self._rows: BatchWriter[MemoRow] = BatchWriter(
             sink.keep if sink is not None else _kept_in_memory, what="memo answer",
-            batch_seconds=batch_seconds)
+            batch_seconds=batch_seconds, patience=patience)
         self._lock = threading.Lock()
         # In a process that may be lost mid-run (a Dask worker), what waits in the batch is
         # written before each new call (`write_waiting`): a store write per call, paid only there.
@@ -199,15 +203,15 @@ class CallMemo:
                 self._known[k] = (now, answer)
             self.kept += 1
         self._rows.add(MemoRow(k, kind, provider, model, role, answer, now) for k in keys)
-        if not self._rows.batching:
-            self.flush()
+        self._rows.settle()
 
     def flush(self) -> None:
         """Write waiting records; what the store could not take is tried again later."""
         self._rows.flush()
 
     def close(self) -> None:
-        """A last write of what waits (the run's end); an answer after it is written at once."""
+        """The last writes of what waits (the run's end), tried for a while; an answer after it
+        is written at once."""
         self._rows.close()
 
     def write_waiting(self) -> None:

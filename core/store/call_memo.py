@@ -6,14 +6,15 @@ the store, so every worker, process and machine writing to one store shares it.
 
 What it does not do: compute fingerprints or decide what is an answer (core.accounting.memo does),
 or ever fail its caller: a store that is locked or broken costs only the memo (a read is a miss, a
-write is kept by core.accounting.memo and tried again), with one warning.
+write is kept by core.accounting.memo and tried again), said at the 1st, 2nd, 4th... failure in
+a row and when it answers again. Between tries it is left alone for a pause that grows
+(core.accounting.batches.Backoff).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import TypeVar
 
 import duckdb
 
+from core.accounting.batches import Backoff, Patience
 from core.accounting.memo import MemoRow
 from core.store.backend import open_backend
 from core.store.connection import HOLD_SECONDS, StoreError
@@ -36,11 +38,11 @@ class MemoStore:
     def __init__(self, path: Path | str, *, lock_timeout: float = 5.0,
                  hold_seconds: float = HOLD_SECONDS, retry_after: float = 10.0) -> None:
         self.backend = open_backend(path, lock_timeout=lock_timeout, hold_seconds=hold_seconds)
-        self.retry_after = retry_after
         self._state = threading.Lock()
         self._ready = False
-        self._paused_until = 0.0
-        self._warned = False
+        # After a failure reads leave the store alone for `retry_after` seconds, then longer.
+        patience = Patience(first_retry=retry_after, max_retry=max(retry_after, 60.0))
+        self._refusals = Backoff(patience)
 
     def fingerprints(self, since: datetime) -> set[str] | None:
         """Every fingerprint stored at or after `since` (one read, so a call that was never
@@ -94,7 +96,9 @@ class MemoStore:
     def _attempt(self, what: str, body: Callable[[duckdb.DuckDBPyConnection], _T], *,
                  reading: bool = False) -> _T | None:
         with self._state:
-            if time.monotonic() < self._paused_until:
+            # A read in the pause is a miss, at once: it is on a call's path. A write is tried
+            # whenever the memo's writer asks: its own pause has passed (core.accounting.batches).
+            if reading and self._refusals.pausing():
                 return None
         try:
             if not self._ready:
@@ -102,13 +106,20 @@ class MemoStore:
                 self._ready = True
             if reading:
                 with self.backend.read() as con:
-                    return body(con)
-            return self.backend.write(body)
+                    done = body(con)
+            else:
+                done = self.backend.write(body)
         except (StoreError, duckdb.Error, OSError) as exc:
             with self._state:
-                self._paused_until = time.monotonic() + self.retry_after
-                first, self._warned = not self._warned, True
-            (log.warning if first else log.debug)(
-                "call memo: could not %s in %s (%s); calls are made meanwhile", what,
-                self.backend.name, exc)
+                loud = self._refusals.refused()
+                pause = self._refusals.pause
+            (log.warning if loud else log.debug)(
+                "call memo: could not %s in %s (%s); calls are made meanwhile, and reads "
+                "leave the store alone for %g s", what, self.backend.name, exc, pause)
             return None
+        with self._state:
+            refusals, seconds = self._refusals.answered()
+        if refusals:
+            log.info("call memo: %s answers again after %d failure(s) over %.0f s",
+                     self.backend.name, refusals, seconds)
+        return done

@@ -7,11 +7,13 @@ from __future__ import annotations
 import contextvars
 import logging
 import threading
+import time
 import uuid
 
 import duckdb
 import pytest
 
+from core.accounting.batches import Patience
 from core.accounting.ledger import (CallScope, Ledger, acting_as, current_role, current_scope,
                                     scoped)
 from core.signals import BudgetExceeded
@@ -260,17 +262,24 @@ def test_a_record_the_store_refused_is_written_by_the_next_flush(tmp_path, caplo
     assert sink.attempts == 2
 
 
-def test_waiting_records_go_out_with_the_next_one(tmp_path) -> None:
+def test_waiting_records_go_out_in_order_with_the_retry(tmp_path) -> None:
+    """A record made while a retry is armed waits behind the refused ones (the store was just
+    refused: it is not asked again per call) and goes out with them, in order."""
     path = tmp_path / "ledger.duckdb"
     sink = FlakySink(ResultStore(path), failures=2)
-    ledger = Ledger(sink)
+    ledger = Ledger(sink, patience=Patience(first_retry=0.05))
 
     ledger.record(call(0.01, call_id="a"))
     ledger.record(call(0.02, call_id="b"))
-    assert rows(path) == []
     ledger.record(call(0.03, call_id="c"))
+    assert sink.attempts == 1
 
+    deadline = time.monotonic() + 5
+    while sink.attempts < 3 and time.monotonic() < deadline:  # no reads meanwhile: the
+        time.sleep(0.02)  # retry's thread holds the file
+    ledger.flush()  # waits for that write to end; nothing is left
     assert [r[0] for r in rows(path)] == ["a", "b", "c"]
+    assert sink.attempts == 3
     ledger.flush()
     assert len(rows(path)) == 3
     assert ResultStore(path).usage(run_id="run-1").calls == 3
