@@ -19,6 +19,7 @@ import logging
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -183,14 +184,17 @@ def research_batch(csv_path: str, batch_id: str | None = None,
                    db_path: str | None = None, max_concurrency: int | None = None,
                    max_cost_usd: float | None = None,
                    max_batch_cost_usd: float | None = None, refresh: bool = False,
-                   edition: str | None = None, timezone: str = "UTC") -> list[dict]:
+                   edition: str | None = None, timezone: str = "UTC",
+                   fallback: Literal["extractive", "none"] | None = None) -> list[dict]:
     """Research every topic in a CSV (column `topic`; optional columns: the fields of
     TopicOptions). `defaults` are the options of rows that leave a column empty.
 
     The run is `edition` (default: the date it was scheduled for, in `timezone`). A topic
     whose report is already stored in this edition (its latest attempt succeeded) is not run
     again unless `refresh`, which researches every topic afresh instead of reusing cached
-    calls. A new edition researches every topic again and keeps the earlier reports."""
+    calls. A new edition researches every topic again and keeps the earlier reports.
+    `fallback` (None: RESEARCHFLOW_FALLBACK) is a parameter, as every option is, so a Retry of
+    the run keeps its policy; the topics receive the batch's, resolved."""
     logger = get_run_logger()
     forward_store_logs()  # lake commit conflicts show in the run's log
     # Every task's cache key needs it; on a checkout's first run it is a 0.4 s parse, done here
@@ -198,7 +202,8 @@ def research_batch(csv_path: str, batch_id: str | None = None,
     threading.Thread(target=core_fingerprint, name="researchflow-code-key", daemon=True).start()
     settings = Settings.load(model=model, search=search, db_path=Path(db_path) if db_path else None,
                              corpus_dir=Path(corpus_dir) if corpus_dir else None,
-                             max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd)
+                             max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd,
+                             fallback=fallback)
     config = run_config(settings, cheaper=cheaper)
     batch = batch_id or Path(csv_path).stem
     edition = edition_name(edition, lambda: edition_of_run(_zone(timezone, logger)))
@@ -227,7 +232,7 @@ def research_batch(csv_path: str, batch_id: str | None = None,
     # condense goes to the cheaper sibling; the resolved name would pin every role to it.
     overrides = {"model": model, "search": config.search, "corpus_dir": config.corpus_dir,
                  "db_path": config.db_path, "max_cost_usd": settings.max_cost_usd,
-                 "refresh": refresh}
+                 "refresh": refresh, "fallback": config.fallback}
     budget = BatchBudget(settings.max_batch_cost_usd, config, run_id)
     slots = max_concurrency or settings.max_topic_concurrency
     total = len(rows) + len(errors)

@@ -9,7 +9,6 @@ at import.
 
 from __future__ import annotations
 
-import os
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -84,10 +83,9 @@ CostOpt = typer.Option(None, "--max-cost-usd", min=0.0, help="Stop a topic befor
                        "call would take its spend past this many USD (RESEARCHFLOW_MAX_COST_USD).")
 
 
-def _use_fallback(fallback: Optional[Fallback]) -> None:
-    """--fallback for the flows this command runs (they read their settings when they start)."""
-    if fallback is not None:
-        os.environ["RESEARCHFLOW_FALLBACK"] = fallback.value
+def _fallback(fallback: Optional[Fallback]) -> Optional[str]:
+    """--fallback as the flow's parameter (None: the flow reads RESEARCHFLOW_FALLBACK)."""
+    return fallback.value if fallback is not None else None
 
 
 def _check_corpus(corpus: Optional[Path]) -> None:
@@ -129,7 +127,6 @@ def run(topic: str = typer.Argument(..., help="What to research."),
         options: TopicOptions = TopicOptions()) -> None:
     """Research one topic and store its report."""
     _check_topic(topic)
-    _use_fallback(fallback)
     _check_corpus(corpus)
     _check_store(db)
     prefect_env()
@@ -144,7 +141,8 @@ def run(topic: str = typer.Argument(..., help="What to research."),
         state = research_topic(topic=topic, options=options, model=model, search=search,
                                corpus_dir=str(corpus) if corpus else None,
                                db_path=flow_db(db), max_cost_usd=max_cost_usd,
-                               refresh=refresh, return_state=True)
+                               refresh=refresh, fallback=_fallback(fallback),
+                               return_state=True)
     usage = _run_usage(db_path(db), state)
     if state.is_cancelled():  # its plan was not approved
         out.print(plain(usage))
@@ -203,7 +201,6 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
 
     _check_corpus(corpus)
     _check_store(db)
-    _use_fallback(fallback)
     try:  # validate up front so a bad file costs no Prefect start-up
         rows, bad = read_topics_csv(csv_path, batch_id=batch_id or csv_path.stem,
                                     warn=lambda line: err.print(plain(f"warning: {line}")))
@@ -225,7 +222,8 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
                                corpus_dir=str(corpus) if corpus else None,
                                db_path=flow_db(db), max_concurrency=concurrency,
                                max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd,
-                               refresh=refresh, edition=edition, return_state=True)
+                               refresh=refresh, edition=edition,
+                               fallback=_fallback(fallback), return_state=True)
     _print_batch(batch_id or csv_path.stem, db, edition)
     out.print(plain(_run_usage(db_path(db), state)))
     if not state.is_completed():

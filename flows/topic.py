@@ -12,6 +12,7 @@ and the flow fails with `TopicFailed`: one line naming the step, the signal and 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from prefect import flow, get_run_logger, unmapped
 from prefect.artifacts import create_markdown_artifact
@@ -286,7 +287,8 @@ def research_topic(topic: str, options: TopicOptions = TopicOptions(), batch_id:
                    model: str | None = None, search: str | None = None,
                    corpus_dir: str | None = None, db_path: str | None = None,
                    max_cost_usd: float | None = None, refresh: bool = False,
-                   edition: str = "") -> str | State:
+                   edition: str = "",
+                   fallback: Literal["extractive", "none"] | None = None) -> str | State:
     """Research one topic and store its report in DuckDB; returns the report id.
 
     `options` (core.models.TopicOptions) say how deep to research and how to write: waves,
@@ -295,11 +297,13 @@ def research_topic(topic: str, options: TopicOptions = TopicOptions(), batch_id:
     makes every call again instead of reusing cached ones (a retry of the same run still
     reuses what that run finished). `edition` (a scheduled batch's run, e.g. its date) keeps
     a report per edition, the second and later ones saying what changed since the previous.
+    `fallback` (None: RESEARCHFLOW_FALLBACK) is what answers a role a weak model cannot; a
+    parameter, so a Retry or a deployment run of this flow run keeps the policy it started with.
     """
     forward_store_logs()  # lake commit conflicts show in the run's log
     settings = Settings.load(model=model, search=search, max_cost_usd=max_cost_usd,
                              corpus_dir=Path(corpus_dir) if corpus_dir else None,
-                             db_path=Path(db_path) if db_path else None)
+                             db_path=Path(db_path) if db_path else None, fallback=fallback)
     config = run_config(settings, cheaper=cheaper)
     item = Topic.of(topic, options, batch_id, (edition or "").strip())
     own_id = str(flow_run.id or "local")
