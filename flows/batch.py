@@ -31,7 +31,7 @@ from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settin
 from prefect.transactions import CommitMode, transaction
 
 from core.text.escaping import markdown_text
-from core.topics.failures import TopicFailed
+from core.topics.failures import BatchIncomplete, TopicFailed
 from core.accounting.ledger import scoped
 from core.models import TopicOptions
 from core.reports.editions import edition_name
@@ -66,10 +66,6 @@ class TopicOutcome:
     reused: bool = False  # its report was already stored: nothing ran
     edition: str = ""
     changed: str = ""  # since the previous edition: "3 changes", "no change"; "": first
-
-
-class BatchIncomplete(RuntimeError):
-    """Raised at the end of a batch in which some topics did not produce a report."""
 
 
 @dataclass(frozen=True)

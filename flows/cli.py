@@ -276,16 +276,12 @@ def _table(batch_id: str, db: Optional[str], rows) -> None:
 
 
 def _state_error(state) -> str:
-    from core.topics.failures import TopicFailed
+    from core.topics.failures import BatchIncomplete, TopicFailed
 
     try:
         state.result()
-    except TopicFailed as exc:  # already names the step, the signal and what to do
-        return str(exc)
-    except RuntimeError as exc:
-        if type(exc).__name__ == "BatchIncomplete":  # its rows are in the table above
-            return str(exc)
-        return f"{type(exc).__name__}: {exc}"
+    except (TopicFailed, BatchIncomplete) as exc:  # one line: the step, the signal, what to
+        return str(exc)                              # do (a batch's rows are in its table)
     except Exception as exc:  # noqa: BLE001 - shown to the user as one line
         return f"{type(exc).__name__}: {exc}"
     return state.message or "failed"

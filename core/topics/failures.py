@@ -101,10 +101,15 @@ class TopicFailed(RuntimeError):
         return cause.scope if isinstance(cause, BudgetExceeded) else None
 
 
+class BatchIncomplete(RuntimeError):
+    """The end of a batch in which some topics did not produce a report: each row's reason is
+    in its table, and was logged where it happened."""
+
+
 def expected(exc: BaseException) -> bool:
-    """A failure a user acts on from its one line: no page about the subject, or a typed signal
-    (a provider's or our budget's no, with what to do). Anything else is a bug, whose
-    traceback is worth its lines."""
+    """A failure a user acts on from its one line: no page about the subject, a typed signal
+    (a provider's or our budget's no, with what to do), or a batch some of whose rows failed.
+    Anything else is a bug, whose traceback is worth its lines."""
     if isinstance(exc, TopicFailed):
         return exc.expected
-    return isinstance(exc, (NoEvidence, Signal))
+    return isinstance(exc, (NoEvidence, Signal, BatchIncomplete))
