@@ -144,16 +144,35 @@ def run(topic: str = typer.Argument(..., help="What to research."),
                                refresh=refresh, fallback=_fallback(fallback),
                                return_state=True)
     usage = _run_usage(db_path(db), state)
+    out.print(plain(usage))
+    _print_run(state, kept=own_api is None)
     if state.is_cancelled():  # its plan was not approved
-        out.print(plain(usage))
         fail(f"the topic was cancelled: {state.message or 'cancelled'}", code=1)
     if not state.is_completed():
-        out.print(plain(usage))
         fail(f"the topic failed: {_state_error(state)}", code=1)
     report_id = state.result()
-    out.print(plain(usage))
     out.print(Text.assemble("report ", (report_id, "bold"), " stored in ", plain(db_path(db))))
     out.print(plain(f"read it: researchflow show {report_id}{_db_hint(db)}"), soft_wrap=True)
+
+
+def _print_run(state, *, kept: bool) -> None:
+    """The flow run's id; on a Prefect server the user runs (`kept`), its page in the UI and,
+    when it did not complete, the command that retries it. The API a command starts for itself
+    ends with it, so its run cannot be retried: running the command again reuses its calls."""
+    run_id = state.state_details.flow_run_id
+    if run_id is None:
+        return
+    if not kept:
+        out.print(plain(f"flow run {run_id} (on this command's own Prefect API, gone when it "
+                        "ends: set PREFECT_API_URL to keep runs and retry them)"), soft_wrap=True)
+        return
+    from prefect.utilities.urls import url_for
+
+    url = url_for("flow-run", obj_id=run_id)
+    out.print(plain(f"flow run {run_id}" + (f": {url}" if url else "")), soft_wrap=True)
+    if not state.is_completed():  # a command to copy: never wrapped
+        out.print(plain(f"retry it (every finished call is reused): researchflow retry {run_id}"),
+                  soft_wrap=True)
 
 
 def _db_hint(db: Optional[str]) -> str:
@@ -226,6 +245,7 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
                                fallback=_fallback(fallback), return_state=True)
     _print_batch(batch_id or csv_path.stem, db, edition)
     out.print(plain(_run_usage(db_path(db), state)))
+    _print_run(state, kept=own_api is None)
     if not state.is_completed():
         fail(_state_error(state), code=1)
 

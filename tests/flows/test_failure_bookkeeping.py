@@ -136,3 +136,27 @@ def test_a_served_runs_expected_failure_is_one_line_too(corpus, db_path, prefect
     said = done.stdout + done.stderr
     assert "Traceback" not in said, said
     assert said.count("NoEvidence") == 1, said
+
+
+@pytest.mark.parametrize("command", ["run", "batch"])
+def test_the_cli_names_the_run_its_page_and_the_retry_command(command, corpus, db_path,
+                                                              tmp_path):
+    import re
+
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    target = [NO_PAGE]
+    if command == "batch":
+        target = [str(tmp_path / "topics.csv")]
+        Path(target[0]).write_text(f"topic\n{NO_PAGE}\n", encoding="utf-8")
+    result = CliRunner().invoke(app, [command, *target, "--model", "offline", "--search",
+                                      "corpus", "--corpus", str(corpus), "--db", str(db_path)])
+    assert result.exit_code == 1, result.output
+    found = re.search(r"flow run ([0-9a-f-]{36}): (\S+)", result.output)
+    assert found, result.output
+    run_id, url = found.groups()
+    assert url.endswith(f"/runs/flow-run/{run_id}")
+    assert f"researchflow retry {run_id}" in result.output
+    assert "Traceback" not in result.output
