@@ -7,7 +7,8 @@ run again is logged on `researchflow.store.lake`, where nobody looks. `forward_s
 handler that hands each record to the current run's logger; outside a run it does nothing.
 It also drops the task engine's "Finished in state Completed()" lines: half of a topic's log
 said only that, while the task list shows every state anyway (failures, retries and cache hits
-still log).
+still log), and its "Task run failed with state: ..." line for a task that returned a Failed
+state (a batch's failed row): its "Finished in state Failed(...)" line says it.
 
 An expected failure (core.topics.failures.expected: no evidence, a provider's typed no, a batch
 with failed rows) is one line in the run's log: the flow returns a Failed state whose message is
@@ -30,7 +31,12 @@ _lock = threading.Lock()
 
 class _NoCompletedLines(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != "Finished in state Completed()"
+        message = record.getMessage()
+        # A task that returns a Failed state (a batch's failed row) said why in its message,
+        # which "Finished in state Failed(...)" logs; Prefect's repr of the whole state, its
+        # data included, said it again.
+        return (message != "Finished in state Completed()"
+                and not message.startswith("Task run failed with state: "))
 
 
 class _ExpectedOnce(logging.Filter):

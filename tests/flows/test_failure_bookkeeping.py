@@ -101,19 +101,42 @@ class _Records(logging.Handler):
         self.records.append(record)
 
 
-def test_no_evidence_is_one_line_without_a_traceback(corpus, db_path):
+def _logged(run) -> tuple[object, list[logging.LogRecord]]:
+    from prefect.logging.configuration import ensure_logging_setup
+
+    ensure_logging_setup()  # Prefect's first set-up would drop a handler added before it
     records = _Records()
     prefect = logging.getLogger("prefect")
     prefect.addHandler(records)
     try:
-        state = _topic(NO_PAGE, corpus, db_path)
+        return run(), records.records
     finally:
         prefect.removeHandler(records)
+
+
+def test_no_evidence_is_one_line_without_a_traceback(corpus, db_path):
+    state, records = _logged(lambda: _topic(NO_PAGE, corpus, db_path))
     assert state.is_failed() and "NoEvidence" in state.message
-    assert not [r for r in records.records if r.exc_info]
-    said = [r.getMessage() for r in records.records if "NoEvidence" in r.getMessage()]
+    assert not [r for r in records if r.exc_info]
+    said = [r.getMessage() for r in records if "NoEvidence" in r.getMessage()]
     assert len(said) == 1 and said[0].startswith("Finished in state Failed("), said
     assert _run_row(db_path, state) == ("failed", True)
+
+
+def test_a_batchs_failed_row_is_one_line_a_run_without_a_traceback(corpus, db_path, tmp_path):
+    """The topic's flow run, the row's task run and the batch's flow run each end Failed
+    saying why in one line."""
+    from flows.batch import research_batch
+
+    csv = tmp_path / "topics.csv"
+    csv.write_text(f"topic\n{NO_PAGE}\n", encoding="utf-8")
+    state, records = _logged(lambda: research_batch(
+        csv_path=str(csv), batch_id="b", model="offline", search="corpus",
+        corpus_dir=str(corpus), db_path=str(db_path), return_state=True))
+    assert state.is_failed() and "NoEvidence" in state.message
+    assert not [r for r in records if r.exc_info]
+    said = [r.getMessage() for r in records if "NoEvidence" in r.getMessage()]
+    assert len(said) == 3 and all(m.startswith("Finished in state Failed(") for m in said), said
 
 
 def test_a_served_runs_expected_failure_is_one_line_too(corpus, db_path, prefect_server):
