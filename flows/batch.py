@@ -132,7 +132,7 @@ def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicO
                                                           error=error[:2000], **spent))
 
 
-def _outcome(row: TopicRow, future, store) -> TopicOutcome:
+def _outcome(row: TopicRow, future, store, run_id: str) -> TopicOutcome:
     """How a row's task ended, whatever it did: a failed row's task is Failed and carries its
     outcome; one that raised (a bug: Prefect logged its traceback) is a failed row naming the
     error, so the batch goes on to its other rows and its table."""
@@ -146,7 +146,7 @@ def _outcome(row: TopicRow, future, store) -> TopicOutcome:
              else str(value or "failed"))[:2000]
     topic = row.topic
     if store is not None:
-        record(store.record_failure, topic.batch_id, topic, error, str(flow_run.id or "local"))
+        record(store.record_failure, topic.batch_id, topic, error, run_id)
     emit("topic_failed", topic.text, detail=error)
     return TopicOutcome(row.row, topic.text, "failed", error=error)
 
@@ -287,7 +287,7 @@ def _run_rows(batch: str, rows: list[TopicRow], overrides: dict, budget: BatchBu
         futures = [runner.submit(run_topic_row, parameters={
             "row": r, "overrides": overrides, "budget": budget}) for r in rows]
         for done, (row, future) in enumerate(zip(rows, futures), start=1):
-            outcomes.append(_outcome(row, future, store))
+            outcomes.append(_outcome(row, future, store, budget.run_id))
             if done < len(rows):
                 progress.update(100.0 * (done + invalid) / total,
                                 f"{done}/{len(rows)} topics finished")
