@@ -296,13 +296,19 @@ def _table(batch_id: str, db: Optional[str], rows) -> None:
 
 
 def _state_error(state) -> str:
+    """The failed run's one line; with --debug, its traceback first (an expected failure ends
+    its run with a Failed state, so Prefect's console logs no longer show one)."""
+    import traceback
+
     from core.topics.failures import BatchIncomplete, TopicFailed
 
     try:
         state.result()
-    except (TopicFailed, BatchIncomplete) as exc:  # one line: the step, the signal, what to
-        return str(exc)                              # do (a batch's rows are in its table)
     except Exception as exc:  # noqa: BLE001 - shown to the user as one line
+        if debugging():
+            err.print(plain("".join(traceback.format_exception(exc))), soft_wrap=True)
+        if isinstance(exc, (TopicFailed, BatchIncomplete)):  # one line: the step, the signal,
+            return str(exc)                # what to do (a batch's rows are in its table)
         return f"{type(exc).__name__}: {exc}"
     return state.message or "failed"
 

@@ -154,7 +154,8 @@ def test_a_served_runs_expected_failure_is_one_line_too(corpus, db_path, prefect
             [sys.executable, "-m", "prefect.flow_engine", f"{ROOT}/flows/topic.py:research_topic"],
             cwd=ROOT, capture_output=True, text=True, timeout=600,
             env={**os.environ, "PREFECT_API_URL": prefect_server,
-                 "PREFECT__FLOW_RUN_ID": str(run.id)})
+                 "PREFECT__FLOW_RUN_ID": str(run.id), "PREFECT_LOGGING_LEVEL": "INFO",
+                 "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "INFO"})  # the CLI's may linger
         assert client.read_flow_run(run.id).state.type.value == "FAILED"
     said = done.stdout + done.stderr
     assert "Traceback" not in said, said
