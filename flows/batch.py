@@ -19,17 +19,19 @@ import logging
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.runtime import flow_run
+from prefect.states import Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 from prefect.transactions import CommitMode, transaction
 
 from core.text.escaping import markdown_text
-from core.topics.failures import TopicFailed
+from core.topics.failures import BatchIncomplete, TopicFailed
 from core.accounting.ledger import scoped
 from core.models import TopicOptions
 from core.reports.editions import edition_name
@@ -66,10 +68,6 @@ class TopicOutcome:
     changed: str = ""  # since the previous edition: "3 changes", "no change"; "": first
 
 
-class BatchIncomplete(RuntimeError):
-    """Raised at the end of a batch in which some topics did not produce a report."""
-
-
 @dataclass(frozen=True)
 class BatchBudget:
     """The batch's cap: values only (the config is the topics' own, so its ledger is the one
@@ -96,7 +94,7 @@ class BatchBudget:
 
 
 @task(name="run-topic", task_run_name="row {row.row}: {row.topic.text:.50}", cache_policy=NO_CACHE)
-def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicOutcome:
+def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicOutcome | State:
     topic = row.topic
     store = context_for(budget.config).store
     if not overrides.get("refresh"):
@@ -128,7 +126,29 @@ def run_topic_row(row: TopicRow, overrides: dict, budget: BatchBudget) -> TopicO
     if not isinstance(failure, TopicFailed):
         record(store.record_failure, topic.batch_id, topic, error[:2000], budget.run_id)
         emit("topic_failed", topic.text, detail=error)
-    return TopicOutcome(row.row, topic.text, "failed", error=error[:2000], **spent)
+    # Failed, so the row is red in the batch's graph and task list, not only its subflow; its
+    # outcome travels as the state's data to the batch's table.
+    return Failed(message=error[:2000], data=TopicOutcome(row.row, topic.text, "failed",
+                                                          error=error[:2000], **spent))
+
+
+def _outcome(row: TopicRow, future, store, run_id: str) -> TopicOutcome:
+    """How a row's task ended, whatever it did: a failed row's task is Failed and carries its
+    outcome; one that raised (a bug: Prefect logged its traceback) is a failed row naming the
+    error, so the batch goes on to its other rows and its table."""
+    try:
+        value = future.result(raise_on_failure=False)
+    except Exception as exc:  # noqa: BLE001 - its result could not even be read
+        value = exc
+    if isinstance(value, TopicOutcome):
+        return value
+    error = (f"{type(value).__name__}: {value}" if isinstance(value, BaseException)
+             else str(value or "failed"))[:2000]
+    topic = row.topic
+    if store is not None:
+        record(store.record_failure, topic.batch_id, topic, error, run_id)
+    emit("topic_failed", topic.text, detail=error)
+    return TopicOutcome(row.row, topic.text, "failed", error=error)
 
 
 def _changed(store, report_id: str) -> str:
@@ -183,14 +203,18 @@ def research_batch(csv_path: str, batch_id: str | None = None,
                    db_path: str | None = None, max_concurrency: int | None = None,
                    max_cost_usd: float | None = None,
                    max_batch_cost_usd: float | None = None, refresh: bool = False,
-                   edition: str | None = None, timezone: str = "UTC") -> list[dict]:
+                   edition: str | None = None, timezone: str = "UTC",
+                   fallback: Literal["extractive", "none"] | None = None
+                   ) -> list[dict] | State:
     """Research every topic in a CSV (column `topic`; optional columns: the fields of
     TopicOptions). `defaults` are the options of rows that leave a column empty.
 
     The run is `edition` (default: the date it was scheduled for, in `timezone`). A topic
     whose report is already stored in this edition (its latest attempt succeeded) is not run
     again unless `refresh`, which researches every topic afresh instead of reusing cached
-    calls. A new edition researches every topic again and keeps the earlier reports."""
+    calls. A new edition researches every topic again and keeps the earlier reports.
+    `fallback` (None: RESEARCHFLOW_FALLBACK) is a parameter, as every option is, so a Retry of
+    the run keeps its policy; the topics receive the batch's, resolved."""
     logger = get_run_logger()
     forward_store_logs()  # lake commit conflicts show in the run's log
     # Every task's cache key needs it; on a checkout's first run it is a 0.4 s parse, done here
@@ -198,7 +222,8 @@ def research_batch(csv_path: str, batch_id: str | None = None,
     threading.Thread(target=core_fingerprint, name="researchflow-code-key", daemon=True).start()
     settings = Settings.load(model=model, search=search, db_path=Path(db_path) if db_path else None,
                              corpus_dir=Path(corpus_dir) if corpus_dir else None,
-                             max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd)
+                             max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd,
+                             fallback=fallback)
     config = run_config(settings, cheaper=cheaper)
     batch = batch_id or Path(csv_path).stem
     edition = edition_name(edition, lambda: edition_of_run(_zone(timezone, logger)))
@@ -227,31 +252,45 @@ def research_batch(csv_path: str, batch_id: str | None = None,
     # condense goes to the cheaper sibling; the resolved name would pin every role to it.
     overrides = {"model": model, "search": config.search, "corpus_dir": config.corpus_dir,
                  "db_path": config.db_path, "max_cost_usd": settings.max_cost_usd,
-                 "refresh": refresh}
+                 "refresh": refresh, "fallback": config.fallback}
     budget = BatchBudget(settings.max_batch_cost_usd, config, run_id)
     slots = max_concurrency or settings.max_topic_concurrency
-    total = len(rows) + len(errors)
-    progress = ProgressArtifact(markdown_text(
-        f"Batch {batch}, edition {edition}: {len(rows)} topics" +
-        (f", {len(errors)} invalid rows" if errors else "")),
-        key=f"batch-progress-{_slug(batch)}")
     outcomes = [_invalid(e) for e in errors]
+    try:  # whatever goes wrong, the batch reaches its table and finishes its run
+        progress = ProgressArtifact(markdown_text(
+            f"Batch {batch}, edition {edition}: {len(rows)} topics" +
+            (f", {len(errors)} invalid rows" if errors else "")),
+            key=f"batch-progress-{_slug(batch)}")
+        _run_rows(batch, rows, overrides, budget, slots, store, outcomes, progress, len(errors))
+        progress.update(100.0, _tally(outcomes))
+    except Exception as exc:  # noqa: BLE001 - a bug: the rows it left still get their line
+        logger.exception("the batch stopped early: rows not finished are failed")
+        ended = {o.row for o in outcomes}
+        outcomes += [TopicOutcome(r.row, r.topic.text, "failed",
+                                  error=f"not finished: {type(exc).__name__}: {exc}"[:2000])
+                     for r in rows if r.row not in ended]
+    return _close(batch, outcomes, store, run_id, config)
+
+
+def _run_rows(batch: str, rows: list[TopicRow], overrides: dict, budget: BatchBudget,
+              slots: int, store, outcomes: list[TopicOutcome], progress: ProgressArtifact,
+              invalid: int) -> None:
+    """Every row's topic, a few at a time; each row's outcome appended as it ends."""
+    total = len(rows) + invalid
     # Twice as many topic threads as slots: a topic's bookkeeping overlaps others' research.
     # Topic subflows beat no heartbeat: its thread sleeps in 1 s steps and a flow waits for it
     # to notice the end, ~1 s per topic; the batch flow's own heartbeat is already running.
-    with scoped(run_id=run_id, batch_id=batch, max_batch_cost_usd=settings.max_batch_cost_usd), \
+    with scoped(run_id=budget.run_id, batch_id=batch, max_batch_cost_usd=budget.limit), \
             temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}), \
-            batch_slots(run_id, slots, budget.refusal), \
+            batch_slots(budget.run_id, slots, budget.refusal), \
             ThreadPoolTaskRunner(max_workers=2 * slots) as runner:
         futures = [runner.submit(run_topic_row, parameters={
             "row": r, "overrides": overrides, "budget": budget}) for r in rows]
-        for done, future in enumerate(futures, start=1):
-            outcomes.append(future.result())
+        for done, (row, future) in enumerate(zip(rows, futures), start=1):
+            outcomes.append(_outcome(row, future, store, budget.run_id))
             if done < len(rows):
-                progress.update(100.0 * (done + len(errors)) / total,
+                progress.update(100.0 * (done + invalid) / total,
                                 f"{done}/{len(rows)} topics finished")
-    progress.update(100.0, _tally(outcomes))
-    return _close(batch, outcomes, store, run_id, config)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -283,10 +322,31 @@ def _tally(outcomes: list[TopicOutcome]) -> str:
 
 
 def _close(batch: str, outcomes: list[TopicOutcome], store, run_id: str,
-           config: RunConfig) -> list[dict]:
-    """The batch's table and usage artifacts, always; then fail the flow if a row failed."""
+           config: RunConfig) -> list[dict] | State:
+    """The batch's table and usage artifacts, always, and its run finished in the store; then
+    the flow fails if a row did not succeed."""
     outcomes.sort(key=lambda o: o.row)
     table = [asdict(o) for o in outcomes]
+    bad = [o for o in outcomes if o.status != "succeeded"]
+    try:
+        _artifacts(batch, outcomes, store, run_id, config)
+    except Exception:  # noqa: BLE001 - the rows are stored; the run must still be finished
+        log.exception("the batch's table could not be written")
+    finally:
+        if store is not None:
+            finish_run(store, run_id, failed=bool(bad))
+    if bad:
+        failure = BatchIncomplete(f"{len(bad)} of {len(outcomes)} rows did not produce a "
+                                  "report: " + "; ".join(f"row {o.row}: {o.error}"
+                                                         for o in bad)[:4000])
+        # Expected: each row's failure is in the table and was logged where it happened. The
+        # run ends Failed with this one line as its message, not a traceback.
+        return Failed(message=str(failure), data=failure)
+    return table
+
+
+def _artifacts(batch: str, outcomes: list[TopicOutcome], store, run_id: str,
+               config: RunConfig) -> None:
     total = usage(config, run_id) if store is not None else UsageTotals()
     changes = any(o.changed for o in outcomes)
     shown = [_shown(o, changes) for o in outcomes]
@@ -295,13 +355,6 @@ def _close(batch: str, outcomes: list[TopicOutcome], store, run_id: str,
     create_markdown_artifact(f"**Batch {markdown_text(batch)}**\n\n{markdown_text(total.line())}",
                              key=f"batch-usage-{_slug(batch)}",
                              description=markdown_text(f"Usage of batch {batch}"))
-    bad = [o for o in outcomes if o.status != "succeeded"]
-    if store is not None:
-        finish_run(store, run_id, failed=bool(bad))
-    if bad:
-        raise BatchIncomplete(f"{len(bad)} of {len(outcomes)} rows did not produce a report: " +
-                              "; ".join(f"row {o.row}: {o.error}" for o in bad)[:4000])
-    return table
 
 
 def _invalid(err: RowError) -> TopicOutcome:

@@ -9,7 +9,6 @@ at import.
 
 from __future__ import annotations
 
-import os
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -84,10 +83,9 @@ CostOpt = typer.Option(None, "--max-cost-usd", min=0.0, help="Stop a topic befor
                        "call would take its spend past this many USD (RESEARCHFLOW_MAX_COST_USD).")
 
 
-def _use_fallback(fallback: Optional[Fallback]) -> None:
-    """--fallback for the flows this command runs (they read their settings when they start)."""
-    if fallback is not None:
-        os.environ["RESEARCHFLOW_FALLBACK"] = fallback.value
+def _fallback(fallback: Optional[Fallback]) -> Optional[str]:
+    """--fallback as the flow's parameter (None: the flow reads RESEARCHFLOW_FALLBACK)."""
+    return fallback.value if fallback is not None else None
 
 
 def _check_corpus(corpus: Optional[Path]) -> None:
@@ -129,7 +127,6 @@ def run(topic: str = typer.Argument(..., help="What to research."),
         options: TopicOptions = TopicOptions()) -> None:
     """Research one topic and store its report."""
     _check_topic(topic)
-    _use_fallback(fallback)
     _check_corpus(corpus)
     _check_store(db)
     prefect_env()
@@ -144,18 +141,38 @@ def run(topic: str = typer.Argument(..., help="What to research."),
         state = research_topic(topic=topic, options=options, model=model, search=search,
                                corpus_dir=str(corpus) if corpus else None,
                                db_path=flow_db(db), max_cost_usd=max_cost_usd,
-                               refresh=refresh, return_state=True)
+                               refresh=refresh, fallback=_fallback(fallback),
+                               return_state=True)
     usage = _run_usage(db_path(db), state)
+    out.print(plain(usage))
+    _print_run(state, kept=own_api is None)
     if state.is_cancelled():  # its plan was not approved
-        out.print(plain(usage))
         fail(f"the topic was cancelled: {state.message or 'cancelled'}", code=1)
     if not state.is_completed():
-        out.print(plain(usage))
         fail(f"the topic failed: {_state_error(state)}", code=1)
     report_id = state.result()
-    out.print(plain(usage))
     out.print(Text.assemble("report ", (report_id, "bold"), " stored in ", plain(db_path(db))))
     out.print(plain(f"read it: researchflow show {report_id}{_db_hint(db)}"), soft_wrap=True)
+
+
+def _print_run(state, *, kept: bool) -> None:
+    """The flow run's id; on a Prefect server the user runs (`kept`), its page in the UI and,
+    when it did not complete, the command that retries it. The API a command starts for itself
+    ends with it, so its run cannot be retried: running the command again reuses its calls."""
+    run_id = state.state_details.flow_run_id
+    if run_id is None:
+        return
+    if not kept:
+        out.print(plain(f"flow run {run_id} (on this command's own Prefect API, gone when it "
+                        "ends: set PREFECT_API_URL to keep runs and retry them)"), soft_wrap=True)
+        return
+    from prefect.utilities.urls import url_for
+
+    url = url_for("flow-run", obj_id=run_id)
+    out.print(plain(f"flow run {run_id}" + (f": {url}" if url else "")), soft_wrap=True)
+    if not state.is_completed():  # a command to copy: never wrapped
+        out.print(plain(f"retry it (every finished call is reused): researchflow retry {run_id}"),
+                  soft_wrap=True)
 
 
 def _db_hint(db: Optional[str]) -> str:
@@ -203,7 +220,6 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
 
     _check_corpus(corpus)
     _check_store(db)
-    _use_fallback(fallback)
     try:  # validate up front so a bad file costs no Prefect start-up
         rows, bad = read_topics_csv(csv_path, batch_id=batch_id or csv_path.stem,
                                     warn=lambda line: err.print(plain(f"warning: {line}")))
@@ -225,9 +241,11 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
                                corpus_dir=str(corpus) if corpus else None,
                                db_path=flow_db(db), max_concurrency=concurrency,
                                max_cost_usd=max_cost_usd, max_batch_cost_usd=max_batch_cost_usd,
-                               refresh=refresh, edition=edition, return_state=True)
+                               refresh=refresh, edition=edition,
+                               fallback=_fallback(fallback), return_state=True)
     _print_batch(batch_id or csv_path.stem, db, edition)
     out.print(plain(_run_usage(db_path(db), state)))
+    _print_run(state, kept=own_api is None)
     if not state.is_completed():
         fail(_state_error(state), code=1)
 
@@ -278,17 +296,19 @@ def _table(batch_id: str, db: Optional[str], rows) -> None:
 
 
 def _state_error(state) -> str:
-    from core.topics.failures import TopicFailed
+    """The failed run's one line; with --debug, its traceback first (an expected failure ends
+    its run with a Failed state, so Prefect's console logs no longer show one)."""
+    import traceback
+
+    from core.topics.failures import BatchIncomplete, TopicFailed
 
     try:
         state.result()
-    except TopicFailed as exc:  # already names the step, the signal and what to do
-        return str(exc)
-    except RuntimeError as exc:
-        if type(exc).__name__ == "BatchIncomplete":  # its rows are in the table above
-            return str(exc)
-        return f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # noqa: BLE001 - shown to the user as one line
+        if debugging():
+            err.print(plain("".join(traceback.format_exception(exc))), soft_wrap=True)
+        if isinstance(exc, (TopicFailed, BatchIncomplete)):  # one line: the step, the signal,
+            return str(exc)                # what to do (a batch's rows are in its table)
         return f"{type(exc).__name__}: {exc}"
     return state.message or "failed"
 

@@ -106,7 +106,8 @@ class TopicRuns:
         for name, value in (("model", s.model if s.model != "auto" else None),
                             ("search", s.search if s.search != "auto" else None),
                             ("corpus_dir", str(s.corpus_dir.resolve()) if s.corpus_dir
-                             else None)):
+                             else None),
+                            ("fallback", s.fallback)):  # a Retry keeps this server's policy
             if value is not None:
                 parameters[name] = value
         return parameters

@@ -12,10 +12,11 @@ and the flow fails with `TopicFailed`: one line naming the step, the signal and 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from prefect import flow, get_run_logger, unmapped
 from prefect.artifacts import create_markdown_artifact
-from prefect.states import Cancelled, State
+from prefect.states import Cancelled, Failed, State
 from prefect.futures import as_completed
 from prefect.runtime import flow_run
 
@@ -44,12 +45,27 @@ from tasks.store import store_result
 from tasks.contexts import context_for
 from tasks.write import compress, note_fallback, quote_extractively, write_report
 
+# Errors that already say how the topic ended: a step lets them through unwrapped.
+_ENDINGS = (TopicFailed, TopicSkipped, PlanRejected)
+
+
 def _step(step: str, call, *args):
-    """Run a task call; any failure becomes TopicFailed naming the step."""
+    """Run a call; any failure becomes TopicFailed naming the step."""
     try:
         return call(*args)
+    except _ENDINGS:
+        raise
     except Exception as exc:  # noqa: BLE001 - the topic's error must name its root cause
         raise TopicFailed([StepFailure(step, exc)]) from exc
+
+
+def _after_store(what: str, call, *args) -> None:
+    """Run a call made once the report is stored: the topic succeeded, so a failure here is
+    logged (with its traceback: nothing expected fails here) and the topic goes on."""
+    try:
+        call(*args)
+    except Exception:  # noqa: BLE001 - a stored report is not a failed topic
+        get_run_logger().exception("the report is stored, but its %s failed", what)
 
 
 def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
@@ -71,15 +87,21 @@ def run_topic(topic: Topic, config: RunConfig, run_id: str) -> str:
             if failure.budget_scope == "batch":  # before the slot goes to the next topic
                 close_batch(run_id)
             raise
-    result, diff = _what_changed(result, config)
+    result, diff = _step("compare", _what_changed, result, config)
     report_id = _step("store", store_result, result, config, run_id, result.report.engine, diff)
     if diff is not None and diff.changes:
-        _changed_event(topic, diff)
-    usage = usage_line(config, run_id, topic.topic_id)
-    progress.update(100.0, f"Report {report_id} stored")
-    _report_artifact(topic, result.report.markdown, report_id, usage)
+        _after_store("event", _changed_event, topic, diff)
+    _after_store("artifacts", _stored_artifacts, topic, result.report.markdown, report_id,
+                 config, run_id, progress)
     emit("topic_done", topic.text, detail=report_id)
     return report_id
+
+
+def _stored_artifacts(topic: Topic, markdown: str, report_id: str, config: RunConfig,
+                      run_id: str, progress: ProgressArtifact) -> None:
+    usage = usage_line(config, run_id, topic.topic_id)
+    progress.update(100.0, f"Report {report_id} stored")
+    _report_artifact(topic, markdown, report_id, usage)
 
 
 def _what_changed(result: ResearchResult, config: RunConfig
@@ -118,7 +140,7 @@ def _research(topic: Topic, config: RunConfig, progress: ProgressArtifact) -> Re
     plan = _step("plan", plan_topic, _to_plan(topic), config)
     if topic.review_plan:
         with slot_released():  # a person is not a provider: the next topic may research
-            plan = review_plan(plan, topic)
+            plan = _step("review", review_plan, plan, topic)
     emit("topic_planned", topic.text, total=len(plan.subquestions))
     wave = Wave(topic, config, progress)
     findings, transcripts = wave.research(plan.subquestions)
@@ -287,7 +309,8 @@ def research_topic(topic: str, options: TopicOptions = TopicOptions(), batch_id:
                    model: str | None = None, search: str | None = None,
                    corpus_dir: str | None = None, db_path: str | None = None,
                    max_cost_usd: float | None = None, refresh: bool = False,
-                   edition: str = "") -> str | State:
+                   edition: str = "",
+                   fallback: Literal["extractive", "none"] | None = None) -> str | State:
     """Research one topic and store its report in DuckDB; returns the report id.
 
     `options` (core.models.TopicOptions) say how deep to research and how to write: waves,
@@ -296,11 +319,13 @@ def research_topic(topic: str, options: TopicOptions = TopicOptions(), batch_id:
     makes every call again instead of reusing cached ones (a retry of the same run still
     reuses what that run finished). `edition` (a scheduled batch's run, e.g. its date) keeps
     a report per edition, the second and later ones saying what changed since the previous.
+    `fallback` (None: RESEARCHFLOW_FALLBACK) is what answers a role a weak model cannot; a
+    parameter, so a Retry or a deployment run of this flow run keeps the policy it started with.
     """
     forward_store_logs()  # lake commit conflicts show in the run's log
     settings = Settings.load(model=model, search=search, max_cost_usd=max_cost_usd,
                              corpus_dir=Path(corpus_dir) if corpus_dir else None,
-                             db_path=Path(db_path) if db_path else None)
+                             db_path=Path(db_path) if db_path else None, fallback=fallback)
     config = run_config(settings, cheaper=cheaper)
     item = Topic.of(topic, options, batch_id, (edition or "").strip())
     own_id = str(flow_run.id or "local")
@@ -314,26 +339,40 @@ def research_topic(topic: str, options: TopicOptions = TopicOptions(), batch_id:
                  max_topic_cost_usd=settings.max_cost_usd, edition=item.edition)
     if alone:
         scope["max_batch_cost_usd"] = None
+    succeeded = False
     try:
         with scoped(**scope):
             report_id = run_topic(item, config, run_id)
+        succeeded = True
+        return report_id
     except (TopicSkipped, PlanRejected) as skipped:  # the run ends cancelled, not failed
         reason = str(skipped) if isinstance(skipped, TopicSkipped) else f"review: {skipped}"
         record(store.record_skipped, batch_id, item, reason, run_id)
         emit("topic_failed", item.text, detail=reason)
-        if alone:
-            finish_run(store, run_id, failed=True)
         return Cancelled(message=reason)
-    except TopicFailed as failure:
-        record(store.record_failure, batch_id, item, str(failure), run_id)
+    except Exception as exc:  # noqa: BLE001 - a topic fails naming its step, whatever it was
+        failure = exc if isinstance(exc, TopicFailed) else TopicFailed([StepFailure("topic", exc)])
+        _failed(store, item, config, run_id, str(failure))
+        if failure.expected:
+            # Its one line is the run's message, logged once ("Finished in state Failed(...)")
+            # and not as a traceback; the run still ends Failed, and can be retried.
+            return Failed(message=str(failure), data=failure)
+        if failure is exc:
+            raise  # a bug: Prefect logs its traceback
+        raise failure from exc
+    finally:  # whatever ended the topic, its run is not left `running`
+        if alone:
+            finish_run(store, run_id, failed=not succeeded)
+
+
+def _failed(store, item: Topic, config: RunConfig, run_id: str, error: str) -> None:
+    """A failed topic in the store, the UI (an artifact with its usage) and the progress."""
+    record(store.record_failure, item.batch_id, item, error[:2000], run_id)
+    try:
         usage = usage_line(config, run_id, item.topic_id)
-        create_markdown_artifact(f"**Failed**: {markdown_text(str(failure))}\n\n"
+        create_markdown_artifact(f"**Failed**: {markdown_text(error)}\n\n"
                                  f"{markdown_text(usage)}",
                                  description=markdown_text(f"Failed: {item.text[:200]}"))
-        emit("topic_failed", item.text, detail=str(failure))
-        if alone:
-            finish_run(store, run_id, failed=True)
-        raise
-    if alone:
-        finish_run(store, run_id, failed=False)
-    return report_id
+    except Exception:  # noqa: BLE001 - the topic's own error is the one to report
+        get_run_logger().exception("could not write the failed topic's artifact")
+    emit("topic_failed", item.text, detail=error)

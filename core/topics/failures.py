@@ -90,7 +90,26 @@ class TopicFailed(RuntimeError):
         super().__init__(mask_secrets(line))
 
     @property
+    def expected(self) -> bool:
+        """Whether the line says it all (see `expected`): no traceback is worth showing."""
+        return all(expected(f.error) for f in self.failures)
+
+    @property
     def budget_scope(self) -> str | None:
         """"topic" or "batch" when a budget stopped the topic, else None."""
         cause = self.cause
         return cause.scope if isinstance(cause, BudgetExceeded) else None
+
+
+class BatchIncomplete(RuntimeError):
+    """The end of a batch in which some topics did not produce a report: each row's reason is
+    in its table, and was logged where it happened."""
+
+
+def expected(exc: BaseException) -> bool:
+    """A failure a user acts on from its one line: no page about the subject, a typed signal
+    (a provider's or our budget's no, with what to do), or a batch some of whose rows failed.
+    Anything else is a bug, whose traceback is worth its lines."""
+    if isinstance(exc, TopicFailed):
+        return exc.expected
+    return isinstance(exc, (NoEvidence, Signal, BatchIncomplete))

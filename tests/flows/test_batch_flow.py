@@ -10,7 +10,7 @@ from core.engine.offline.extractive import ExtractiveEngine
 from core.signals import Fatal
 from core.store import ResultStore, query_readonly
 from flows.batch import research_batch
-from tests.flows.prefect_api import artifacts
+from tests.flows.prefect_api import artifacts, task_runs
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 
@@ -64,6 +64,16 @@ def test_batch_reports_bad_rows_and_failed_topics_and_finishes_the_rest(
                                                  "succeeded"]
     progress = next(a for a in shown if a.type == "progress")
     assert float(progress.data) == 100.0
+
+    # The failed row is red in the batch's graph and Task Runs list, not only its subflow.
+    rows_ran = {r.name: r.state.type.value for r in task_runs(state.state_details.flow_run_id)
+                if r.name.startswith("row ")}
+    assert rows_ran == {"row 2: How do threads share memory?": "COMPLETED",
+                        "row 5: EXPLODE while planning this topic": "FAILED",
+                        "row 6: Compare threading and asyncio for I/O-bound work": "COMPLETED"}
+    _, (run,) = query_readonly(db_path, "SELECT status FROM runs WHERE run_id = ?",
+                               [str(state.state_details.flow_run_id)])
+    assert run == ("failed",)
 
 
 
