@@ -32,6 +32,7 @@ from typing import Callable, Sequence
 from core.text.cjk import has_cjk
 from core.engine.sentences import STOPWORDS, terms
 from core.models import Part, Vocabulary
+from core.relevance.about import BOOK_PARTS, CJK_BOOK_LABEL
 from core.relevance.question import Question, read_question
 
 VocabularyOf = Callable[[Sequence[str]], Vocabulary]
@@ -109,7 +110,11 @@ def content_words(text: str) -> list[tuple[str, bool, int]]:
     words left out."""
     out: list[tuple[str, bool, int]] = []
     at = 0
+    labels = [m.span() for m in _BOOK_LABEL.finditer(text)]
     for match in _WORD.finditer(text):
+        if any(a <= match.start() < b for a, b in labels):
+            at += 2  # where a page sits in its book ("Appendix D."), not what it is about
+            continue
         token = re.sub(r"'s$|'$", "", match.group())
         if re.match(r"[\u4e00-\u9fff]", token):
             for seg in _CJK_CUT.split(token):
@@ -122,6 +127,12 @@ def content_words(text: str) -> list[tuple[str, bool, int]]:
             out.append((token, _named(token, at == 0), at))
         at += 1
     return out
+
+
+# A book's label written into a topic ("How does Appendix D. SQL Conformance work?"): its
+# number and full stop tell it from prose ("part of", "this section").
+_BOOK_LABEL = re.compile(rf"\b{BOOK_PARTS}\s+(?:[IVXLC]+|\d+(?:\.\d+)*|[A-Z])\.(?=\s|$)"
+                         rf"|{CJK_BOOK_LABEL}", re.I)
 
 
 def _named(token: str, first: bool) -> bool:
