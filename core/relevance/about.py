@@ -83,8 +83,9 @@ def names(text: str, keys: Sequence[str]) -> bool:
 
 # A book's label before a title ("Chapter 38.", "Part II.", "Appendix F.", "第5章") is where
 # the page sits, not what it is about.
-_LABEL = re.compile(r"^\s*(?:(?:chapter|part|appendix|section|book|volume|lesson)\s+[\w.]+\.?"
-                    r"|第[\d一二三四五六七八九十百]+[章节部篇])\s*", re.I)
+BOOK_PARTS = r"(?:chapter|part|appendix|section|book|volume|lesson)"
+CJK_BOOK_LABEL = r"第[\d一二三四五六七八九十百]+[章节部篇]"
+_LABEL = re.compile(rf"^\s*(?:{BOOK_PARTS}\s+[\w.]+\.?|{CJK_BOOK_LABEL})\s*", re.I)
 
 
 def own_page(title: str, keys: Sequence[str]) -> float:

@@ -32,6 +32,7 @@ from typing import Callable, Sequence
 from core.text.cjk import has_cjk
 from core.engine.sentences import STOPWORDS, terms
 from core.models import Part, Vocabulary
+from core.relevance.about import BOOK_PARTS, CJK_BOOK_LABEL
 from core.relevance.question import Question, read_question
 
 VocabularyOf = Callable[[Sequence[str]], Vocabulary]
@@ -109,7 +110,11 @@ def content_words(text: str) -> list[tuple[str, bool, int]]:
     words left out."""
     out: list[tuple[str, bool, int]] = []
     at = 0
+    labels = [m.span() for m in _BOOK_LABEL.finditer(text)]
     for match in _WORD.finditer(text):
+        if any(a <= match.start() < b for a, b in labels):
+            at += 2  # where a page sits in its book ("Appendix D."), not what it is about
+            continue
         token = re.sub(r"'s$|'$", "", match.group())
         if re.match(r"[\u4e00-\u9fff]", token):
             for seg in _CJK_CUT.split(token):
@@ -122,6 +127,12 @@ def content_words(text: str) -> list[tuple[str, bool, int]]:
             out.append((token, _named(token, at == 0), at))
         at += 1
     return out
+
+
+# A book's label written into a topic ("How does Appendix D. SQL Conformance work?"): its
+# number and full stop tell it from prose ("part of", "this section").
+_BOOK_LABEL = re.compile(rf"\b{BOOK_PARTS}\s+(?:[IVXLC]+|\d+(?:\.\d+)*|[A-Z])\.(?=\s|$)"
+                         rf"|{CJK_BOOK_LABEL}", re.I)
 
 
 def _named(token: str, first: bool) -> bool:
@@ -201,6 +212,7 @@ def _keys(words: Sequence[Word], total: int) -> tuple[tuple[str, str], ...]:
             phrases[-1].append(w)
         else:
             phrases.append([w])
+    phrases = _named_with_modifiers(phrases)
 
     def rarity(w: Word) -> int:
         return w.documents if w.documents is not None else 10**9
@@ -208,10 +220,32 @@ def _keys(words: Sequence[Word], total: int) -> tuple[tuple[str, str], ...]:
     out = []
     for p in sorted(phrases, key=lambda p: (min(map(rarity, p)), p[0].at)):
         unmeasured = all(w.documents is None for w in p)  # no corpus to say which is rare
+        named = [w for w in p if w.named]
         # On a tie the last word, the head of an English compound ("... logging checkpoint").
-        key = p if p[0].named or unmeasured else [min(p, key=lambda w: (rarity(w), -w.at))]
+        key = named or (p if unmeasured else [min(p, key=lambda w: (rarity(w), -w.at))])
         out.append((" ".join(w.text for w in key), " ".join(w.text for w in p)))
     return tuple(dict.fromkeys(out))
+
+
+def _named_with_modifiers(phrases: list[list[Word]]) -> list[list[Word]]:
+    """A name and the plain words beside it that more pages use ("SSH 基础", "MC 命令行技巧",
+    "asyncio event loop") are one phrase keyed by the name: "基础" (basics) alone is not the
+    subject, and a quote naming only it is not about SSH."""
+    def modifies(name: list[Word], plain: list[Word]) -> bool:
+        if not any(w.named for w in name) or any(w.named or w.absent for w in plain):
+            return False
+        rarest = min((w.documents for w in name if w.documents is not None), default=None)
+        return rarest is not None and all(w.documents is not None and w.documents >= rarest
+                                          for w in plain)
+
+    out: list[list[Word]] = []
+    for p in phrases:
+        if out and out[-1][-1].at == p[0].at - 1 and (modifies(out[-1], p)
+                                                      or modifies(p, out[-1])):
+            out[-1] = out[-1] + p
+        else:
+            out.append(p)
+    return out
 
 
 def _whole_names(chosen: Sequence[Word], words: Sequence[Word]) -> list[Word]:

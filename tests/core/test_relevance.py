@@ -16,7 +16,8 @@ import pytest
 
 from bench.offline_run import research_offline
 from core.topics.failures import NoEvidence
-from core.models import Claim, Evidence, Finding, Part, ResearchPlan, SubQuestion, Topic
+from core.models import (Claim, Evidence, Finding, Part, ResearchPlan, SubQuestion, Topic,
+                         Vocabulary, WordStats)
 from core.relevance.about import about, agree, names
 from core.relevance.gate import judge, passed, refused
 from core.relevance.subject import read_topic
@@ -108,6 +109,34 @@ def test_words_most_pages_share_never_decide_the_subject(tarn: Path, work: Path)
     assert "tarn" not in [k.lower() for k in reading.keys]
     assert [p.heading for p in reading.parts] == [
         "What does a tarn snapshot record?", "How long are snapshots kept?"]
+
+
+
+def _counted(counts: dict[str, int], documents: int = 40):
+    return lambda words: Vocabulary(documents, {w: WordStats(counts[w], counts[w] // 2)
+                                                for w in words if w in counts})
+
+
+def test_a_name_with_a_plainer_word_beside_it_is_keyed_by_the_name() -> None:
+    """"SSH 基础" (SSH basics): "基础" is on more pages than SSH, and a quote naming only it
+    ("下面是一些 Unix 文件基础") is not about SSH."""
+    # Debian's Chinese reference: 19 chapters, SSH on 10, 基础 on 15 (too few to call it common).
+    reading = read_topic("关于SSH 基础，文档是怎么说的？", _counted({"SSH": 10, "基础": 15}, 19),
+                         "zh")
+    assert reading.keys == ("SSH",) and reading.parts[0].about == ("SSH",)
+    assert not about("下面是一些 Unix 文件基础。", "第 1 章 GNU/Linux 教程", "", reading.keys)
+    # A plain word rarer than the name beside it is a subject of its own.
+    assert "checkpoint" in read_topic("What does a WAL checkpoint do?",
+                                      _counted({"WAL": 9, "checkpoint": 3}, 19)).keys
+
+
+def test_a_books_label_in_the_topic_is_not_its_subject() -> None:
+    reading = read_topic("How does Appendix D. SQL Conformance work?",
+                         _counted({"SQL": 700, "Conformance": 3, "Appendix": 40, "D": 200},
+                                  1100))
+    assert reading.keys == ("SQL Conformance",)
+    assert not about("This appendix describes how that is configured.", "Appendix N. Color "
+                     "Support", "", reading.keys)
 
 
 # -- the outline is the question's parts ----------------------------------------------------------
