@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.fakes.http import ScriptedServer
-from tests.fakes.research_provider import SDK_ENV, TEST_MODELS, ResearchProvider, write_pages
+from tests.fakes.research_provider import (SDK_ENV, TEST_MODELS, ResearchProvider, write_batch,
+                                          write_pages)
 
 SUBJECTS = ("waiting on sockets", "blocking calls", "memory use")
 TOPICS = ("Threading or asyncio for waiting on sockets",
@@ -78,11 +79,7 @@ class Day:
 class EditionsScenario:
     def __init__(self, work: Path) -> None:
         self.work = work
-        work.mkdir(parents=True, exist_ok=True)
-        self.corpus = write_pages(work / "corpus", SUBJECTS, sentences=20)
-        self.csv = work / "topics.csv"
-        self.csv.write_text("topic\n" + "".join(f'"{t}"\n' for t in TOPICS), encoding="utf-8")
-        self.db = work / "store.duckdb"
+        self.corpus, self.csv, self.db = write_batch(work, SUBJECTS, TOPICS, sentences=20)
         self.provider = ResearchProvider("openai")
         self.batch_id = "nightly"
         # One provider address for every day: base URLs are part of every cache key.

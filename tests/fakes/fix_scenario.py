@@ -13,16 +13,14 @@ provider counts its calls, so the rerun's calls are what the new page touched.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.fakes.http import ScriptedServer
 from tests.fakes.prefect_server import PrefectServer
-from tests.fakes.research_provider import SDK_ENV, TEST_MODELS, ResearchProvider, write_pages
+from tests.fakes.rerun_scenario import retry_outside
+from tests.fakes.research_provider import SDK_ENV, TEST_MODELS, ResearchProvider, write_batch
 
-ROOT = Path(__file__).resolve().parents[2]
 SUBJECTS = ("memory use", "blocking calls", "waiting on sockets")
 TOPICS = ("Threading or asyncio for waiting on sockets",
           "How long can a deadlock stall a program?")
@@ -54,11 +52,7 @@ class FixResult:
 class FixScenario:
     def __init__(self, work: Path) -> None:
         self.work = work
-        work.mkdir(parents=True, exist_ok=True)
-        self.corpus = write_pages(work / "corpus", SUBJECTS, sentences=12)
-        self.csv = work / "topics.csv"
-        self.csv.write_text("topic\n" + "".join(f'"{t}"\n' for t in TOPICS), encoding="utf-8")
-        self.db = work / "store.duckdb"
+        self.corpus, self.csv, self.db = write_batch(work, SUBJECTS, TOPICS, sentences=12)
         self.provider = ResearchProvider("openai", topic_queries=True)
         self.batch_id = "fix"
 
@@ -104,19 +98,8 @@ class FixScenario:
             first = research_batch(**self.parameters(), return_state=True)
             run_id = str(first.state_details.flow_run_id)
 
-            def retry() -> str:
-                bin_dir = Path(sys.executable).parent
-                command = ([str(bin_dir / "researchflow"), "retry", run_id] if by_researchflow
-                           else [str(bin_dir / "prefect"), "flow-run", "retry", run_id,
-                                 "--entrypoint", f"{ROOT}/flows/batch.py:research_batch"])
-                subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                               env={**os.environ, **env, "PREFECT_API_URL": api_url})
-                from prefect.client.orchestration import get_client
-
-                with get_client(sync_client=True) as client:
-                    return client.read_flow_run(run_id).state.type.value
-
-            return self._rerun(first, run_id, retry)
+            return self._rerun(first, run_id, lambda: retry_outside(
+                run_id, env, api_url, by_researchflow=by_researchflow))
 
     def _rerun(self, first, run_id: str | None, rerun) -> FixResult:
         from core.store import query_readonly

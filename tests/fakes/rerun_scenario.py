@@ -25,7 +25,7 @@ from tests.fakes import providers as fake
 from tests.fakes.http import Recorded, Reply, ScriptedServer
 from tests.fakes.prefect_server import PrefectServer
 from tests.fakes.research_provider import (SDK_ENV, TEST_MODELS, ResearchProvider, answer,
-                                          last_user_text, role_of, write_pages)
+                                          last_user_text, role_of, write_batch)
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBJECTS = ("memory use", "blocking calls", "waiting on sockets", "locks")
@@ -143,12 +143,8 @@ class RerunScenario:
             raise ValueError(f"case: one of {CASES}, not {case!r}")
         self.work = work
         self.case = case
-        work.mkdir(parents=True, exist_ok=True)
-        self.corpus = write_pages(work / "corpus", SUBJECTS,
-                                  sentences=150 if case == "chunked" else 30)
-        self.csv = work / "topics.csv"
-        self.csv.write_text("topic\n" + "".join(f'"{t}"\n' for t in TOPICS), encoding="utf-8")
-        self.db = work / "store.duckdb"
+        self.corpus, self.csv, self.db = write_batch(work, SUBJECTS, TOPICS,
+                                                     sentences=150 if case == "chunked" else 30)
         self.provider = RefusingProvider(refuse_role, case=case)
         # Pieces follow the token calibration, which a fresh process starts anew: a provider
         # whose usage does not move it cuts a page alike in the first run and the rerun.
@@ -198,19 +194,8 @@ class RerunScenario:
             first = research_batch(**self.parameters(), return_state=True)
             flow_run_id = str(first.state_details.flow_run_id)
 
-            def retry():
-                bin_dir = Path(sys.executable).parent
-                command = ([str(bin_dir / "researchflow"), "retry", flow_run_id]
-                           if by_researchflow else
-                           [str(bin_dir / "prefect"), "flow-run", "retry", flow_run_id,
-                            "--entrypoint", f"{ROOT}/flows/batch.py:research_batch"])
-                subprocess.run(
-                    command,
-                    cwd=ROOT, env={**os.environ, **env, "PREFECT_API_URL": api_url},
-                    capture_output=True, text=True, timeout=600)
-                return _final_state(flow_run_id)
-
-            return self._rerun(first, retry)
+            return self._rerun(first, lambda: retry_outside(flow_run_id, env, api_url,
+                                                            by_researchflow=by_researchflow))
 
     def _rerun(self, first, rerun) -> RerunResult:
         from core.store import query_readonly
@@ -235,6 +220,18 @@ class RerunScenario:
 
 def _state_name(state) -> str:
     return getattr(getattr(state, "type", None), "value", str(state))
+
+
+def retry_outside(flow_run_id: str, env: dict, api_url: str, *, by_researchflow: bool) -> str:
+    """Retries a batch's flow run from another process, as a user would (`researchflow retry`,
+    or Prefect's `prefect flow-run retry`); the run's final state."""
+    bin_dir = Path(sys.executable).parent
+    command = ([str(bin_dir / "researchflow"), "retry", flow_run_id] if by_researchflow else
+               [str(bin_dir / "prefect"), "flow-run", "retry", flow_run_id,
+                "--entrypoint", f"{ROOT}/flows/batch.py:research_batch"])
+    subprocess.run(command, cwd=ROOT, env={**os.environ, **env, "PREFECT_API_URL": api_url},
+                   capture_output=True, text=True, timeout=600)
+    return _final_state(flow_run_id)
 
 
 def _final_state(flow_run_id: str) -> str:

@@ -68,6 +68,16 @@ def write_pages(folder: Path, subjects: Sequence[str], *, sentences: int = 12,
     return folder
 
 
+
+def write_batch(work: Path, subjects: Sequence[str], topics: Sequence[str], *,
+                sentences: int) -> tuple[Path, Path, Path]:
+    """A batch's folder: the corpus of `subjects`' pages, a CSV of `topics`, the store's path."""
+    work.mkdir(parents=True, exist_ok=True)
+    corpus = write_pages(work / "corpus", subjects, sentences=sentences)
+    csv = work / "topics.csv"
+    csv.write_text("topic\n" + "".join(f'"{t}"\n' for t in topics), encoding="utf-8")
+    return corpus, csv, work / "store.duckdb"
+
 def system_text(provider: str, body: dict[str, Any]) -> str:
     if provider == "openai":
         return "\n".join(m["content"] for m in body.get("messages", [])

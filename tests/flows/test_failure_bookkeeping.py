@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.store import query_readonly
-from tests.fakes.fix_scenario import ROOT
+from tests.fakes.rerun_scenario import ROOT
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness")]
 

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from core.store import query_readonly
-from tests.fakes.fix_scenario import ROOT, _cached_task_runs
+from tests.fakes.fix_scenario import _cached_task_runs
+from tests.fakes.rerun_scenario import ROOT
 
 TOPIC = "How do pelicans migrate across the ocean?"  # no page of the corpus is about it
 
