@@ -24,6 +24,7 @@ import pytest
 from core.store import query_readonly
 from tasks.caching import core_fingerprint
 from tests.fakes.http import ScriptedServer
+from tests.fakes.fix_scenario import FixScenario
 from tests.fakes.rerun_scenario import RerunScenario
 from tests.fakes.research_provider import SDK_ENV
 
@@ -230,6 +231,42 @@ def test_served_batch_retried_as_the_ui_does_reuses_every_finished_call(api, tmp
                                           f"reports WHERE batch_id = '{scenario.batch_id}'")
     assert rows == [(2, 2)]
     assert not list(elsewhere.iterdir())  # no researchflow.duckdb where serving started
+
+
+
+def test_served_batch_retried_as_the_ui_does_after_the_user_adds_the_page(api, tmp_path):
+    """Issue 33: a served batch fails a topic whose page is missing (NoEvidence); the user adds
+    the page and presses Retry in the UI: the same flow run reads the new page and completes,
+    and what the page did not touch is not asked again."""
+    scenario = FixScenario(tmp_path / "scenario")
+    provider = scenario.provider
+    key_var, url_var, suffix = SDK_ENV["openai"]
+    rest = Api(api)
+    elsewhere = tmp_path / "serve-cwd"
+    elsewhere.mkdir()
+    with ScriptedServer(default=provider) as llm:
+        env = _env(api, tmp_path, **{key_var: "sk-served-not-a-real-key",
+                                     url_var: llm.url + suffix})
+        with Background(_fresh_serve(rest, scenario), cwd=elsewhere, env=env,
+                        log=tmp_path / "serve.log") as served:
+            batch = rest.deployment("research-batch", "nightly-served")
+            parameters = scenario.parameters()
+            del parameters["db_path"]  # the served deployment's own --db
+            run = rest.run(batch, parameters)
+            assert rest.final_state(run) == "FAILED", served.tail()
+            assert "no page" in rest.last_message, rest.last_message
+            first, repeated = provider.calls, provider.repeated_successes
+
+            scenario.fix()
+            rest.retry(run)
+            assert rest.final_state(run) == "COMPLETED", served.tail()
+    retried = provider.calls - first
+    print(f"first run {first} calls; UI retry {retried} calls")  # the closing note's figures
+    assert 0 < retried < first
+    assert provider.repeated_successes == repeated  # nothing answered before is asked again
+    _, rows = query_readonly(scenario.db, "SELECT count(DISTINCT report_id) FROM reports "
+                                          f"WHERE batch_id = '{scenario.batch_id}'")
+    assert rows == [(2,)]
 
 
 def test_served_batch_researches_again_on_its_next_scheduled_date(api, tmp_path):
