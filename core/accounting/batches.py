@@ -115,6 +115,7 @@ class BatchWriter(Generic[T]):
         self._in_write = False
         self._refusals = Backoff(patience)
         self._level = 0  # backlog marks already reported
+        self._backlogged = False  # a backlog was reported and has not drained yet
         self._full = False  # producers are held (a "wait" writer), and that was said
         self._closed = False  # no write is armed any more: the owner's last flush was made
         self.dropped = 0
@@ -219,7 +220,10 @@ class BatchWriter(Generic[T]):
         if refusals:
             log.info("%d %s(s) written after %d refused attempt(s) over %.0f s; %d still wait",
                      count, self.what, refusals, seconds, len(self._pending))
-        if self._level and not self._pending:
+        # Said once the reported backlog is gone, even when its last rows fell below every
+        # mark in an earlier write.
+        if self._backlogged and not self._pending:
+            self._backlogged = False
             log.info("backlog of %s(s) drained", self.what)
         self._report_backlog()
         if self._pending and self.batching:  # added while this write was under way
@@ -251,6 +255,7 @@ class BatchWriter(Generic[T]):
         count = len(self._pending) + len(self._writing)
         level = _level(count, self.patience.backlog_marks)
         if level > self._level:
+            self._backlogged = True
             log.warning("backlog: %d %s(s) wait for the store (past %d)%s", count, self.what,
                         self.patience.backlog_marks[level - 1],
                         f"; {self.dropped} dropped so far" if self.dropped else "")

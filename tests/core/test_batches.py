@@ -230,3 +230,27 @@ def test_rows_that_keep_coming_during_slow_refused_writes_do_not_defeat_the_paus
     gaps = [b - a for a, b in zip(tries, tries[1:])]
     writer.close()  # one last refused try, and no timer after it
     assert len(gaps) >= 1 and min(gaps) >= 0.55, gaps  # the write's 0.1 s, then the whole pause
+
+
+def test_a_backlog_whose_last_rows_come_in_a_later_write_is_said_drained(caplog) -> None:
+    """Rows added while a write was under way fall below every mark; the write that then
+    empties the queue still says the backlog drained (the locked-store test missed it)."""
+    caplog.set_level("INFO", logger="researchflow.batches")
+    writer: BatchWriter
+
+    class Late(Sink):
+        def __call__(self, rows: list[int]) -> bool:
+            stored = super().__call__(rows)
+            if len(self.writes) == 1:
+                writer._pending.extend([98, 99])  # noqa: SLF001 - arrived during this write
+            return stored
+
+    sink = Late(refusals=1)
+    writer = BatchWriter(sink, what="row", patience=Patience(first_retry=60, backlog_marks=(3,)))
+    for row in range(4):
+        writer.add([row])
+    writer.flush()  # refused
+    assert writer.flush() is False  # written, but two arrived meanwhile: 2 < 3, no mark
+    assert "drained" not in caplog.text
+    assert writer.flush() is True
+    assert "backlog of row(s) drained" in caplog.text
