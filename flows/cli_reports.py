@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
 import typer
-from rich.markdown import Markdown
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.markdown import Markdown, TableElement
 from rich.table import Table
 
 from core.text.escaping import printable
@@ -47,6 +48,25 @@ class QueryFormat(str, Enum):
     table = "table"
     csv = "csv"
     json = "json"
+
+
+class _FoldedTable(TableElement):
+    """A markdown table whose cells wrap and fold: rich's default cuts a cell that has a word
+    (or a CJK run, which has no spaces) wider than its column with "…", and a quote in a
+    comparison table would lose words."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for table in super().__rich_console__(console, options):
+            if isinstance(table, Table):
+                for column in table.columns:
+                    column.overflow = "fold"
+            yield table
+
+
+class _Markdown(Markdown):
+    """Markdown as `show` and `diff` print it: tables lose no text at any width."""
+
+    elements = {**Markdown.elements, "table_open": _FoldedTable}
 
 
 def _existing_store(db: Optional[str]) -> Path:
@@ -88,7 +108,7 @@ def show(report_id: str, db: Optional[str] = DbOpt,
     if raw:
         sys.stdout.write(markdown)
     else:  # links as text and URL: a terminal hyperlink would hide where it goes
-        out.print(Markdown(markdown, hyperlinks=False))
+        out.print(_Markdown(markdown, hyperlinks=False))
     (err if raw else out).print(plain(usage.line().replace("usage:", "cost of this report:", 1)))
 
 
@@ -321,7 +341,7 @@ def diff(report_a: str = typer.Argument(..., help="The earlier report's id; alon
         return
     text = printable(section(changes, _stored(read_report, path, report_b).language))
     if sys.stdout.isatty():
-        out.print(Markdown(text, hyperlinks=False))
+        out.print(_Markdown(text, hyperlinks=False))
     else:
         sys.stdout.write(text)
 

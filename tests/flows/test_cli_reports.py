@@ -1,4 +1,4 @@
-"""`researchflow search`, `export`, `query`, `verify` and `diff` through the CLI: what they
+"""`researchflow show`, `search`, `export`, `query`, `verify` and `diff` through the CLI: what
 print, their one-line errors and exit codes, and a store they never change."""
 
 from __future__ import annotations
@@ -166,3 +166,48 @@ def test_diff_with_one_report_compares_it_with_the_edition_before_it(tmp_path: P
     for args in (("r_nope",), ("r_nope", third), (first, "r_nope")):
         unknown = run("diff", *args, "--db", db)
         assert unknown.exit_code == 2 and "no report 'r_nope'" in unknown.output, args
+
+
+ZH_QUOTES = ("线程在等待网络数据时会阻塞当前线程，操作系统会切换到其他线程，每次切换都要保存和恢复寄存器。",
+             "异步IO在等待网络数据时把控制权交还给事件循环，可以同时处理很多连接，而不需要为每个连接准备一个线程。")
+
+
+def table_columns(output: str, headings: tuple[str, ...]) -> list[str]:
+    """The text of each column of the first table under `headings` in rich output, its lines
+    joined: cells are cut at the headings' positions counted in terminal cells (a CJK
+    character is two)."""
+    from rich.cells import cell_len
+
+    lines = output.splitlines()
+    top = next(i for i, line in enumerate(lines) if all(h in line for h in headings))
+    starts = [cell_len(lines[top][:lines[top].index(h)]) for h in headings]
+    columns = [""] * len(headings)
+    for line in lines[top + 2:]:
+        if not line.strip():
+            break
+        at, cells = 0, [""] * len(headings)
+        for char in line:
+            column = max(i for i, start in enumerate(starts) if at >= start or i == 0)
+            cells[column] += char
+            at += cell_len(char)
+        columns = [c + cell.strip() for c, cell in zip(columns, cells)]
+    return columns
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_show_wraps_table_cells_and_loses_no_quoted_text(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, width: int) -> None:
+    # rich cut a cell whose CJK run (one "word": no spaces) was wider than its column with "…".
+    monkeypatch.setattr(out, "width", width)
+    store = ResultStore(tmp_path / "rf.duckdb")
+    body = ("| 维度 | 线程 | 异步 |\n|---|---|---|\n"
+            f"| IO | {ZH_QUOTES[0]} [1] | {ZH_QUOTES[1]} [2] |")
+    store.save_result(topic_result("线程和异步IO有什么区别？", title="线程和异步IO", body=body,
+                                   language="zh"), run_id="r1", engine="offline")
+    release_all()
+    result = run("show", report_id(store.path), "--db", str(store.path))
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output
+    _, threads, async_io = table_columns(result.output, ("维度", "线程", "异步"))
+    assert threads.replace(" ", "") == ZH_QUOTES[0] + "[1]"
+    assert async_io.replace(" ", "") == ZH_QUOTES[1] + "[2]"
