@@ -16,7 +16,7 @@ import re
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 import typer
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -25,6 +25,9 @@ from rich.table import Table
 
 from core.text.escaping import printable
 from flows.console import DbOpt, db_path, err, fail, out, plain, store_exists
+
+if TYPE_CHECKING:
+    from core.store.fulltext import Hit
 
 _LIST_REPORTS = "list them with: researchflow query \"SELECT report_id, topic FROM reports\""
 TABLE_LIMIT = 1000  # rows `query` shows in a table unless --limit says otherwise
@@ -138,19 +141,31 @@ def search(text: str = typer.Argument(..., help="Words to look for (any of them;
         fail(str(exc))
     if not hits:
         fail(f"nothing in {path} matches {text!r}", code=1)
+    out.print(_hit_table(hits, text))
+
+
+def _hit_table(hits: list[Hit], text: str) -> Table:
+    """The hits as a table whose report ids are never broken over lines, at any width where
+    the table fits: an id copied from two lines is not an id."""
+    # A fixed width, at least the widest id's: rich shrinks flexible columns below their
+    # min_width when space is short. URLs (never a `show` argument) fold inside it, taking a
+    # fifth of the width at most.
+    ids = [len(hit.key) for hit in hits if hit.kind == "report"]
+    urls = [min(len(hit.key), max(out.width // 5, 14)) for hit in hits if hit.kind != "report"]
     table = Table(expand=True)
     table.add_column("kind", no_wrap=True)
-    table.add_column("report / url", overflow="fold", min_width=14, ratio=1)  # ids stay whole
-    table.add_column("title", ratio=1)
-    table.add_column("snippet", ratio=2)
+    table.add_column("report / url", width=max(ids + urls), overflow="fold")
+    table.add_column("title", ratio=1, overflow="fold")  # a long word is folded, not cut
+    table.add_column("snippet", ratio=2, overflow="fold")
     table.add_column("score", justify="right", no_wrap=True)
     words = [w for w in text.split() if w]
     for hit in hits:
-        snippet = plain(hit.snippet)  # text, not markup: stored text may contain "[/]"
+        key = plain(hit.key)  # text, not markup: stored text may contain "[/]"
+        key.no_wrap = hit.kind == "report"
+        snippet = plain(hit.snippet)
         snippet.highlight_words(words, "bold yellow", case_sensitive=False)
-        table.add_row(hit.kind, plain(hit.key), plain(hit.title[:80]), snippet,
-                      f"{hit.score:.2f}")
-    out.print(table)
+        table.add_row(hit.kind, key, plain(hit.title[:80]), snippet, f"{hit.score:.2f}")
+    return table
 
 
 def export(report_id: str,

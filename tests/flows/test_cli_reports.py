@@ -168,8 +168,10 @@ def test_diff_with_one_report_compares_it_with_the_edition_before_it(tmp_path: P
         assert unknown.exit_code == 2 and "no report 'r_nope'" in unknown.output, args
 
 
-ZH_QUOTES = ("线程在等待网络数据时会阻塞当前线程，操作系统会切换到其他线程，每次切换都要保存和恢复寄存器。",
-             "异步IO在等待网络数据时把控制权交还给事件循环，可以同时处理很多连接，而不需要为每个连接准备一个线程。")
+ZH_QUOTES = ("线程在等待网络数据时会阻塞当前线程，操作系统会切换到其他线程，"
+             "每次切换都要保存和恢复寄存器。",
+             "异步IO在等待网络数据时把控制权交还给事件循环，可以同时处理很多连接，"
+             "而不需要为每个连接准备一个线程。")
 
 
 def table_columns(output: str, headings: tuple[str, ...]) -> list[str]:
@@ -211,3 +213,14 @@ def test_show_wraps_table_cells_and_loses_no_quoted_text(
     _, threads, async_io = table_columns(result.output, ("维度", "线程", "异步"))
     assert threads.replace(" ", "") == ZH_QUOTES[0] + "[1]"
     assert async_io.replace(" ", "") == ZH_QUOTES[1] + "[2]"
+
+
+def test_search_at_80_columns_keeps_each_report_id_on_one_line(
+        db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The id column was folded to 13 cells: "r_755054d8c5d" above "6", and "no report" after.
+    monkeypatch.setattr(out, "width", 80)
+    result = run("search", "exclusive lock", "--db", str(db))
+    assert result.exit_code == 0, result.output
+    assert report_id(db) in result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+
