@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 _LIST_REPORTS = "list them with: researchflow query \"SELECT report_id, topic FROM reports\""
 TABLE_LIMIT = 1000  # rows `query` shows in a table unless --limit says otherwise
 _T = TypeVar("_T")
+_C1 = re.compile(r"[\x7f-\x9f]")  # what json.dumps leaves raw that a terminal would act on
 
 
 class SearchKind(str, Enum):
@@ -115,20 +116,41 @@ def show(report_id: str, db: Optional[str] = DbOpt,
     (err if raw else out).print(plain(usage.line().replace("usage:", "cost of this report:", 1)))
 
 
+class SearchFormat(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+    ids = "ids"
+
+
+_HIT_FIELDS = ("kind", "report_id", "url", "title", "snippet", "score")
+
+
 def search(text: str = typer.Argument(..., help="Words to look for (any of them; rarer words "
                                       "and more of them rank higher)."),
            limit: int = typer.Option(10, "--limit", min=1, max=500, help="Hits to show."),
            kind: SearchKind = typer.Option(SearchKind.all, "--kind",
                                            help="Search reports, sources, or both."),
+           fmt: SearchFormat = typer.Option(SearchFormat.table, "--format", "-f",
+                                            help="table; json (an array of objects: kind, "
+                                            "report_id, url, title, snippet, score); csv (the "
+                                            "same columns); ids (one report id or source URL "
+                                            "a line)."),
+           as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
            db: Optional[str] = DbOpt) -> None:
     """Full-text search (BM25, offline) over stored reports and the sources they read.
 
-    Exits 1 when nothing matches. The store is only read; the index lives under the cache
-    directory and catches up with new reports on each search."""
+    Exits 1 when nothing matches (json and csv still print an empty array or a header). The
+    store is only read; the index lives under the cache directory and catches up with new
+    reports on each search."""
     from core.settings import Settings
     from core.store import StoreError
     from core.store.fulltext import index_for, search_store
 
+    if as_json:
+        if fmt not in (SearchFormat.table, SearchFormat.json):
+            fail(f"--json and --format {fmt.value} disagree; pass one of them")
+        fmt = SearchFormat.json
     path = _existing_store(db)
 
     def indexing(n: int) -> None:
@@ -139,9 +161,13 @@ def search(text: str = typer.Argument(..., help="Words to look for (any of them;
                             kind=kind.value, limit=limit, on_indexing=indexing)
     except (StoreError, ValueError) as exc:
         fail(str(exc))
+    if fmt is SearchFormat.table:
+        if hits:
+            out.print(_hit_table(hits, text))
+    else:
+        _write_hits(hits, fmt)
     if not hits:
         fail(f"nothing in {path} matches {text!r}", code=1)
-    out.print(_hit_table(hits, text))
 
 
 def _hit_table(hits: list[Hit], text: str) -> Table:
@@ -166,6 +192,30 @@ def _hit_table(hits: list[Hit], text: str) -> Table:
         snippet.highlight_words(words, "bold yellow", case_sensitive=False)
         table.add_row(hit.kind, key, plain(hit.title[:80]), snippet, f"{hit.score:.2f}")
     return table
+
+
+def _write_hits(hits: list[Hit], fmt: SearchFormat) -> None:
+    """The hits to stdout for a program: json, csv or ids, whole and unstyled."""
+    rows = [{"kind": hit.kind,
+             "report_id": hit.key if hit.kind == "report" else None,
+             "url": hit.key if hit.kind != "report" else None,
+             "title": hit.title, "snippet": hit.snippet, "score": round(hit.score, 4)}
+            for hit in hits]
+    if fmt is SearchFormat.json:
+        text = json.dumps(rows, ensure_ascii=False, indent=2)
+        # json escapes C0 controls; C1 ones would reach a terminal as they are.
+        sys.stdout.write(_C1.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text) + "\n")
+    elif fmt is SearchFormat.csv:
+        terminal = sys.stdout.isatty()
+        writer = csv.writer(sys.stdout)
+        writer.writerow(_HIT_FIELDS)
+        for row in rows:
+            cells = ["" if row[f] is None else str(row[f]) for f in _HIT_FIELDS]
+            writer.writerow([printable(c) for c in cells] if terminal else cells)
+    else:
+        for hit in hits:
+            sys.stdout.write(printable(hit.key).replace("\n", " ") + "\n")
+    sys.stdout.flush()
 
 
 def export(report_id: str,
@@ -293,9 +343,6 @@ def _print_table(cursor: Any, limit: int) -> None:
                         "--limit 0 for every row, or --format csv|json to stdout)"))
     else:
         out.print(f"{len(rows)} row(s)")
-
-
-_C1 = re.compile(r"[\x7f-\x9f]")
 
 
 def _stream(cursor: Any, fmt: QueryFormat, limit: int) -> None:

@@ -224,3 +224,41 @@ def test_search_at_80_columns_keeps_each_report_id_on_one_line(
     assert report_id(db) in result.output
     assert max(len(line) for line in result.output.splitlines()) <= 80
 
+
+def test_search_json_csv_and_ids_are_for_programs(tmp_path: Path) -> None:
+    # Stored text is untrusted: a title with an escape sequence and markup, a C1 control.
+    page = Source(url="https://example.org/locks", title="Locks \x1b]0;pwned\x07[bold]",
+                  text="DuckDB takes an exclusive lock\x9b2J when a process writes.")
+    store = ResultStore(tmp_path / "rf.duckdb")
+    store.save_result(topic_result("DuckDB locks", title="Locks \x1b[2J[/] in DuckDB",
+                                   body="An exclusive lock [1].", sources=(page,),
+                                   citations=(cite(1, page, "an exclusive lock"),)),
+                      run_id="r1", engine="offline")
+    release_all()
+    rid = report_id(store.path)
+
+    found = run("search", "exclusive lock", "--json", "--db", str(store.path))
+    assert found.exit_code == 0, found.output
+    assert "\x1b" not in found.stdout and "\x9b" not in found.stdout
+    hits = json.loads(found.stdout)
+    assert {(h["kind"], h["report_id"], h["url"]) for h in hits} == {
+        ("report", rid, None), ("source", None, "https://example.org/locks")}
+    assert all(set(h) == {"kind", "report_id", "url", "title", "snippet", "score"}
+               for h in hits)
+    assert any(h["title"] == "Locks \x1b]0;pwned\x07[bold]" for h in hits)  # as stored
+    assert json.loads(run("search", "exclusive", "--format", "json", "--kind", "reports",
+                          "--db", str(store.path)).stdout)[0]["report_id"] == rid
+
+    table = run("search", "exclusive lock", "--db", str(store.path))
+    assert table.exit_code == 0 and "\x1b" not in table.stdout and "\x9b" not in table.stdout
+    assert "[bold]" in table.stdout  # printed as text, not read as markup
+
+    rows = run("search", "exclusive lock", "-f", "csv", "--db", str(store.path)).stdout
+    assert rows.splitlines()[0] == "kind,report_id,url,title,snippet,score"
+    ids = run("search", "exclusive lock", "-f", "ids", "--db", str(store.path))
+    assert sorted(ids.stdout.splitlines()) == sorted([rid, "https://example.org/locks"])
+
+    nothing = run("search", "xylophone", "--json", "--db", str(store.path))
+    assert nothing.exit_code == 1 and json.loads(nothing.stdout) == []
+    clash = run("search", "lock", "--json", "-f", "csv", "--db", str(store.path))
+    assert clash.exit_code == 2 and "disagree" in clash.output
