@@ -16,18 +16,23 @@ import re
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 import typer
-from rich.markdown import Markdown
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.markdown import Markdown, TableElement
 from rich.table import Table
 
 from core.text.escaping import printable
 from flows.console import DbOpt, db_path, err, fail, out, plain, store_exists
 
+if TYPE_CHECKING:
+    from core.store.fulltext import Hit
+
 _LIST_REPORTS = "list them with: researchflow query \"SELECT report_id, topic FROM reports\""
 TABLE_LIMIT = 1000  # rows `query` shows in a table unless --limit says otherwise
 _T = TypeVar("_T")
+_C1 = re.compile(r"[\x7f-\x9f]")  # what json.dumps leaves raw that a terminal would act on
 
 
 class SearchKind(str, Enum):
@@ -47,6 +52,25 @@ class QueryFormat(str, Enum):
     table = "table"
     csv = "csv"
     json = "json"
+
+
+class _FoldedTable(TableElement):
+    """A markdown table whose cells wrap and fold: rich's default cuts a cell that has a word
+    (or a CJK run, which has no spaces) wider than its column with "…", and a quote in a
+    comparison table would lose words."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for table in super().__rich_console__(console, options):
+            if isinstance(table, Table):
+                for column in table.columns:
+                    column.overflow = "fold"
+            yield table
+
+
+class _Markdown(Markdown):
+    """Markdown as `show` and `diff` print it: tables lose no text at any width."""
+
+    elements = {**Markdown.elements, "table_open": _FoldedTable}
 
 
 def _existing_store(db: Optional[str]) -> Path:
@@ -88,8 +112,18 @@ def show(report_id: str, db: Optional[str] = DbOpt,
     if raw:
         sys.stdout.write(markdown)
     else:  # links as text and URL: a terminal hyperlink would hide where it goes
-        out.print(Markdown(markdown, hyperlinks=False))
+        out.print(_Markdown(markdown, hyperlinks=False))
     (err if raw else out).print(plain(usage.line().replace("usage:", "cost of this report:", 1)))
+
+
+class SearchFormat(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+    ids = "ids"
+
+
+_HIT_FIELDS = ("kind", "report_id", "url", "title", "snippet", "score")
 
 
 def search(text: str = typer.Argument(..., help="Words to look for (any of them; rarer words "
@@ -97,15 +131,26 @@ def search(text: str = typer.Argument(..., help="Words to look for (any of them;
            limit: int = typer.Option(10, "--limit", min=1, max=500, help="Hits to show."),
            kind: SearchKind = typer.Option(SearchKind.all, "--kind",
                                            help="Search reports, sources, or both."),
+           fmt: SearchFormat = typer.Option(SearchFormat.table, "--format", "-f",
+                                            help="table; json (an array of objects: kind, "
+                                            "report_id, url, title, snippet, score); csv (the "
+                                            "same columns); ids (one report id or source URL "
+                                            "a line)."),
+           as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
            db: Optional[str] = DbOpt) -> None:
     """Full-text search (BM25, offline) over stored reports and the sources they read.
 
-    Exits 1 when nothing matches. The store is only read; the index lives under the cache
-    directory and catches up with new reports on each search."""
+    Exits 1 when nothing matches (json and csv still print an empty array or a header). The
+    store is only read; the index lives under the cache directory and catches up with new
+    reports on each search."""
     from core.settings import Settings
     from core.store import StoreError
     from core.store.fulltext import index_for, search_store
 
+    if as_json:
+        if fmt not in (SearchFormat.table, SearchFormat.json):
+            fail(f"--json and --format {fmt.value} disagree; pass one of them")
+        fmt = SearchFormat.json
     path = _existing_store(db)
 
     def indexing(n: int) -> None:
@@ -116,21 +161,61 @@ def search(text: str = typer.Argument(..., help="Words to look for (any of them;
                             kind=kind.value, limit=limit, on_indexing=indexing)
     except (StoreError, ValueError) as exc:
         fail(str(exc))
+    if fmt is SearchFormat.table:
+        if hits:
+            out.print(_hit_table(hits, text))
+    else:
+        _write_hits(hits, fmt)
     if not hits:
         fail(f"nothing in {path} matches {text!r}", code=1)
+
+
+def _hit_table(hits: list[Hit], text: str) -> Table:
+    """The hits as a table whose report ids are never broken over lines, at any width where
+    the table fits: an id copied from two lines is not an id."""
+    # A fixed width, at least the widest id's: rich shrinks flexible columns below their
+    # min_width when space is short. URLs (never a `show` argument) fold inside it, taking a
+    # fifth of the width at most.
+    ids = [len(hit.key) for hit in hits if hit.kind == "report"]
+    urls = [min(len(hit.key), max(out.width // 5, 14)) for hit in hits if hit.kind != "report"]
     table = Table(expand=True)
     table.add_column("kind", no_wrap=True)
-    table.add_column("report / url", overflow="fold", min_width=14, ratio=1)  # ids stay whole
-    table.add_column("title", ratio=1)
-    table.add_column("snippet", ratio=2)
+    table.add_column("report / url", width=max(ids + urls), overflow="fold")
+    table.add_column("title", ratio=1, overflow="fold")  # a long word is folded, not cut
+    table.add_column("snippet", ratio=2, overflow="fold")
     table.add_column("score", justify="right", no_wrap=True)
     words = [w for w in text.split() if w]
     for hit in hits:
-        snippet = plain(hit.snippet)  # text, not markup: stored text may contain "[/]"
+        key = plain(hit.key)  # text, not markup: stored text may contain "[/]"
+        key.no_wrap = hit.kind == "report"
+        snippet = plain(hit.snippet)
         snippet.highlight_words(words, "bold yellow", case_sensitive=False)
-        table.add_row(hit.kind, plain(hit.key), plain(hit.title[:80]), snippet,
-                      f"{hit.score:.2f}")
-    out.print(table)
+        table.add_row(hit.kind, key, plain(hit.title[:80]), snippet, f"{hit.score:.2f}")
+    return table
+
+
+def _write_hits(hits: list[Hit], fmt: SearchFormat) -> None:
+    """The hits to stdout for a program: json, csv or ids, whole and unstyled."""
+    rows = [{"kind": hit.kind,
+             "report_id": hit.key if hit.kind == "report" else None,
+             "url": hit.key if hit.kind != "report" else None,
+             "title": hit.title, "snippet": hit.snippet, "score": round(hit.score, 4)}
+            for hit in hits]
+    if fmt is SearchFormat.json:
+        text = json.dumps(rows, ensure_ascii=False, indent=2)
+        # json escapes C0 controls; C1 ones would reach a terminal as they are.
+        sys.stdout.write(_C1.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text) + "\n")
+    elif fmt is SearchFormat.csv:
+        terminal = sys.stdout.isatty()
+        writer = csv.writer(sys.stdout)
+        writer.writerow(_HIT_FIELDS)
+        for row in rows:
+            cells = ["" if row[f] is None else str(row[f]) for f in _HIT_FIELDS]
+            writer.writerow([printable(c) for c in cells] if terminal else cells)
+    else:
+        for hit in hits:
+            sys.stdout.write(printable(hit.key).replace("\n", " ") + "\n")
+    sys.stdout.flush()
 
 
 def export(report_id: str,
@@ -260,9 +345,6 @@ def _print_table(cursor: Any, limit: int) -> None:
         out.print(f"{len(rows)} row(s)")
 
 
-_C1 = re.compile(r"[\x7f-\x9f]")
-
-
 def _stream(cursor: Any, fmt: QueryFormat, limit: int) -> None:
     """Every row (at most `limit`; 0: all) to stdout as it is fetched."""
     terminal = sys.stdout.isatty()
@@ -321,7 +403,7 @@ def diff(report_a: str = typer.Argument(..., help="The earlier report's id; alon
         return
     text = printable(section(changes, _stored(read_report, path, report_b).language))
     if sys.stdout.isatty():
-        out.print(Markdown(text, hyperlinks=False))
+        out.print(_Markdown(text, hyperlinks=False))
     else:
         sys.stdout.write(text)
 

@@ -1,4 +1,4 @@
-"""`researchflow search`, `export`, `query`, `verify` and `diff` through the CLI: what they
+"""`researchflow show`, `search`, `export`, `query`, `verify` and `diff` through the CLI: what
 print, their one-line errors and exit codes, and a store they never change."""
 
 from __future__ import annotations
@@ -166,3 +166,99 @@ def test_diff_with_one_report_compares_it_with_the_edition_before_it(tmp_path: P
     for args in (("r_nope",), ("r_nope", third), (first, "r_nope")):
         unknown = run("diff", *args, "--db", db)
         assert unknown.exit_code == 2 and "no report 'r_nope'" in unknown.output, args
+
+
+ZH_QUOTES = ("线程在等待网络数据时会阻塞当前线程，操作系统会切换到其他线程，"
+             "每次切换都要保存和恢复寄存器。",
+             "异步IO在等待网络数据时把控制权交还给事件循环，可以同时处理很多连接，"
+             "而不需要为每个连接准备一个线程。")
+
+
+def table_columns(output: str, headings: tuple[str, ...]) -> list[str]:
+    """The text of each column of the first table under `headings` in rich output, its lines
+    joined: cells are cut at the headings' positions counted in terminal cells (a CJK
+    character is two)."""
+    from rich.cells import cell_len
+
+    lines = output.splitlines()
+    top = next(i for i, line in enumerate(lines) if all(h in line for h in headings))
+    starts = [cell_len(lines[top][:lines[top].index(h)]) for h in headings]
+    columns = [""] * len(headings)
+    for line in lines[top + 2:]:
+        if not line.strip():
+            break
+        at, cells = 0, [""] * len(headings)
+        for char in line:
+            column = max(i for i, start in enumerate(starts) if at >= start or i == 0)
+            cells[column] += char
+            at += cell_len(char)
+        columns = [c + cell.strip() for c, cell in zip(columns, cells)]
+    return columns
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_show_wraps_table_cells_and_loses_no_quoted_text(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, width: int) -> None:
+    # rich cut a cell whose CJK run (one "word": no spaces) was wider than its column with "…".
+    monkeypatch.setattr(out, "width", width)
+    store = ResultStore(tmp_path / "rf.duckdb")
+    body = ("| 维度 | 线程 | 异步 |\n|---|---|---|\n"
+            f"| IO | {ZH_QUOTES[0]} [1] | {ZH_QUOTES[1]} [2] |")
+    store.save_result(topic_result("线程和异步IO有什么区别？", title="线程和异步IO", body=body,
+                                   language="zh"), run_id="r1", engine="offline")
+    release_all()
+    result = run("show", report_id(store.path), "--db", str(store.path))
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output
+    _, threads, async_io = table_columns(result.output, ("维度", "线程", "异步"))
+    assert threads.replace(" ", "") == ZH_QUOTES[0] + "[1]"
+    assert async_io.replace(" ", "") == ZH_QUOTES[1] + "[2]"
+
+
+def test_search_at_80_columns_keeps_each_report_id_on_one_line(
+        db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The id column was folded to 13 cells: "r_755054d8c5d" above "6", and "no report" after.
+    monkeypatch.setattr(out, "width", 80)
+    result = run("search", "exclusive lock", "--db", str(db))
+    assert result.exit_code == 0, result.output
+    assert report_id(db) in result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+
+
+def test_search_json_csv_and_ids_are_for_programs(tmp_path: Path) -> None:
+    # Stored text is untrusted: a title with an escape sequence and markup, a C1 control.
+    page = Source(url="https://example.org/locks", title="Locks \x1b]0;pwned\x07[bold]",
+                  text="DuckDB takes an exclusive lock\x9b2J when a process writes.")
+    store = ResultStore(tmp_path / "rf.duckdb")
+    store.save_result(topic_result("DuckDB locks", title="Locks \x1b[2J[/] in DuckDB",
+                                   body="An exclusive lock [1].", sources=(page,),
+                                   citations=(cite(1, page, "an exclusive lock"),)),
+                      run_id="r1", engine="offline")
+    release_all()
+    rid = report_id(store.path)
+
+    found = run("search", "exclusive lock", "--json", "--db", str(store.path))
+    assert found.exit_code == 0, found.output
+    assert "\x1b" not in found.stdout and "\x9b" not in found.stdout
+    hits = json.loads(found.stdout)
+    assert {(h["kind"], h["report_id"], h["url"]) for h in hits} == {
+        ("report", rid, None), ("source", None, "https://example.org/locks")}
+    assert all(set(h) == {"kind", "report_id", "url", "title", "snippet", "score"}
+               for h in hits)
+    assert any(h["title"] == "Locks \x1b]0;pwned\x07[bold]" for h in hits)  # as stored
+    assert json.loads(run("search", "exclusive", "--format", "json", "--kind", "reports",
+                          "--db", str(store.path)).stdout)[0]["report_id"] == rid
+
+    table = run("search", "exclusive lock", "--db", str(store.path))
+    assert table.exit_code == 0 and "\x1b" not in table.stdout and "\x9b" not in table.stdout
+    assert "[bold]" in table.stdout  # printed as text, not read as markup
+
+    rows = run("search", "exclusive lock", "-f", "csv", "--db", str(store.path)).stdout
+    assert rows.splitlines()[0] == "kind,report_id,url,title,snippet,score"
+    ids = run("search", "exclusive lock", "-f", "ids", "--db", str(store.path))
+    assert sorted(ids.stdout.splitlines()) == sorted([rid, "https://example.org/locks"])
+
+    nothing = run("search", "xylophone", "--json", "--db", str(store.path))
+    assert nothing.exit_code == 1 and json.loads(nothing.stdout) == []
+    clash = run("search", "lock", "--json", "-f", "csv", "--db", str(store.path))
+    assert clash.exit_code == 2 and "disagree" in clash.output
