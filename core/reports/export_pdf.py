@@ -2,7 +2,8 @@
 
     data = to_pdf(report, font=None)   # bytes of a PDF file
 
-The PDF has the report's title and language in its metadata, headings in sizes of their level
+The PDF has the report's title, language, author "researchflow" and creation time (when the
+report was stored) in its metadata, headings in sizes of their level
 (and as the document outline, so a reader's sidebar lists them), paragraphs, the quotes set off
 in grey, lists, the comparison table as a ruled table with a header row repeated on each page,
 and the references rebuilt from the citations: numbered, the title linked to the source when it
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+from datetime import timezone
 from pathlib import Path
 
 from fpdf import FPDF
@@ -85,6 +87,10 @@ def to_pdf(report: Report, *, font: str | os.PathLike[str] | None = None) -> byt
     pdf.set_subject(report.topic[:255])
     pdf.set_lang(report.language)
     pdf.set_creator("researchflow")
+    pdf.set_author("researchflow")
+    if report.created_at is not None:  # the report's time, as in the Word file (fpdf2: now)
+        created = report.created_at
+        pdf.set_creation_date(created if created.tzinfo else created.replace(tzinfo=timezone.utc))
     for style in ("", "B"):  # one face (the table's header asks for "B"): see _Writer.runs
         pdf.add_font("body", style, str(path))
     _check_glyphs(pdf, path, blocks, references)

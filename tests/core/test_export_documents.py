@@ -146,11 +146,14 @@ def test_pdf_font_must_exist_and_be_truetype(tmp_path: Path) -> None:
 
 def test_cli_exports_docx_and_pdf_files(tmp_path: Path, monkeypatch) -> None:
     """`researchflow export ID --format docx|pdf -o FILE` on a stored report."""
+    from datetime import timezone
+
     import docx
     from pypdf import PdfReader
 
     from core.store import ResultStore
     from core.store.connection import release_all
+    from core.store.query import read_report
     from tests.core.test_store_views import cite, topic_result
     from tests.flows.test_cli_reports import PAGE, run
 
@@ -170,7 +173,31 @@ def test_cli_exports_docx_and_pdf_files(tmp_path: Path, monkeypatch) -> None:
             text = " ".join(" ".join(p.extract_text() for p in PdfReader(target).pages).split())
         assert "Concurrency [/] in DuckDB" in text and PAGE.url in text
         assert "“an exclusive lock”" in text
+    stored = read_report(store.path, rid).created_at  # the store's time, in the file's properties
+    assert stored is not None
+    assert docx.Document(str(tmp_path / "report.docx")).core_properties.created == stored.replace(
+        microsecond=0).astimezone(timezone.utc)
     monkeypatch.setenv("RESEARCHFLOW_PDF_FONT", str(tmp_path / "missing.ttf"))
     refused = run("export", rid, "--format", "pdf", "-o", str(tmp_path / "x.pdf"),
                   "--db", str(store.path))
     assert refused.exit_code == 2 and "RESEARCHFLOW_PDF_FONT" in refused.output
+
+
+def test_docx_properties_come_from_the_report_not_the_template() -> None:
+    """Not python-docx's template: its creator, its 2013 dates, its blank thumbnail."""
+    import zipfile
+    from datetime import datetime, timedelta, timezone
+
+    import docx
+
+    stored = datetime(2026, 3, 1, 12, 30, tzinfo=timezone(timedelta(hours=2)))
+    data = render(REPORT.model_copy(update={"created_at": stored}), "docx")
+    props = docx.Document(io.BytesIO(data)).core_properties
+    assert props.title == "Threads or coroutines?" and props.subject == "threads or coroutines"
+    assert props.author == props.last_modified_by == "researchflow"
+    assert "python-docx" not in f"{props.comments} {props.keywords}"
+    utc = datetime(2026, 3, 1, 10, 30, tzinfo=timezone.utc)
+    assert props.created == props.modified == utc
+    assert "docProps/thumbnail.jpeg" not in zipfile.ZipFile(io.BytesIO(data)).namelist()
+    unsaved = docx.Document(io.BytesIO(render(REPORT, "docx"))).core_properties
+    assert abs(unsaved.created - datetime.now(timezone.utc)) < timedelta(minutes=5)
