@@ -7,7 +7,9 @@ raw HTML off) into headings, paragraphs, quotes, lists, tables, code and rules, 
 of text with their emphasis and link. The references section is not parsed: it is rebuilt from the
 report's citations (number, title, url, verbatim quote), as the HTML export does.
 
-Control characters are dropped (`clean`). Links follow the HTML export's rule: only http and
+Control characters are dropped (`clean`). The references' titles and quotes are reflowed
+(`reflow`): a page's hard line breaks and indentation would otherwise break the quote's lines in
+the document; the words stay as stored. Links follow the HTML export's rule: only http and
 https URLs become links (in the prose and in the references); a citation marker `[n]` of a
 known citation links to reference n ("#ref-n"); anything else (javascript:, data:, file:)
 stays visible text. Text is never interpreted beyond
@@ -29,6 +31,7 @@ from markdown_it.token import Token
 
 from core.models import Citation, Report
 from core.reports.report import reference_headings
+from core.text import cjk
 
 _MARKER = re.compile(r"\[(\d+)\]")
 # The references section core.reports.report.assemble writes last, in any language a report may
@@ -38,6 +41,9 @@ _REFERENCES = re.compile(r"^##[ \t]+(" + "|".join(map(re.escape, reference_headi
 _NEXT_SECTION = re.compile(r"^##[ \t]", re.MULTILINE)
 # Control characters page text may carry: no document format shows them, XML cannot hold them.
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
+_SPACES = re.compile(r"\s+")
+# CJK punctuation and full-width forms: a line may break after "。" with no space either.
+_CJK_PUNCTUATION = re.compile("[\u3000-\u303f\uff00-\uffef]")
 
 
 class ExportError(Exception):
@@ -67,6 +73,27 @@ def split_references(markdown: str) -> tuple[str, str | None]:
 def clean(text: str) -> str:
     """Text without control characters (tabs and line ends stay)."""
     return _CONTROL.sub("", text)
+
+
+def reflow(text: str) -> str:
+    """`text` on one line for display: each run of whitespace (a page's hard line breaks and
+    indentation) one space, none at the ends, and a line break between two CJK characters
+    gone (the script puts no space there). Only what is shown changes: the stored quote, which
+    verification compares with its page, stays as written."""
+    return _SPACES.sub(_one_space, text).strip()
+
+
+def _one_space(match: re.Match[str]) -> str:
+    before = match.string[match.start() - 1] if match.start() else ""
+    after = match.string[match.end()] if match.end() < len(match.string) else ""
+    if ("\n" in match.group() or "\r" in match.group()) and _wide(before) and _wide(after):
+        return ""
+    return " "
+
+
+def _wide(char: str) -> bool:
+    return bool(char) and (cjk.RUN.match(char) is not None or _CJK_PUNCTUATION.match(char)
+                           is not None)
 
 
 @dataclass(frozen=True)
@@ -114,8 +141,9 @@ def report_blocks(report: Report) -> tuple[list[Block], References | None]:
     md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
     md.validateLink = lambda url: is_web_url(url)
     blocks = _Walker(numbers).walk(md.parse(clean(prose)))
-    cited = tuple(c.model_copy(update={"title": clean(c.title), "url": clean(c.url),
-                                       "quote": clean(c.quote)})
+    # Titles and quotes reflowed for display (`reflow`); the report's own citations unchanged.
+    cited = tuple(c.model_copy(update={"title": reflow(clean(c.title)), "url": clean(c.url),
+                                       "quote": reflow(clean(c.quote))})
                   for c in sorted(report.citations, key=lambda c: c.number))
     refs = References(clean(heading or "References"), cited) if report.citations else None
     return blocks, refs

@@ -201,3 +201,25 @@ def test_docx_properties_come_from_the_report_not_the_template() -> None:
     assert "docProps/thumbnail.jpeg" not in zipfile.ZipFile(io.BytesIO(data)).namelist()
     unsaved = docx.Document(io.BytesIO(render(REPORT, "docx"))).core_properties
     assert abs(unsaved.created - datetime.now(timezone.utc)) < timedelta(minutes=5)
+
+
+def test_quotes_are_reflowed_for_display_and_stored_as_written() -> None:
+    """A page's hard line breaks and indentation do not break the quote's lines in the document;
+    the stored quote, which verification compares with the page, keeps them."""
+    import docx
+    from pypdf import PdfReader
+
+    quote = "Threads share\n      one process's\tmemory;\r\n   a lock guards it."
+    shown = "Threads share one process's memory; a lock guards it."
+    report = REPORT.model_copy(update={"citations": (
+        REPORT.citations[0].model_copy(update={"quote": quote}),) + REPORT.citations[1:]})
+    paragraphs = [p.text for p in docx.Document(io.BytesIO(render(report, "docx"))).paragraphs]
+    assert f"“{shown}”" in paragraphs
+    assert not any("share\n" in p or "  one" in p for p in paragraphs)
+    pages = PdfReader(io.BytesIO(render(report, "pdf"))).pages
+    lines = [line.strip() for page in pages for line in page.extract_text().splitlines()]
+    assert f"“{shown}”" in lines
+    assert report.citations[0].quote == quote  # the report itself is untouched
+    from core.reports.export_blocks import reflow
+
+    assert reflow("线程共享同一\n  进程的内存。\n需要用锁") == "线程共享同一进程的内存。需要用锁"
