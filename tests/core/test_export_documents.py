@@ -223,3 +223,17 @@ def test_quotes_are_reflowed_for_display_and_stored_as_written() -> None:
     from core.reports.export_blocks import reflow
 
     assert reflow("线程共享同一\n  进程的内存。\n需要用锁") == "线程共享同一进程的内存。需要用锁"
+
+
+def test_pdf_links_every_citation_marker_table_cells_included(pdf_reader) -> None:
+    """Each `[n]` of the prose and of the comparison table is a link annotation to reference n
+    (fpdf2's own table took one link per cell, so the table's markers were plain text)."""
+    from core.reports.export_blocks import split_references
+
+    prose, _ = split_references(REPORT.markdown)
+    table = "\n".join(line for line in prose.splitlines() if line.startswith("|"))
+    assert re.findall(r"\[(\d)\]", table) == ["1", "2", "3"]
+    internal = [str(annot.get_object()["/Dest"]) for page in pdf_reader.pages
+                for annot in page.get("/Annots") or [] if annot.get_object().get("/Dest")]
+    assert sorted(internal) == sorted(f"ref-{n}" for n in re.findall(r"\[(\d)\]", prose))
+    assert len(internal) == 6
