@@ -9,7 +9,8 @@ report's citations (number, title, url, verbatim quote), as the HTML export does
 
 Control characters are dropped (`clean`). The references' titles and quotes are reflowed
 (`reflow`): a page's hard line breaks and indentation would otherwise break the quote's lines in
-the document; the words stay as stored. Links follow the HTML export's rule: only http and
+the document; the words stay as stored. A local corpus file is named relative to its corpus folder, not by
+its file: URL on the machine that ran the batch (`shown_url`). Links follow the HTML export's rule: only http and
 https URLs become links (in the prose and in the references); a citation marker `[n]` of a
 known citation links to reference n ("#ref-n"); anything else (javascript:, data:, file:)
 stays visible text. Text is never interpreted beyond
@@ -24,7 +25,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Literal
-from urllib.parse import urlsplit
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urlsplit
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -57,6 +60,28 @@ def is_web_url(url: str) -> bool:
     except ValueError:
         return False
     return parts.scheme.lower() in ("http", "https") and bool(parts.netloc)
+
+
+def shown_url(url: str, corpus_dirs: Sequence[Path] = ()) -> str:
+    """How a reference names its source in a document someone forwards: a web URL as it is; a
+    local corpus file (file:) by its path relative to the corpus folder it is under, else by
+    its file name, with its page or part ("#page=2"): the batch machine's absolute paths mean
+    nothing to the reader and tell them about that machine. Anything else as it is."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return url
+    if parts.scheme.lower() != "file" or not parts.path:
+        return url
+    path = PurePosixPath(unquote(parts.path))
+    shown = path.name or url
+    for folder in corpus_dirs:
+        try:
+            shown = path.relative_to(PurePosixPath(Path(folder).as_posix())).as_posix()
+            break
+        except ValueError:
+            continue
+    return shown + (f"#{parts.fragment}" if parts.fragment else "")
 
 
 def split_references(markdown: str) -> tuple[str, str | None]:
@@ -133,8 +158,11 @@ class References:
     citations: tuple[Citation, ...] = field(default_factory=tuple)
 
 
-def report_blocks(report: Report) -> tuple[list[Block], References | None]:
-    """The report's prose as blocks, and its references (None for a report without any)."""
+def report_blocks(report: Report, corpus_dirs: Sequence[Path] = ()
+                  ) -> tuple[list[Block], References | None]:
+    """The report's prose as blocks, and its references (None for a report without any), each
+    URL as `shown_url` names it (`corpus_dirs`: the corpus folders the report's local files may
+    be under)."""
     prose, heading = split_references(report.markdown) if report.citations else (
         report.markdown, None)
     numbers = {c.number for c in report.citations}
@@ -142,7 +170,7 @@ def report_blocks(report: Report) -> tuple[list[Block], References | None]:
     md.validateLink = lambda url: is_web_url(url)
     blocks = _Walker(numbers).walk(md.parse(clean(prose)))
     # Titles and quotes reflowed for display (`reflow`); the report's own citations unchanged.
-    cited = tuple(c.model_copy(update={"title": reflow(clean(c.title)), "url": clean(c.url),
+    cited = tuple(c.model_copy(update={"title": reflow(clean(c.title)), "url": clean(shown_url(c.url, corpus_dirs)),
                                        "quote": reflow(clean(c.quote))})
                   for c in sorted(report.citations, key=lambda c: c.number))
     refs = References(clean(heading or "References"), cited) if report.citations else None

@@ -8,7 +8,8 @@ headings as Word headings (so the navigation pane and a table of contents find t
 quotes as Word's Quote style, lists as list paragraphs, the comparison table as a Word table
 (header row bold, repeated on every page), and the references rebuilt from the citations: a
 numbered paragraph each, bookmarked so a citation marker `[n]` in the prose is an internal link
-to it, the title linked to the source when the source is an http(s) URL, the URL in full, and
+to it, the title linked to the source when the source is an http(s) URL, the URL in full (a
+local corpus file by its path in the corpus folder), and
 the quote as written. Link rules are those of `core.reports.export_blocks`.
 
 What it does not do: images, page numbers, a table of contents field.
@@ -18,7 +19,9 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Sequence
 from datetime import datetime, timezone
+from pathlib import Path
 
 from docx import Document
 from docx.enum.text import WD_COLOR_INDEX
@@ -42,9 +45,10 @@ def _safe(text: str) -> str:
     return _NOT_XML.sub("", text)
 
 
-def to_docx(report: Report) -> bytes:
-    """The report as the bytes of a .docx file (see the module docstring)."""
-    blocks, references = report_blocks(report)
+def to_docx(report: Report, *, corpus_dirs: Sequence[Path] = ()) -> bytes:
+    """The report as the bytes of a .docx file (see the module docstring); `corpus_dirs`: see
+    core.reports.export_blocks.shown_url."""
+    blocks, references = report_blocks(report, corpus_dirs)
     doc = Document()
     _properties(doc, report)
     for block in blocks:

@@ -7,7 +7,8 @@ report was stored) in its metadata, headings in sizes of their level
 (and as the document outline, so a reader's sidebar lists them), paragraphs, the quotes set off
 in grey, lists, the comparison table as a ruled table with a header row repeated on each page,
 and the references rebuilt from the citations: numbered, the title linked to the source when it
-is an http(s) URL, the URL in full and the quote as written. A citation marker `[n]` in the
+is an http(s) URL, the URL in full (a local corpus file by its path in the corpus folder) and
+the quote as written. A citation marker `[n]` in the
 prose or in a table cell links to reference n inside the document. Link rules are those of
 `core.reports.export_blocks`.
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from datetime import timezone
 from pathlib import Path
 
@@ -78,9 +80,11 @@ def find_font(font: str | os.PathLike[str] | None = None) -> Path:
     raise ExportError("no Unicode font to embed in the PDF: " + FONT_HINT)
 
 
-def to_pdf(report: Report, *, font: str | os.PathLike[str] | None = None) -> bytes:
-    """The report as the bytes of a PDF file (see the module docstring)."""
-    blocks, references = report_blocks(report)
+def to_pdf(report: Report, *, font: str | os.PathLike[str] | None = None,
+           corpus_dirs: Sequence[Path] = ()) -> bytes:
+    """The report as the bytes of a PDF file (see the module docstring); `corpus_dirs`: see
+    core.reports.export_blocks.shown_url."""
+    blocks, references = report_blocks(report, corpus_dirs)
     path = find_font(font)
     pdf = FPDF(format="A4")
     pdf.set_margins(20, 18, 20)

@@ -76,7 +76,7 @@ def test_docx_reads_back_with_its_structure_links_and_quotes() -> None:
     text = "\n".join(t for _, t in styles)
     assert "线程共享同一进程的内存，需要用锁保护共享数据。 [3]" in text
     for c in REPORT.citations:  # the references, rebuilt from the citations, quotes as written
-        assert c.url in text and c.title in text
+        assert (c.url if "file:" not in c.url else "zh.pdf#page=2") in text and c.title in text
         assert f"“{c.quote}”".replace("\x0b", "") in text
     table = doc.tables[0]
     assert [c.text for c in table.rows[0].cells] == ["Dimension", "threads", "coroutines"]
@@ -237,3 +237,24 @@ def test_pdf_links_every_citation_marker_table_cells_included(pdf_reader) -> Non
                 for annot in page.get("/Annots") or [] if annot.get_object().get("/Dest")]
     assert sorted(internal) == sorted(f"ref-{n}" for n in re.findall(r"\[(\d)\]", prose))
     assert len(internal) == 6
+
+
+@pytest.mark.parametrize("fmt", ["docx", "pdf"])
+def test_local_sources_are_named_in_their_corpus_folder_not_by_file_url(fmt: str) -> None:
+    """The batch machine's absolute file: URLs mean nothing to whoever the document is sent to:
+    a corpus file is named by its path in the corpus folder; web URLs stay links."""
+    import zipfile
+
+    from pypdf import PdfReader
+
+    data = render(REPORT, fmt, corpus_dirs=[Path("/srv")])
+    if fmt == "docx":
+        xml = zipfile.ZipFile(io.BytesIO(data)).read("word/document.xml").decode()
+        text = re.sub(r"<[^>]+>", "", xml)
+        rels = zipfile.ZipFile(io.BytesIO(data)).read("word/_rels/document.xml.rels").decode()
+        assert "https://example.org/locks?a=1&amp;b=2" in rels and "file:" not in rels
+    else:
+        text = " ".join(page.extract_text() for page in PdfReader(io.BytesIO(data)).pages)
+        assert b"file:" not in data
+    assert "corpus/zh.pdf#page=2" in text and "file:" not in text
+    assert "zh.pdf#page=2" in str(render(REPORT, "html"))  # no corpus folder known: its name
