@@ -16,7 +16,7 @@ import pytest
 
 from core.reports.export import ExportError, render
 from core.reports.export_pdf import find_font
-from core.models import Citation, Report
+from core.models import Citation, Report, Source
 
 MARKDOWN = """# Research report: threads or coroutines?
 
@@ -157,10 +157,16 @@ def test_cli_exports_docx_and_pdf_files(tmp_path: Path, monkeypatch) -> None:
     from tests.core.test_store_views import cite, topic_result
     from tests.flows.test_cli_reports import PAGE, run
 
+    corpus = tmp_path / "corpus"
+    notes = Source(url=(corpus / "notes" / "locks.md").as_uri() + "#p2", title="Lock notes",
+                   text="One process writes at a time.")
+    monkeypatch.setenv("RESEARCHFLOW_CORPUS_DIR", str(corpus))
+    corpus.mkdir()
     store = ResultStore(tmp_path / "rf.duckdb")
     rid = store.save_result(topic_result(
-        "DuckDB concurrency", title="Concurrency [/] in DuckDB", body="One writer [1].",
-        sources=(PAGE,), citations=(cite(1, PAGE, "an exclusive lock"),)),
+        "DuckDB concurrency", title="Concurrency [/] in DuckDB", body="One writer [1] [2].",
+        sources=(PAGE, notes), citations=(cite(1, PAGE, "an exclusive lock"),
+                                          cite(2, notes, "One process writes at a time."))),
         run_id="r1", engine="offline")
     release_all()
     for fmt in ("docx", "pdf"):
@@ -173,6 +179,8 @@ def test_cli_exports_docx_and_pdf_files(tmp_path: Path, monkeypatch) -> None:
             text = " ".join(" ".join(p.extract_text() for p in PdfReader(target).pages).split())
         assert "Concurrency [/] in DuckDB" in text and PAGE.url in text
         assert "“an exclusive lock”" in text
+        # the corpus file by its path in RESEARCHFLOW_CORPUS_DIR, not this machine's file: URL
+        assert "notes/locks.md#p2" in text and "file:" not in text
     stored = read_report(store.path, rid).created_at  # the store's time, in the file's properties
     assert stored is not None
     assert docx.Document(str(tmp_path / "report.docx")).core_properties.created == stored.replace(
