@@ -8,6 +8,7 @@ the report task. Values that never change after creation are frozen. Nothing her
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 from dataclasses import dataclass
 from typing import Literal
 
@@ -369,6 +370,8 @@ class Report(_Frozen):
     flags: tuple[str, ...] = ()  # e.g. numbers in prose not found in their quote
     language: str = "en"
     unanswered: tuple[str, ...] = ()  # the topic's parts no evidence answered (core.relevance)
+    # When the store saved it (read back by core.store.query.read_report); None before that.
+    created_at: datetime | None = None
 
 
 class ResearchResult(_Frozen):

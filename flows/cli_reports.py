@@ -240,8 +240,12 @@ def export(report_id: str,
     report = _stored(read_report, path, report_id)
     if fmt.value in BINARY and output is None and sys.stdout.isatty():
         fail(f"a {fmt.value} file is binary: write it with -o FILE (or redirect stdout)")
+    settings = Settings.load()
+    # The folders a local source may be under, to name it by its path there (not file:///...).
+    corpus = [folder.expanduser().resolve() for folder in
+              (settings.corpus_dir, settings.cache_dir / "corpus" / "pydocs") if folder]
     try:
-        page = render(report, fmt.value, pdf_font=Settings.load().pdf_font)
+        page = render(report, fmt.value, pdf_font=settings.pdf_font, corpus_dirs=corpus)
     except ExportError as exc:
         fail(str(exc))
     if output is None:

@@ -6,7 +6,8 @@ What it does: `to_markdown` gives the report's markdown as stored. `render(repor
 the same link rules as the HTML page. `to_html` renders it with markdown-it-py into a page that
 needs nothing else: inline CSS, no script, nothing fetched (a Content-Security-Policy forbids it
 too), each citation marker `[n]` linked to `#ref-n`, and the references rebuilt from the report's
-citations, each with its verbatim quote.
+citations, each with its verbatim quote; a local corpus file is named by its path in the corpus
+folder, not by the file: URL of the machine that ran the batch.
 
 Hostile text: a report's prose and quotes come from web pages. Raw HTML is never passed through
 (markdown-it's `html` option is off; titles and quotes are escaped), and only http and https URLs
@@ -21,6 +22,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Literal
 
 from markdown_it import MarkdownIt
@@ -30,7 +32,7 @@ from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 
 from core.models import Citation, Report
-from core.reports.export_blocks import ExportError, is_web_url, split_references
+from core.reports.export_blocks import ExportError, is_web_url, shown_url, split_references
 
 __all__ = ["BINARY", "ExportError", "Format", "is_web_url", "render", "to_html", "to_markdown"]
 
@@ -54,18 +56,21 @@ footer{max-width:46rem;margin:0 auto;padding:1rem 1.25rem;color:#666;font-size:.
 """
 
 
-def render(report: Report, fmt: Format, *, pdf_font: str | None = None) -> str | bytes:
+def render(report: Report, fmt: Format, *, pdf_font: str | None = None,
+           corpus_dirs: Sequence[Path] = ()) -> str | bytes:
     """The report in `fmt`: text for md and html, bytes for docx and pdf. `pdf_font`: the font
-    file to set a PDF in (None: core.reports.export_pdf.find_font's search)."""
+    file to set a PDF in (None: core.reports.export_pdf.find_font's search). `corpus_dirs`: the
+    corpus folders a local source may be under, to name it relative to its folder in html, docx
+    and pdf (core.reports.export_blocks.shown_url); md stays as stored."""
     if fmt == "docx":
         from core.reports.export_docx import to_docx
 
-        return to_docx(report)
+        return to_docx(report, corpus_dirs=corpus_dirs)
     if fmt == "pdf":
         from core.reports.export_pdf import to_pdf
 
-        return to_pdf(report, font=pdf_font)
-    return to_html(report) if fmt == "html" else to_markdown(report)
+        return to_pdf(report, font=pdf_font, corpus_dirs=corpus_dirs)
+    return to_html(report, corpus_dirs=corpus_dirs) if fmt == "html" else to_markdown(report)
 
 
 def to_markdown(report: Report) -> str:
@@ -73,14 +78,14 @@ def to_markdown(report: Report) -> str:
     return report.markdown
 
 
-def to_html(report: Report) -> str:
+def to_html(report: Report, *, corpus_dirs: Sequence[Path] = ()) -> str:
     """One HTML page holding the whole report (see the module docstring)."""
     prose, heading = split_references(report.markdown) if report.citations else (
         report.markdown, None)
     numbers = {c.number for c in report.citations}
     body = _markdown().render(prose, {"citations": numbers})
     if report.citations:
-        body += _references(report.citations, heading or "References")
+        body += _references(report.citations, heading or "References", corpus_dirs)
     title = html.escape(report.title or report.topic)
     csp = "default-src 'none'; style-src 'unsafe-inline'"
     return (f'<!DOCTYPE html>\n<html lang="{html.escape(report.language)}">\n<head>\n'
@@ -92,10 +97,12 @@ def to_html(report: Report) -> str:
             f"{html.escape(report.engine)}</footer>\n</body>\n</html>\n")
 
 
-def _references(citations: tuple[Citation, ...], heading: str) -> str:
+def _references(citations: tuple[Citation, ...], heading: str,
+                corpus_dirs: Sequence[Path]) -> str:
     items = []
     for c in sorted(citations, key=lambda c: c.number):
-        title, url = html.escape(c.title or c.url), html.escape(c.url)
+        shown = shown_url(c.url, corpus_dirs)
+        title, url = html.escape(c.title or shown), html.escape(shown)
         source = (f'<a href="{url}" rel="noopener noreferrer">{title}</a>' if is_web_url(c.url)
                   else f"<span>{title}</span>")
         quote = f"<blockquote>{html.escape(c.quote)}</blockquote>" if c.quote else ""

@@ -7,7 +7,10 @@ raw HTML off) into headings, paragraphs, quotes, lists, tables, code and rules, 
 of text with their emphasis and link. The references section is not parsed: it is rebuilt from the
 report's citations (number, title, url, verbatim quote), as the HTML export does.
 
-Control characters are dropped (`clean`). Links follow the HTML export's rule: only http and
+Control characters are dropped (`clean`). The references' titles and quotes are reflowed
+(`reflow`): a page's hard line breaks and indentation would otherwise break the quote's lines in
+the document; the words stay as stored. A local corpus file is named relative to its corpus folder, not by
+its file: URL on the machine that ran the batch (`shown_url`). Links follow the HTML export's rule: only http and
 https URLs become links (in the prose and in the references); a citation marker `[n]` of a
 known citation links to reference n ("#ref-n"); anything else (javascript:, data:, file:)
 stays visible text. Text is never interpreted beyond
@@ -22,13 +25,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Literal
-from urllib.parse import urlsplit
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urlsplit
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from core.models import Citation, Report
 from core.reports.report import reference_headings
+from core.text import cjk
 
 _MARKER = re.compile(r"\[(\d+)\]")
 # The references section core.reports.report.assemble writes last, in any language a report may
@@ -38,6 +44,9 @@ _REFERENCES = re.compile(r"^##[ \t]+(" + "|".join(map(re.escape, reference_headi
 _NEXT_SECTION = re.compile(r"^##[ \t]", re.MULTILINE)
 # Control characters page text may carry: no document format shows them, XML cannot hold them.
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
+_SPACES = re.compile(r"\s+")
+# CJK punctuation and full-width forms: a line may break after "。" with no space either.
+_CJK_PUNCTUATION = re.compile("[\u3000-\u303f\uff00-\uffef]")
 
 
 class ExportError(Exception):
@@ -51,6 +60,28 @@ def is_web_url(url: str) -> bool:
     except ValueError:
         return False
     return parts.scheme.lower() in ("http", "https") and bool(parts.netloc)
+
+
+def shown_url(url: str, corpus_dirs: Sequence[Path] = ()) -> str:
+    """How a reference names its source in a document someone forwards: a web URL as it is; a
+    local corpus file (file:) by its path relative to the corpus folder it is under, else by
+    its file name, with its page or part ("#page=2"): the batch machine's absolute paths mean
+    nothing to the reader and tell them about that machine. Anything else as it is."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return url
+    if parts.scheme.lower() != "file" or not parts.path:
+        return url
+    path = PurePosixPath(unquote(parts.path))
+    shown = path.name or url
+    for folder in corpus_dirs:
+        try:
+            shown = path.relative_to(PurePosixPath(Path(folder).as_posix())).as_posix()
+            break
+        except ValueError:
+            continue
+    return shown + (f"#{parts.fragment}" if parts.fragment else "")
 
 
 def split_references(markdown: str) -> tuple[str, str | None]:
@@ -67,6 +98,27 @@ def split_references(markdown: str) -> tuple[str, str | None]:
 def clean(text: str) -> str:
     """Text without control characters (tabs and line ends stay)."""
     return _CONTROL.sub("", text)
+
+
+def reflow(text: str) -> str:
+    """`text` on one line for display: each run of whitespace (a page's hard line breaks and
+    indentation) one space, none at the ends, and a line break between two CJK characters
+    gone (the script puts no space there). Only what is shown changes: the stored quote, which
+    verification compares with its page, stays as written."""
+    return _SPACES.sub(_one_space, text).strip()
+
+
+def _one_space(match: re.Match[str]) -> str:
+    before = match.string[match.start() - 1] if match.start() else ""
+    after = match.string[match.end()] if match.end() < len(match.string) else ""
+    if ("\n" in match.group() or "\r" in match.group()) and _wide(before) and _wide(after):
+        return ""
+    return " "
+
+
+def _wide(char: str) -> bool:
+    return bool(char) and (cjk.RUN.match(char) is not None or _CJK_PUNCTUATION.match(char)
+                           is not None)
 
 
 @dataclass(frozen=True)
@@ -106,16 +158,20 @@ class References:
     citations: tuple[Citation, ...] = field(default_factory=tuple)
 
 
-def report_blocks(report: Report) -> tuple[list[Block], References | None]:
-    """The report's prose as blocks, and its references (None for a report without any)."""
+def report_blocks(report: Report, corpus_dirs: Sequence[Path] = ()
+                  ) -> tuple[list[Block], References | None]:
+    """The report's prose as blocks, and its references (None for a report without any), each
+    URL as `shown_url` names it (`corpus_dirs`: the corpus folders the report's local files may
+    be under)."""
     prose, heading = split_references(report.markdown) if report.citations else (
         report.markdown, None)
     numbers = {c.number for c in report.citations}
     md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
     md.validateLink = lambda url: is_web_url(url)
     blocks = _Walker(numbers).walk(md.parse(clean(prose)))
-    cited = tuple(c.model_copy(update={"title": clean(c.title), "url": clean(c.url),
-                                       "quote": clean(c.quote)})
+    # Titles and quotes reflowed for display (`reflow`); the report's own citations unchanged.
+    cited = tuple(c.model_copy(update={"title": reflow(clean(c.title)), "url": clean(shown_url(c.url, corpus_dirs)),
+                                       "quote": reflow(clean(c.quote))})
                   for c in sorted(report.citations, key=lambda c: c.number))
     refs = References(clean(heading or "References"), cited) if report.citations else None
     return blocks, refs

@@ -2,12 +2,14 @@
 
     data = to_docx(report)   # bytes of a .docx file
 
-The document has the report's title in its properties, its headings as Word headings (so the
-navigation pane and a table of contents find them), paragraphs with their bold and italic, the
+The document has in its properties the report's title and topic, author "researchflow" and
+the time the report was stored (UTC; now for a report not stored), and no thumbnail; its
+headings as Word headings (so the navigation pane and a table of contents find them), paragraphs with their bold and italic, the
 quotes as Word's Quote style, lists as list paragraphs, the comparison table as a Word table
 (header row bold, repeated on every page), and the references rebuilt from the citations: a
 numbered paragraph each, bookmarked so a citation marker `[n]` in the prose is an internal link
-to it, the title linked to the source when the source is an http(s) URL, the URL in full, and
+to it, the title linked to the source when the source is an http(s) URL, the URL in full (a
+local corpus file by its path in the corpus folder), and
 the quote as written. Link rules are those of `core.reports.export_blocks`.
 
 What it does not do: images, page numbers, a table of contents field.
@@ -17,6 +19,9 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
 
 from docx import Document
 from docx.enum.text import WD_COLOR_INDEX
@@ -40,14 +45,12 @@ def _safe(text: str) -> str:
     return _NOT_XML.sub("", text)
 
 
-def to_docx(report: Report) -> bytes:
-    """The report as the bytes of a .docx file (see the module docstring)."""
-    blocks, references = report_blocks(report)
+def to_docx(report: Report, *, corpus_dirs: Sequence[Path] = ()) -> bytes:
+    """The report as the bytes of a .docx file (see the module docstring); `corpus_dirs`: see
+    core.reports.export_blocks.shown_url."""
+    blocks, references = report_blocks(report, corpus_dirs)
     doc = Document()
-    doc.core_properties.title = _safe(report.title or report.topic)
-    doc.core_properties.subject = _safe(report.topic)[:255]
-    doc.core_properties.language = report.language
-    doc.core_properties.keywords = f"researchflow report {report.report_id}"
+    _properties(doc, report)
     for block in blocks:
         _block(doc, block)
     if references is not None:
@@ -57,6 +60,29 @@ def to_docx(report: Report) -> bytes:
     out = io.BytesIO()
     doc.save(out)
     return out.getvalue()
+
+
+def _properties(doc, report: Report) -> None:
+    """The file's properties from the report, none left from python-docx's template (its
+    creator, its 2013 dates, its description, its blank thumbnail)."""
+    props = doc.core_properties
+    props.title = _safe(report.title or report.topic)[:255]
+    props.subject = _safe(report.topic)[:255]
+    props.author = props.last_modified_by = "researchflow"
+    props.comments = f"researchflow report {report.report_id} · engine {report.engine}"
+    props.keywords = f"researchflow report {report.report_id}"
+    props.language = report.language
+    props.revision = 1
+    # Word writes these as UTC ("...Z") without converting: give it UTC.
+    created = report.created_at or datetime.now(timezone.utc)
+    if created.tzinfo is None:  # the store's TIMESTAMPTZ comes back aware; a bare one is UTC
+        created = created.replace(tzinfo=timezone.utc)
+    props.created = props.modified = created.astimezone(timezone.utc).replace(tzinfo=None)
+    # The template's thumbnail is a blank page: readers would show it as the preview.
+    package = doc.part.package
+    for rid, rel in list(package.rels.items()):
+        if rel.reltype == RELATIONSHIP_TYPE.THUMBNAIL:
+            package.rels.pop(rid)
 
 
 def _block(doc, block: Block) -> None:

@@ -2,12 +2,14 @@
 
     data = to_pdf(report, font=None)   # bytes of a PDF file
 
-The PDF has the report's title and language in its metadata, headings in sizes of their level
+The PDF has the report's title, language, author "researchflow" and creation time (when the
+report was stored) in its metadata, headings in sizes of their level
 (and as the document outline, so a reader's sidebar lists them), paragraphs, the quotes set off
 in grey, lists, the comparison table as a ruled table with a header row repeated on each page,
 and the references rebuilt from the citations: numbered, the title linked to the source when it
-is an http(s) URL, the URL in full and the quote as written. A citation marker `[n]` in the
-prose links to reference n inside the document. Link rules are those of
+is an http(s) URL, the URL in full (a local corpus file by its path in the corpus folder) and
+the quote as written. A citation marker `[n]` in the
+prose or in a table cell links to reference n inside the document. Link rules are those of
 `core.reports.export_blocks`.
 
 The font: a PDF can only show the glyphs of the fonts it embeds, so the text must be set in one
@@ -27,11 +29,12 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
+from datetime import timezone
 from pathlib import Path
 
 from fpdf import FPDF
-from fpdf.enums import TextMode
-from fpdf.fonts import FontFace
+from fpdf.enums import MethodReturnValue, TextMode
 
 from core.reports.export_blocks import (Block, ExportError, References, Run, Runs, is_web_url,
                                         plain, report_blocks)
@@ -54,6 +57,9 @@ FONT_HINT = ("install a Unicode TrueType font (Debian: apt-get install fonts-wqy
 _SIZES = {1: 20.0, 2: 15.0, 3: 12.5}
 _BODY = 10.5
 _LINE = 5.6
+_CELL = 8.5  # a table cell's font size, line height and padding
+_CELL_LINE = 4.6
+_PAD = 1.5
 _LINK = (11, 87, 208)
 _GREY = (90, 90, 90)
 
@@ -74,9 +80,11 @@ def find_font(font: str | os.PathLike[str] | None = None) -> Path:
     raise ExportError("no Unicode font to embed in the PDF: " + FONT_HINT)
 
 
-def to_pdf(report: Report, *, font: str | os.PathLike[str] | None = None) -> bytes:
-    """The report as the bytes of a PDF file (see the module docstring)."""
-    blocks, references = report_blocks(report)
+def to_pdf(report: Report, *, font: str | os.PathLike[str] | None = None,
+           corpus_dirs: Sequence[Path] = ()) -> bytes:
+    """The report as the bytes of a PDF file (see the module docstring); `corpus_dirs`: see
+    core.reports.export_blocks.shown_url."""
+    blocks, references = report_blocks(report, corpus_dirs)
     path = find_font(font)
     pdf = FPDF(format="A4")
     pdf.set_margins(20, 18, 20)
@@ -85,6 +93,10 @@ def to_pdf(report: Report, *, font: str | os.PathLike[str] | None = None) -> byt
     pdf.set_subject(report.topic[:255])
     pdf.set_lang(report.language)
     pdf.set_creator("researchflow")
+    pdf.set_author("researchflow")
+    if report.created_at is not None:  # the report's time, as in the Word file (fpdf2: now)
+        created = report.created_at
+        pdf.set_creation_date(created if created.tzinfo else created.replace(tzinfo=timezone.utc))
     for style in ("", "B"):  # one face (the table's header asks for "B"): see _Writer.runs
         pdf.add_font("body", style, str(path))
     _check_glyphs(pdf, path, blocks, references)
@@ -135,6 +147,13 @@ class _Writer:
 
     def runs(self, runs: Runs, *, size: float = _BODY, height: float = _LINE,
              colour: tuple[int, int, int] = (29, 29, 31)) -> None:
+        """The runs as a paragraph: written, then the next line."""
+        self.write(runs, size=size, height=height, colour=colour)
+        self.pdf.ln(height + 2.2)
+
+    def write(self, runs: Runs, *, size: float = _BODY, height: float = _LINE,
+              colour: tuple[int, int, int] = (29, 29, 31)) -> None:
+        """The runs from the current position, wrapped at the margins, each link its own."""
         pdf = self.pdf
         pdf.set_font("body", size=size)
         for run in _glued(runs):
@@ -154,7 +173,6 @@ class _Writer:
             pdf.text_mode = TextMode.FILL
             pdf.set_line_width(0.2)  # fpdf2's default, for rules and table borders
         pdf.set_text_color(*colour)
-        pdf.ln(height + 2.2)
 
     def indented(self, by: float, write) -> None:
         pdf = self.pdf
@@ -167,22 +185,65 @@ class _Writer:
             pdf.set_x(pdf.l_margin)
 
     def table(self, block: Block) -> None:
+        """A ruled table drawn cell by cell with `write`, so that each `[n]` in a cell links to
+        its reference as in the prose (fpdf2's own table takes one link per cell). Columns
+        share the width; the bold header row is drawn again on each page the table goes on."""
         pdf = self.pdf
         columns = max([len(block.header)] + [len(r) for r in block.rows])
-        pdf.set_font("body", size=8.5)
-        pdf.set_text_color(29, 29, 31)
-        head = FontFace(emphasis="BOLD", fill_color=(238, 241, 245))
-        with pdf.table(first_row_as_headings=bool(block.header), headings_style=head,
-                       line_height=4.6, text_align="LEFT", padding=1.5) as table:
-            if block.header:
-                row = table.row()
-                for cell in _padded(block.header, columns):
-                    row.cell(plain(cell))
-            for body in block.rows:
-                row = table.row()
-                for cell in _padded(body, columns):
-                    row.cell(plain(cell))
+        width = pdf.epw / columns
+        header = [tuple(Run(r.text, True, r.italic, r.code, r.link) for r in cell)
+                  for cell in _padded(block.header, columns)] if block.header else []
+        if header:
+            self._row(header, width, header=True)
+        for body in block.rows:
+            cells = _padded(body, columns)
+            if pdf.will_page_break(self._row_height(cells, width)):
+                pdf.add_page()
+                if header:
+                    self._row(header, width, header=True)
+            self._row(cells, width)
         pdf.ln(4)
+
+    def _row_height(self, cells: list[Runs], width: float) -> float:
+        """At least the row's height: multi_cell's dry run on the plain text, in a column a
+        little narrower than `write`'s and with the citations at full size."""
+        pdf = self.pdf
+        pdf.set_font("body", size=_CELL)
+        lines = max(len(pdf.multi_cell(width - 2 * _PAD, _CELL_LINE, plain(cell) or " ",
+                                       dry_run=True, output=MethodReturnValue.LINES))
+                    for cell in cells)
+        return lines * _CELL_LINE + 2 * _PAD
+
+    def _row(self, cells: list[Runs], width: float, *, header: bool = False) -> None:
+        pdf = self.pdf
+        if pdf.will_page_break(self._row_height(cells, width)):
+            pdf.add_page()
+        left, right, top = pdf.l_margin, pdf.r_margin, pdf.get_y()
+        bottom = top + _CELL_LINE + 2 * _PAD
+        breaks = pdf.auto_page_break
+        pdf.set_auto_page_break(False, margin=pdf.b_margin)  # the row was checked to fit
+        try:
+            for i, cell in enumerate(cells):
+                x = left + i * width
+                pdf.set_left_margin(x + _PAD)
+                pdf.set_right_margin(pdf.w - x - width + _PAD)
+                pdf.set_xy(x + _PAD, top + _PAD)
+                if cell:
+                    self.write(cell, size=_CELL, height=_CELL_LINE)
+                    bottom = max(bottom, pdf.get_y() + _CELL_LINE + _PAD)
+        finally:
+            pdf.set_left_margin(left)
+            pdf.set_right_margin(right)
+            pdf.set_auto_page_break(breaks, margin=pdf.b_margin)
+        pdf.set_draw_color(150, 150, 150)
+        for i in range(len(cells)):
+            pdf.rect(left + i * width, top, width, bottom - top)
+        if header:  # a heavier rule under the header row
+            pdf.set_line_width(0.5)
+            pdf.line(left, bottom, left + len(cells) * width, bottom)
+            pdf.set_line_width(0.2)
+        pdf.set_draw_color(0, 0, 0)
+        pdf.set_xy(left, bottom)
 
     def references(self, references: References, *, level: int) -> None:
         pdf = self.pdf

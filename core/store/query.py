@@ -295,7 +295,7 @@ def read_report(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> Rep
         report_id=report["report_id"], topic=report["topic"], title=report["title"] or "",
         markdown=report["markdown"], engine=report["engine"] or "",
         flags=tuple(report["flags"] or ()), language=report.get("language") or "en",
-        unanswered=tuple(report.get("unanswered") or ()),
+        unanswered=tuple(report.get("unanswered") or ()), created_at=report.get("created_at"),
         citations=tuple(Citation(number=n, url=url, title=title or "", quote=quote or "")
                         for n, url, title, quote in citations))
 

@@ -16,7 +16,7 @@ import pytest
 
 from core.reports.export import ExportError, render
 from core.reports.export_pdf import find_font
-from core.models import Citation, Report
+from core.models import Citation, Report, Source
 
 MARKDOWN = """# Research report: threads or coroutines?
 
@@ -76,7 +76,7 @@ def test_docx_reads_back_with_its_structure_links_and_quotes() -> None:
     text = "\n".join(t for _, t in styles)
     assert "线程共享同一进程的内存，需要用锁保护共享数据。 [3]" in text
     for c in REPORT.citations:  # the references, rebuilt from the citations, quotes as written
-        assert c.url in text and c.title in text
+        assert (c.url if "file:" not in c.url else "zh.pdf#page=2") in text and c.title in text
         assert f"“{c.quote}”".replace("\x0b", "") in text
     table = doc.tables[0]
     assert [c.text for c in table.rows[0].cells] == ["Dimension", "threads", "coroutines"]
@@ -146,18 +146,27 @@ def test_pdf_font_must_exist_and_be_truetype(tmp_path: Path) -> None:
 
 def test_cli_exports_docx_and_pdf_files(tmp_path: Path, monkeypatch) -> None:
     """`researchflow export ID --format docx|pdf -o FILE` on a stored report."""
+    from datetime import timezone
+
     import docx
     from pypdf import PdfReader
 
     from core.store import ResultStore
     from core.store.connection import release_all
+    from core.store.query import read_report
     from tests.core.test_store_views import cite, topic_result
     from tests.flows.test_cli_reports import PAGE, run
 
+    corpus = tmp_path / "corpus"
+    notes = Source(url=(corpus / "notes" / "locks.md").as_uri() + "#p2", title="Lock notes",
+                   text="One process writes at a time.")
+    monkeypatch.setenv("RESEARCHFLOW_CORPUS_DIR", str(corpus))
+    corpus.mkdir()
     store = ResultStore(tmp_path / "rf.duckdb")
     rid = store.save_result(topic_result(
-        "DuckDB concurrency", title="Concurrency [/] in DuckDB", body="One writer [1].",
-        sources=(PAGE,), citations=(cite(1, PAGE, "an exclusive lock"),)),
+        "DuckDB concurrency", title="Concurrency [/] in DuckDB", body="One writer [1] [2].",
+        sources=(PAGE, notes), citations=(cite(1, PAGE, "an exclusive lock"),
+                                          cite(2, notes, "One process writes at a time."))),
         run_id="r1", engine="offline")
     release_all()
     for fmt in ("docx", "pdf"):
@@ -170,7 +179,90 @@ def test_cli_exports_docx_and_pdf_files(tmp_path: Path, monkeypatch) -> None:
             text = " ".join(" ".join(p.extract_text() for p in PdfReader(target).pages).split())
         assert "Concurrency [/] in DuckDB" in text and PAGE.url in text
         assert "“an exclusive lock”" in text
+        # the corpus file by its path in RESEARCHFLOW_CORPUS_DIR, not this machine's file: URL
+        assert "notes/locks.md#p2" in text and "file:" not in text
+    stored = read_report(store.path, rid).created_at  # the store's time, in the file's properties
+    assert stored is not None
+    assert docx.Document(str(tmp_path / "report.docx")).core_properties.created == stored.replace(
+        microsecond=0).astimezone(timezone.utc)
     monkeypatch.setenv("RESEARCHFLOW_PDF_FONT", str(tmp_path / "missing.ttf"))
     refused = run("export", rid, "--format", "pdf", "-o", str(tmp_path / "x.pdf"),
                   "--db", str(store.path))
     assert refused.exit_code == 2 and "RESEARCHFLOW_PDF_FONT" in refused.output
+
+
+def test_docx_properties_come_from_the_report_not_the_template() -> None:
+    """Not python-docx's template: its creator, its 2013 dates, its blank thumbnail."""
+    import zipfile
+    from datetime import datetime, timedelta, timezone
+
+    import docx
+
+    stored = datetime(2026, 3, 1, 12, 30, tzinfo=timezone(timedelta(hours=2)))
+    data = render(REPORT.model_copy(update={"created_at": stored}), "docx")
+    props = docx.Document(io.BytesIO(data)).core_properties
+    assert props.title == "Threads or coroutines?" and props.subject == "threads or coroutines"
+    assert props.author == props.last_modified_by == "researchflow"
+    assert "python-docx" not in f"{props.comments} {props.keywords}"
+    utc = datetime(2026, 3, 1, 10, 30, tzinfo=timezone.utc)
+    assert props.created == props.modified == utc
+    assert "docProps/thumbnail.jpeg" not in zipfile.ZipFile(io.BytesIO(data)).namelist()
+    unsaved = docx.Document(io.BytesIO(render(REPORT, "docx"))).core_properties
+    assert abs(unsaved.created - datetime.now(timezone.utc)) < timedelta(minutes=5)
+
+
+def test_quotes_are_reflowed_for_display_and_stored_as_written() -> None:
+    """A page's hard line breaks and indentation do not break the quote's lines in the document;
+    the stored quote, which verification compares with the page, keeps them."""
+    import docx
+    from pypdf import PdfReader
+
+    quote = "Threads share\n      one process's\tmemory;\r\n   a lock guards it."
+    shown = "Threads share one process's memory; a lock guards it."
+    report = REPORT.model_copy(update={"citations": (
+        REPORT.citations[0].model_copy(update={"quote": quote}),) + REPORT.citations[1:]})
+    paragraphs = [p.text for p in docx.Document(io.BytesIO(render(report, "docx"))).paragraphs]
+    assert f"“{shown}”" in paragraphs
+    assert not any("share\n" in p or "  one" in p for p in paragraphs)
+    pages = PdfReader(io.BytesIO(render(report, "pdf"))).pages
+    lines = [line.strip() for page in pages for line in page.extract_text().splitlines()]
+    assert f"“{shown}”" in lines
+    assert report.citations[0].quote == quote  # the report itself is untouched
+    from core.reports.export_blocks import reflow
+
+    assert reflow("线程共享同一\n  进程的内存。\n需要用锁") == "线程共享同一进程的内存。需要用锁"
+
+
+def test_pdf_links_every_citation_marker_table_cells_included(pdf_reader) -> None:
+    """Each `[n]` of the prose and of the comparison table is a link annotation to reference n
+    (fpdf2's own table took one link per cell, so the table's markers were plain text)."""
+    from core.reports.export_blocks import split_references
+
+    prose, _ = split_references(REPORT.markdown)
+    table = "\n".join(line for line in prose.splitlines() if line.startswith("|"))
+    assert re.findall(r"\[(\d)\]", table) == ["1", "2", "3"]
+    internal = [str(annot.get_object()["/Dest"]) for page in pdf_reader.pages
+                for annot in page.get("/Annots") or [] if annot.get_object().get("/Dest")]
+    assert sorted(internal) == sorted(f"ref-{n}" for n in re.findall(r"\[(\d)\]", prose))
+    assert len(internal) == 6
+
+
+@pytest.mark.parametrize("fmt", ["docx", "pdf"])
+def test_local_sources_are_named_in_their_corpus_folder_not_by_file_url(fmt: str) -> None:
+    """The batch machine's absolute file: URLs mean nothing to whoever the document is sent to:
+    a corpus file is named by its path in the corpus folder; web URLs stay links."""
+    import zipfile
+
+    from pypdf import PdfReader
+
+    data = render(REPORT, fmt, corpus_dirs=[Path("/srv")])
+    if fmt == "docx":
+        xml = zipfile.ZipFile(io.BytesIO(data)).read("word/document.xml").decode()
+        text = re.sub(r"<[^>]+>", "", xml)
+        rels = zipfile.ZipFile(io.BytesIO(data)).read("word/_rels/document.xml.rels").decode()
+        assert "https://example.org/locks?a=1&amp;b=2" in rels and "file:" not in rels
+    else:
+        text = " ".join(page.extract_text() for page in PdfReader(io.BytesIO(data)).pages)
+        assert b"file:" not in data
+    assert "corpus/zh.pdf#page=2" in text and "file:" not in text
+    assert "zh.pdf#page=2" in str(render(REPORT, "html"))  # no corpus folder known: its name
