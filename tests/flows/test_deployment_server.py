@@ -16,6 +16,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -143,6 +145,20 @@ def _fresh_serve(rest: "Api", scenario) -> list[str]:
             "--db", str(scenario.db), "--cron", "0 6 1 1 *", "--timezone", "Europe/Berlin"]
 
 
+
+@contextmanager
+def _serving(api: str, rest: "Api", scenario, tmp: Path, cwd: Path) -> Iterator["Background"]:
+    """`researchflow serve` of the scenario's batch, started from `cwd`, its model the
+    scenario's loopback provider."""
+    key_var, url_var, suffix = SDK_ENV["openai"]
+    cwd.mkdir(exist_ok=True)
+    with ScriptedServer(default=scenario.provider) as llm:
+        env = _env(api, tmp, **{key_var: "sk-served-not-a-real-key",
+                                     url_var: llm.url + suffix})
+        with Background(_fresh_serve(rest, scenario), cwd=cwd, env=env,
+                        log=tmp / "serve.log") as served:
+            yield served
+
 def _env(api: str, tmp: Path, **extra: str) -> dict:
     """The environment a user's shell would have: the API URL and nothing else of ours
     (no RESEARCHFLOW_HOME); short polling so runs start within a second or two."""
@@ -194,32 +210,26 @@ def test_prefect_yaml_deploys_and_a_worker_runs_the_adhoc_topic(api, tmp_path, c
 def test_served_batch_retried_as_the_ui_does_reuses_every_finished_call(api, tmp_path):
     scenario = RerunScenario(tmp_path / "scenario")
     provider = scenario.provider
-    key_var, url_var, suffix = SDK_ENV["openai"]
     rest = Api(api)
     elsewhere = tmp_path / "serve-cwd"
-    elsewhere.mkdir()
-    with ScriptedServer(default=provider) as llm:
-        env = _env(api, tmp_path, **{key_var: "sk-served-not-a-real-key",
-                                     url_var: llm.url + suffix})
-        serve = _fresh_serve(rest, scenario)
-        with Background(serve, cwd=elsewhere, env=env, log=tmp_path / "serve.log") as served:
-            batch = rest.deployment("research-batch", "nightly-served")
-            assert batch["schedules"][0]["schedule"] == {
-                "cron": "0 6 1 1 *", "timezone": "Europe/Berlin", "day_or": True}
-            assert batch["parameters"]["db_path"] == str(scenario.db)
-            assert batch["work_pool_name"] is None  # served, not a pool's deployment
-            code = core_fingerprint.__wrapped__()  # part of every cache key (tasks/caching.py)
-            parameters = scenario.parameters()
-            del parameters["db_path"]  # the served deployment's own --db
-            run = rest.run(batch, parameters)
-            assert rest.final_state(run) == "FAILED", served.tail()
-            assert provider.refused >= 1
-            by_role = dict(provider.inner.by_role)
-            repeated, calls = provider.inner.repeated_successes, provider.calls
+    with _serving(api, rest, scenario, tmp_path, elsewhere) as served:
+        batch = rest.deployment("research-batch", "nightly-served")
+        assert batch["schedules"][0]["schedule"] == {
+            "cron": "0 6 1 1 *", "timezone": "Europe/Berlin", "day_or": True}
+        assert batch["parameters"]["db_path"] == str(scenario.db)
+        assert batch["work_pool_name"] is None  # served, not a pool's deployment
+        code = core_fingerprint.__wrapped__()  # part of every cache key (tasks/caching.py)
+        parameters = scenario.parameters()
+        del parameters["db_path"]  # the served deployment's own --db
+        run = rest.run(batch, parameters)
+        assert rest.final_state(run) == "FAILED", served.tail()
+        assert provider.refused >= 1
+        by_role = dict(provider.inner.by_role)
+        repeated, calls = provider.inner.repeated_successes, provider.calls
 
-            provider.refusing = False
-            rest.retry(run)
-            assert rest.final_state(run) == "COMPLETED", served.tail()
+        provider.refusing = False
+        rest.retry(run)
+        assert rest.final_state(run) == "COMPLETED", served.tail()
 
     again = {role: n - by_role.get(role, 0) for role, n in provider.inner.by_role.items()
              if n != by_role.get(role, 0)}
@@ -233,33 +243,25 @@ def test_served_batch_retried_as_the_ui_does_reuses_every_finished_call(api, tmp
     assert not list(elsewhere.iterdir())  # no researchflow.duckdb where serving started
 
 
-
 def test_served_batch_retried_as_the_ui_does_after_the_user_adds_the_page(api, tmp_path):
     """Issue 33: a served batch fails a topic whose page is missing (NoEvidence); the user adds
     the page and presses Retry in the UI: the same flow run reads the new page and completes,
     and what the page did not touch is not asked again."""
     scenario = FixScenario(tmp_path / "scenario")
     provider = scenario.provider
-    key_var, url_var, suffix = SDK_ENV["openai"]
     rest = Api(api)
-    elsewhere = tmp_path / "serve-cwd"
-    elsewhere.mkdir()
-    with ScriptedServer(default=provider) as llm:
-        env = _env(api, tmp_path, **{key_var: "sk-served-not-a-real-key",
-                                     url_var: llm.url + suffix})
-        with Background(_fresh_serve(rest, scenario), cwd=elsewhere, env=env,
-                        log=tmp_path / "serve.log") as served:
-            batch = rest.deployment("research-batch", "nightly-served")
-            parameters = scenario.parameters()
-            del parameters["db_path"]  # the served deployment's own --db
-            run = rest.run(batch, parameters)
-            assert rest.final_state(run) == "FAILED", served.tail()
-            assert "no page" in rest.last_message, rest.last_message
-            first, repeated = provider.calls, provider.repeated_successes
+    with _serving(api, rest, scenario, tmp_path, tmp_path / "serve-cwd") as served:
+        batch = rest.deployment("research-batch", "nightly-served")
+        parameters = scenario.parameters()
+        del parameters["db_path"]  # the served deployment's own --db
+        run = rest.run(batch, parameters)
+        assert rest.final_state(run) == "FAILED", served.tail()
+        assert "no page" in rest.last_message, rest.last_message
+        first, repeated = provider.calls, provider.repeated_successes
 
-            scenario.fix()
-            rest.retry(run)
-            assert rest.final_state(run) == "COMPLETED", served.tail()
+        scenario.fix()
+        rest.retry(run)
+        assert rest.final_state(run) == "COMPLETED", served.tail()
     retried = provider.calls - first
     print(f"first run {first} calls; UI retry {retried} calls")  # the closing note's figures
     assert 0 < retried < first
@@ -276,28 +278,23 @@ def test_served_batch_researches_again_on_its_next_scheduled_date(api, tmp_path)
     scenario = RerunScenario(tmp_path / "scenario")
     provider = scenario.provider
     provider.refusing = False
-    key_var, url_var, suffix = SDK_ENV["openai"]
     rest = Api(api)
-    with ScriptedServer(default=provider) as llm:
-        env = _env(api, tmp_path, **{key_var: "sk-served-not-a-real-key",
-                                     url_var: llm.url + suffix})
-        serve = _fresh_serve(rest, scenario)
-        with Background(serve, cwd=tmp_path, env=env, log=tmp_path / "serve.log") as served:
-            batch = rest.deployment("research-batch", "nightly-served")
-            assert batch["parameters"]["timezone"] == "Europe/Berlin"
-            parameters = scenario.parameters()
-            del parameters["db_path"]
-            calls = []
-            for slot in ("2026-12-01T23:30:00Z", "2026-12-02T23:30:00Z"):
-                reply = rest._send("POST", f"deployments/{batch['id']}/create_flow_run", json={
-                    "parameters": parameters, "state": {
-                        "type": "SCHEDULED", "name": "Scheduled",
-                        "state_details": {"scheduled_time": slot}}})
-                reply.raise_for_status()
-                before = provider.inner.successes
-                assert rest.final_state(reply.json()["id"]) == "COMPLETED", (rest.last_message,
-                                                                             served.tail())
-                calls.append(provider.inner.successes - before)
+    with _serving(api, rest, scenario, tmp_path, tmp_path) as served:
+        batch = rest.deployment("research-batch", "nightly-served")
+        assert batch["parameters"]["timezone"] == "Europe/Berlin"
+        parameters = scenario.parameters()
+        del parameters["db_path"]
+        calls = []
+        for slot in ("2026-12-01T23:30:00Z", "2026-12-02T23:30:00Z"):
+            reply = rest._send("POST", f"deployments/{batch['id']}/create_flow_run", json={
+                "parameters": parameters, "state": {
+                    "type": "SCHEDULED", "name": "Scheduled",
+                    "state_details": {"scheduled_time": slot}}})
+            reply.raise_for_status()
+            before = provider.inner.successes
+            assert rest.final_state(reply.json()["id"]) == "COMPLETED", (rest.last_message,
+                                                                         served.tail())
+            calls.append(provider.inner.successes - before)
     _, rows = query_readonly(scenario.db, "SELECT edition, count(*) FROM reports "
                                           "GROUP BY edition ORDER BY edition")
     assert rows == [("2026-12-02", 2), ("2026-12-03", 2)]
