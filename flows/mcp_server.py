@@ -28,6 +28,7 @@ import asyncio
 import ipaddress
 import logging
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -37,7 +38,7 @@ from typing import Annotated, Any, Optional
 import typer
 from pydantic import Field
 
-from flows.console import DbOpt, fail
+from flows.console import DbOpt, err, fail
 
 log = logging.getLogger("researchflow.mcp")
 
@@ -232,9 +233,26 @@ def mcp(http: Optional[str] = typer.Option(None, "--http", metavar="HOST:PORT",
             server.run("stdio")
         else:
             host, port = address
+            _free(host, port)
+            shown = f"[{host}]" if ":" in host else host
+            err.print(f"researchflow MCP at http://{shown}:{port}/mcp (streamable HTTP); "
+                      "Ctrl-C stops it", highlight=False)
             server.run("streamable-http", host=host, port=port)
     finally:
         runs.close()
+
+
+def _free(host: str, port: int) -> None:
+    """One line instead of uvicorn's traceback and exit 3 when the port is taken (another
+    server may still take it between this check and the bind: uvicorn then says so itself)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            fail(f"{host}:{port} is in use or cannot be listened on ({exc.strerror}); pick "
+                 "another port with --http HOST:PORT")
 
 
 def _address(http: str, allow_remote: bool) -> tuple[str, int]:

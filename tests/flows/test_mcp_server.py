@@ -162,6 +162,8 @@ def test_streamable_http_serves_the_same_tools(store: Path, tmp_path: Path) -> N
                     await client.call_tool("get_report", {"report_id": "r_missing"}))
 
         asyncio.run(session())
+        said = (tmp_path / "mcp.log").read_text()
+        assert f"researchflow MCP at http://127.0.0.1:{port}/mcp" in said, said
     finally:
         server.terminate()
         try:
@@ -170,6 +172,17 @@ def test_streamable_http_serves_the_same_tools(store: Path, tmp_path: Path) -> N
             server.kill()
             server.wait()
         log.close()
+
+
+def test_a_port_in_use_is_one_line(store: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        refused = run("mcp", "--http", f"127.0.0.1:{port}", "--db", str(store))
+    assert refused.exit_code == 2, refused.output
+    assert f"127.0.0.1:{port} is in use" in refused.output
+    assert "Traceback" not in refused.output and len(refused.output.strip().splitlines()) == 1
 
 
 def test_http_refuses_a_remote_address_without_allow_remote(store: Path) -> None:
