@@ -59,6 +59,14 @@ def build_server(settings, runs) -> Any:
     from core.store import StoreError, reads
     from flows.mcp_runs import RunNotFound
 
+    from mcp.types import ToolAnnotations
+
+    # What an assistant may assume of each tool: research starts work and reads the web or a
+    # corpus; every other tool only reads the local store.
+    starts = ToolAnnotations(read_only_hint=False, destructive_hint=False,
+                              idempotent_hint=False, open_world_hint=True)
+    reads_only = ToolAnnotations(read_only_hint=True, destructive_hint=False,
+                             idempotent_hint=True, open_world_hint=False)
     store = Path(settings.store_target())
     server = MCPServer("researchflow", instructions=INSTRUCTIONS, log_level="WARNING",
                        version="0.1.0")
@@ -73,14 +81,18 @@ def build_server(settings, runs) -> Any:
             raise ToolError(str(exc)) from exc
 
     @server.tool(description="Start researching a topic. Returns its run id at once (poll "
-                 "run_status), or waits up to wait_seconds for the report id.")
+                 "run_status), or waits up to wait_seconds for the report id.",
+                 annotations=starts)
     async def research_topic(
             topic: Annotated[str, Field(min_length=3, max_length=MAX_TOPIC_CHARS,
                                         description="What to research.")],
             options: Annotated[Optional[TopicOptions], Field(
                 description="How deep to research and how to write (the CLI's options; a "
                             "batch CSV's columns); omitted fields keep their defaults.")] = None,
-            wait_seconds: Annotated[float, Field(ge=0, le=600)] = 0) -> dict[str, Any]:
+            wait_seconds: Annotated[float, Field(
+                ge=0, le=600, description="Seconds to wait for the report before returning "
+                "(0: return the run id at once and poll run_status).")] = 0
+    ) -> dict[str, Any]:
         options = options or TopicOptions()
         try:
             Topic.of(topic, options)  # the flow's own checks
@@ -102,8 +114,11 @@ def build_server(settings, runs) -> Any:
 
     @server.tool(description="The state of a run research_topic started: SCHEDULED, PENDING, "
                  "RUNNING, PAUSED (review_plan: its plan waits for approval in the Prefect "
-                 "UI), COMPLETED (with report_id), FAILED (with message), CANCELLED.")
-    async def run_status(run_id: str) -> dict[str, Any]:
+                 "UI), COMPLETED (with report_id), FAILED (with message), CANCELLED.",
+                 annotations=reads_only)
+    async def run_status(run_id: Annotated[str, Field(
+            min_length=1, max_length=100,
+            description="The run_id research_topic returned.")]) -> dict[str, Any]:
         try:
             with _prefect_errors():
                 return asdict(await asyncio.to_thread(runs.status, run_id))
@@ -111,9 +126,14 @@ def build_server(settings, runs) -> Any:
             raise ToolError(str(exc)) from exc
 
     @server.tool(description="Full-text search over stored reports (any of the words; rarer "
-                 "words and more of them rank higher). Returns report ids with snippets.")
-    def search_reports(text: Annotated[str, Field(min_length=1, max_length=500)],
-                       limit: Annotated[int, Field(ge=1, le=100)] = 10) -> list[dict[str, Any]]:
+                 "words and more of them rank higher). Returns report ids with snippets.",
+                 annotations=reads_only)
+    def search_reports(text: Annotated[str, Field(
+                           min_length=1, max_length=500,
+                           description="Words to look for, in any language.")],
+                       limit: Annotated[int, Field(
+                           ge=1, le=100, description="The most hits to return.")] = 10
+                       ) -> list[dict[str, Any]]:
         try:
             hits = read(reads.search_reports, store, text, cache_dir=settings.cache_dir,
                         limit=limit)
@@ -123,8 +143,11 @@ def build_server(settings, runs) -> Any:
                  "score": round(h.score, 4)} for h in hits]
 
     @server.tool(description="A stored report as markdown, with its numbered references "
-                 "(url and verbatim quote each).")
-    def get_report(report_id: Annotated[str, Field(min_length=1, max_length=100)]) -> str:
+                 "(url and verbatim quote each).", annotations=reads_only)
+    def get_report(report_id: Annotated[str, Field(
+            min_length=1, max_length=100,
+            description="A report id (r_...), from search_reports, list_reports or "
+                        "run_status.")]) -> str:
         found = read(reads.report, store, report_id)
         if found is None:
             raise ToolError(f"no report {report_id!r}; list_reports or search_reports "
@@ -132,14 +155,21 @@ def build_server(settings, runs) -> Any:
         return found.markdown
 
     @server.tool(description="The newest stored reports: id, topic, title, engine, when, "
-                 "number of citations.")
-    def list_reports(limit: Annotated[int, Field(ge=1, le=200)] = 20) -> list[dict[str, Any]]:
+                 "number of citations.", annotations=reads_only)
+    def list_reports(limit: Annotated[int, Field(
+            ge=1, le=200, description="How many of the newest reports.")] = 20
+            ) -> list[dict[str, Any]]:
         return [asdict(r) for r in read(reads.list_reports, store, limit)]
 
     @server.tool(description="Read-only SQL (DuckDB dialect) on the store; a statement that "
-                 "would change it is refused. At most max_rows rows come back.")
-    def query(sql: Annotated[str, Field(min_length=1, max_length=20_000)],
-              max_rows: Annotated[int, Field(ge=1, le=reads.MAX_ROWS)] = 100
+                 "would change it is refused. At most max_rows rows come back.",
+                 annotations=reads_only)
+    def query(sql: Annotated[str, Field(
+                  min_length=1, max_length=20_000,
+                  description="One read-only SQL statement, e.g. SELECT report_id, title "
+                              "FROM latest_reports.")],
+              max_rows: Annotated[int, Field(
+                  ge=1, le=reads.MAX_ROWS, description="The most rows to return.")] = 100
               ) -> dict[str, Any]:
         columns, rows, truncated = read(reads.query, store, sql, max_rows)
         return {"columns": columns, "rows": rows, "truncated": truncated}

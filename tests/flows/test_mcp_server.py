@@ -67,8 +67,13 @@ def error(result) -> str:
 
 async def read_back(client: Client) -> str:
     """Find the stored report by a word in it and read it: its id."""
-    names = {t.name for t in (await client.list_tools()).tools}
-    assert TOOLS <= names
+    tools = (await client.list_tools()).tools
+    assert TOOLS <= {t.name for t in tools}
+    for tool in tools:  # what an assistant reads before it calls: hints, and every parameter
+        assert tool.annotations is not None and tool.annotations.read_only_hint is not None
+        assert tool.annotations.read_only_hint == (tool.name != "research_topic"), tool.name
+        for name, schema in tool.input_schema["properties"].items():
+            assert schema.get("description"), f"{tool.name}({name}) has no description"
     hits = data(await client.call_tool("search_reports", {"text": "exclusive"}))
     assert len(hits) == 1 and hits[0]["title"] == "Concurrency in DuckDB"
     report_id = hits[0]["report_id"]
