@@ -26,6 +26,7 @@ Streamable HTTP has no authentication: it listens on loopback unless --allow-rem
 
 import asyncio
 import ipaddress
+import json
 import logging
 import os
 import socket
@@ -172,7 +173,13 @@ def build_server(settings, runs) -> Any:
                   ge=1, le=reads.MAX_ROWS, description="The most rows to return.")] = 100
               ) -> dict[str, Any]:
         columns, rows, truncated = read(reads.query, store, sql, max_rows)
-        return {"columns": columns, "rows": rows, "truncated": truncated}
+        kept = _within_bytes(rows, MAX_RESULT_BYTES - len(json.dumps(columns, default=str)))
+        result: dict[str, Any] = {"columns": columns, "rows": kept,
+                                  "truncated": truncated or len(kept) < len(rows)}
+        if len(kept) < len(rows):
+            result["note"] = (f"cut at {MAX_RESULT_BYTES // 1000} kB after {len(kept)} of "
+                              f"{len(rows)} rows: select fewer or shorter columns")
+        return result
 
     @server.resource("report://{report_id}", name="report", mime_type="text/markdown",
                      description="A stored report's markdown, references included.")
@@ -270,6 +277,22 @@ def mcp(http: Optional[str] = typer.Option(None, "--http", metavar="HOST:PORT",
             server.run("streamable-http", host=host, port=port)
     finally:
         runs.close()
+
+
+# What one query answer may weigh: an assistant's context is the budget, and the SDK sends a
+# result twice (as text and as structured content).
+MAX_RESULT_BYTES = 100_000
+
+
+def _within_bytes(rows: list, budget: int) -> list:
+    """The leading rows whose JSON fits in `budget` bytes."""
+    kept, used = [], 0
+    for row in rows:
+        used += len(json.dumps(row, default=str, ensure_ascii=False).encode()) + 1
+        if used > budget:
+            break
+        kept.append(row)
+    return kept
 
 
 def _free(host: str, port: int) -> None:

@@ -105,6 +105,11 @@ def test_stdio_tools_resources_errors_and_a_researched_topic(store: Path, corpus
                 "max_rows": 1}))
             assert rows["columns"] == ["number", "url"] and rows["truncated"] is True
             assert rows["rows"] == [[1, PAGE.url]]
+            heavy = data(await client.call_tool("query", {
+                "sql": "SELECT i, repeat('x', 1000) AS pad FROM range(1000) t(i)",
+                "max_rows": 1000}))  # about 1 MB: cut by bytes, and said
+            assert heavy["truncated"] is True and 0 < len(heavy["rows"]) < 100
+            assert "cut at 100 kB" in heavy["note"]
 
             assert "no report 'r_nope'" in error(
                 await client.call_tool("get_report", {"report_id": "r_nope"}))
