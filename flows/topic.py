@@ -186,9 +186,10 @@ def _quoted_instead(topic: Topic, plan: ResearchPlan, findings: list[Finding],
                     transcripts: list[Transcript], config: RunConfig,
                     progress: ProgressArtifact) -> tuple[list[Finding], list[Transcript]]:
     """The findings with the extractive engine's in place of the model's, for a topic the gate
-    would otherwise refuse (the model's quotes answer no part): first from the pages the model read (a compress
-    fallback each); when those hold nothing to quote (the model chose the wrong pages), from the
-    extractive engine researching the same sub-questions itself (a research fallback).
+    would otherwise refuse (the model's quotes answer no part): first from the pages the model
+    read (a compress fallback each); when those hold nothing to quote (the model chose the wrong
+    pages), from the extractive engine researching the same sub-questions itself (a research
+    fallback).
     Unchanged with fallbacks off, on the offline engine, or when it finds nothing either;
     returned with the transcripts whose pages the report cites."""
     quoted = _step("compress", quote_extractively, plan, transcripts, config)
