@@ -2,7 +2,7 @@
 
 `extract_files` reads each file (core.search.corpus_files: inside the folder, under its size
 cap, decodable text; otherwise the record says why it was skipped), hashes its bytes, extracts
-(title, text) — trafilatura for HTML, the text itself for .md/.txt, core.search.documents for
+(title, text) — trafilatura for HTML (with the sections it dropped put back), the text itself for .md/.txt, core.search.documents for
 .pdf/.docx/.pptx (pages joined by a form feed, so passages never cross a page) — cuts the text
 into passages, lists the CJK bigrams of each passage (core.text.cjk) and computes the file's content
 key: a hash of its words, case-folded, without markup or whitespace, so a page saved as HTML and
@@ -27,6 +27,7 @@ from core.search import page_text as textlib
 from core.search.corpus_files import ReadLimits, Skipped, decode, read_file
 from core.search.fetch_types import PageRefused
 from core.search.headings import html_headings, text_headings, within
+from core.search.html_sections import restore_sections
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,8 @@ def extract_text(rel: str, raw: bytes) -> tuple[str, str, tuple[Heading, ...]]:
         page = textlib.extract_html(decoded, url=None)
         if not page:
             return Path(rel).stem, "", ()
-        return page.title or Path(rel).stem, page.text, html_headings(decoded, page.text)
+        text = restore_sections(decoded, page.text)
+        return page.title or Path(rel).stem, text, html_headings(decoded, text)
     return (textlib.first_line_title(decoded) or Path(rel).stem, decoded,
             text_headings(decoded))
 
