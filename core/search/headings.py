@@ -37,6 +37,11 @@ _RST_UNDERLINE = re.compile(r"^([=\-~^*+#\"'`:.])\1{2,}\s*$")
 MAX_HEADING = 200  # characters: a longer "heading" is a paragraph in heading markup
 LOOKAHEAD = 3_000  # characters of markup after a heading searched for its first words
 _PROBE = 40  # characters of a section's first line that place it in the text
+_SHORT_PROBE = 16  # then fewer, when the first line reads otherwise in the text
+_MIN_PROBE = 8  # a shorter probe is found anywhere
+_PROBE_STARTS, _PROBE_SPAN = 6, 160  # later starts tried: after each of the first words
+_OWN_TRIES, _OWN_SLACK = 20, 12  # a heading's line: the name and a number or a mark, no more
+_OWN_CHECK = 3  # headings after one placed only by its own line, checked to come after it
 
 
 _RST_ROLE = re.compile(r":[\w-]+:`([^`]*)`")
@@ -91,30 +96,59 @@ def html_headings(html: str, text: str) -> tuple[Heading, ...]:
     left out; placed headings keep document order."""
     html = _SKIPPED.sub(" ", html)
     squeezed = Squeezed(text)
+    found = [(int(m.group(1)), clean(_plain(m.group(2))), html[m.end():m.end() + LOOKAHEAD])
+             for m in _HTML_HEADING.finditer(html)]
+    found = [f for f in found if f[1]]
     out: list[Heading] = []
     at = 0
-    for match in _HTML_HEADING.finditer(html):
-        name = clean(_plain(match.group(2)))
-        if not name:
-            continue
-        where = _place(squeezed, name, html[match.end():match.end() + LOOKAHEAD], at)
+    for i, (level, name, after) in enumerate(found):
+        own = _own_line(squeezed, text, name, at)
+        if own is not None:
+            # a line that only reads like this heading, past where the next sections start
+            # (a chapter's title repeated in a table): taking it would lose those sections
+            later = next((w for _l, _n, a in found[i + 1:i + 1 + _OWN_CHECK]
+                          if (w := _first_words(squeezed, a, at)) is not None), None)
+            own = None if later is not None and own > later else own
+        where = own if own is not None else _first_words(squeezed, after, at)
         if where is None:
             continue
-        out.append(Heading(start=where, level=int(match.group(1)), text=name))
+        out.append(Heading(start=where, level=level, text=name))
         at = where
     return tuple(out)
 
 
-def _place(squeezed: Squeezed, name: str, after: str, at: int) -> int | None:
-    """Where a heading's section starts in the text: its own line if kept, else its first
-    line of content (headings of subsections in between skipped)."""
-    own = squeezed.find(name, at)
+def _own_line(squeezed: Squeezed, text: str, name: str, at: int) -> int | None:
+    """The heading kept as a line of its own. The name inside a sentence is a cross-reference
+    ("see 2.1.4 “Debian 档案库基础”") pages later: taking it would place every later heading
+    after it, that is nowhere."""
+    size = len("".join(name.split()))
+    for _ in range(_OWN_TRIES):
+        found = squeezed.find(name, at)
+        if found is None:
+            return None
+        start = text.rfind("\n", 0, found) + 1
+        stop = text.find("\n", found)
+        line = "".join(text[start:len(text) if stop < 0 else stop].split())
+        if len(line) <= size + _OWN_SLACK:
+            return found
+        at = found + 1
+    return None
+
+
+def _first_words(squeezed: Squeezed, after: str, at: int) -> int | None:
+    """The first words under the heading, found in the text. A probe from their very start can
+    miss: an admonition's label ("警告", "Note") or a table the extractor wrote otherwise
+    opens the section, so later starts and a shorter probe are tried too."""
     body = " ".join(_plain(_ANY_HEADING.sub(" ", after)).split())
-    first = body[:_PROBE]
-    follows = squeezed.find(first, at) if len(first) >= 8 else None
-    if own is not None and (follows is None or own <= follows):
-        return own
-    return follows
+    starts = [0] + [m.end() for m in re.finditer(" ", body[:_PROBE_SPAN])][:_PROBE_STARTS]
+    for start in starts:
+        for size in (_PROBE, _SHORT_PROBE):
+            probe = body[start:start + size]
+            if len("".join(probe.split())) >= _MIN_PROBE:
+                found = squeezed.find(probe, at)
+                if found is not None:
+                    return found
+    return None
 
 
 def text_headings(text: str) -> tuple[Heading, ...]:

@@ -14,6 +14,7 @@ sections are often boilerplate that trafilatura was right to drop.
 
 from __future__ import annotations
 
+import html as htmllib
 import re
 
 import trafilatura
@@ -24,6 +25,9 @@ _SKIPPED = re.compile(r"<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL
 _SPACE = re.compile(r"\s+")
 _MIN_LINE = 8  # shorter lines ("Note", a bullet) say nothing about whether a section was kept
 _LOST = 0.5  # a section is lost when less than this share of its text is in the page's text
+_LINKED = 0.5  # a section is navigation when more than this share of its text is link text
+_LINK = re.compile(r"<a\b[^>]*>(.*?)</a\s*>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]+>")
 
 
 def restore_sections(html: str, text: str) -> str:
@@ -36,18 +40,32 @@ def restore_sections(html: str, text: str) -> str:
     inserts: list[tuple[int, str]] = []
     cursor = 0
     for start, stop in zip(cuts, [*cuts[1:], len(html)]):
-        lines = _section_lines(html[start:stop])
+        fragment = html[start:stop]
+        lines = _section_lines(fragment) if not _mostly_links(fragment) else []
         if not lines:
             continue
         kept = sum(len(key) for key in map(_key, lines) if key in squeezed)
         if kept < _LOST * sum(len(_key(line)) for line in lines):
-            inserts.append((cursor, "\n".join(lines)))
+            missing = [line for line in lines if _key(line) not in squeezed]
+            inserts.append((cursor, "\n".join(missing)))
             continue
         for line in lines:  # advance past this section's lines, as the whole text has them
             at = text.find(line, cursor)
             if at >= 0:
                 cursor = _line_end(text, at + len(line))
     return _insert(text, inserts) if inserts else text
+
+
+def _mostly_links(fragment: str) -> bool:
+    """A table of contents or a navigation bar: most of its words are link text. trafilatura
+    was right to drop it, and its lines would hold every heading of the page."""
+    words = len(_SPACE.sub("", _plain(fragment)))
+    linked = sum(len(_SPACE.sub("", _plain(m.group(1)))) for m in _LINK.finditer(fragment))
+    return words > 0 and linked > _LINKED * words
+
+
+def _plain(fragment: str) -> str:
+    return htmllib.unescape(_TAG.sub(" ", fragment))
 
 
 def _section_lines(fragment: str) -> list[str]:
