@@ -77,10 +77,16 @@ class Day:
 
 
 class EditionsScenario:
-    def __init__(self, work: Path) -> None:
+    """`by_subject`: the provider chooses, from the search results, only the pages whose title
+    names the sub-question's subject (as a model reading titles and snippets would), so each
+    topic reads its own page and an edited page lies on one topic's path. Without it every
+    sub-question reads every page its searches return (all three: each names threading and
+    asyncio), and an edited page lies on every path."""
+
+    def __init__(self, work: Path, *, by_subject: bool = False) -> None:
         self.work = work
         self.corpus, self.csv, self.db = write_batch(work, SUBJECTS, TOPICS, sentences=20)
-        self.provider = ResearchProvider("openai")
+        self.provider = ResearchProvider("openai", choose_by_subject=by_subject)
         self.batch_id = "nightly"
         # One provider address for every day: base URLs are part of every cache key.
         self.server = ScriptedServer(default=self.provider)
