@@ -118,6 +118,7 @@ def _print(rows: list, *, targets: bool) -> bool:
         print(f"\n(no target: day 2 at {unchanged.share_of(first):.1%}, day 3 at "
               f"{changed.share_of(first):.1%}; {read})")
         return True
+    _print_floor(first, changed)
     print(f"\ntarget (day 2 is a new edition of every topic, at <= {UNCHANGED:.0%} of day 1's "
           f"tokens): {'met' if quiet else 'MISSED'}")
     print(f"target (day 3, one page changed, at <= {ONE_PAGE:.0%} of day 1's tokens): "
@@ -138,6 +139,23 @@ def _print_steps(rows: list) -> None:
         steps = d.steps()
         print(f"| {label} | " + " | ".join(str(steps.get(r, 0)) for r in ROLES) +
               f" | {_touched(d)} of {total} | {d.off_path() if n else '(all new)'} |")
+
+
+def _print_floor(first, changed) -> None:
+    """Day 3's tokens by step, as shares of day 1's, summed in the order the issue names the
+    page's path: its condensing, then the review and the report, then its sub-questions'
+    findings, then their decisions on further searches. A call byte-identical to an earlier
+    request would be counted in the first table (0): each of these was shown something no
+    earlier call was (here, the edited sentence), so no cache could serve it, and the running
+    sum says what the page's path costs at the least, step by step."""
+    total = first.input_tokens + first.output_tokens
+    spent = dict(changed.tokens_by_role)
+    running, parts = 0, []
+    for role in ("condense", "review", "report", "compress", "queries"):
+        if spent.get(role):
+            running += spent[role]
+            parts.append(f"{role} {spent[role]:,} = {running / total:.1%}")
+    print("\nday 3's tokens by step, summed as shares of day 1's: " + ", + ".join(parts))
 
 
 def _touched(day, role: str = "condense") -> int:
