@@ -129,8 +129,13 @@ def test_a_page_one_topic_reads_costs_that_topics_path_only(tmp_path, prefect_ha
     with EditionsScenario(tmp_path, by_subject=True) as days:
         first = days.day("2026-12-01")
         days.edit_number(SUBJECTS[0], 0, 9)  # example 0: quoted (the top of the page)
+        sent = len(days.server.requests)
         edited = days.day("2026-12-02")
+        asked = [r.body for r in days.server.requests[sent:]]
     assert [d.state for d in (first, edited)] == ["COMPLETED"] * 2
+    # Every call the edit cost was shown the edited sentence: none could have been served.
+    assert len(asked) == edited.calls and edited.repeated == 0, edited
+    assert all(b"for 9 milliseconds" in body for body in asked)
     mine = TOPICS[0]  # "... for waiting on sockets", the subject of the edited page
     read = {(topic, index) for topic, index, role, _ in first.paid if role == "choose"}
     # Each sub-question reads the one page on its topic's subject.
