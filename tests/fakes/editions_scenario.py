@@ -42,6 +42,8 @@ class Day:
     # steps this edition computed again (sub-question None: the topic's plan, review, report).
     paid: tuple[tuple[str, int | None, str, int], ...] = field(
         default=(), repr=False)
+    # The LLM tokens (in + out) of those calls, by role, from the ledger.
+    tokens_by_role: tuple[tuple[str, int], ...] = field(default=(), repr=False)
 
     def steps(self) -> dict[str, int]:
         """Calls paid for, by role (plan, choose, condense, queries, compress, review, report)."""
@@ -77,10 +79,16 @@ class Day:
 
 
 class EditionsScenario:
-    def __init__(self, work: Path) -> None:
+    """`by_subject`: the provider chooses, from the search results, only the pages whose title
+    names the sub-question's subject (as a model reading titles and snippets would), so each
+    topic reads its own page and an edited page lies on one topic's path. Without it every
+    sub-question reads every page its searches return (all three: each names threading and
+    asyncio), and an edited page lies on every path."""
+
+    def __init__(self, work: Path, *, by_subject: bool = False) -> None:
         self.work = work
         self.corpus, self.csv, self.db = write_batch(work, SUBJECTS, TOPICS, sentences=20)
-        self.provider = ResearchProvider("openai")
+        self.provider = ResearchProvider("openai", choose_by_subject=by_subject)
         self.batch_id = "nightly"
         # One provider address for every day: base URLs are part of every cache key.
         self.server = ScriptedServer(default=self.provider)
@@ -152,7 +160,7 @@ class EditionsScenario:
                    report_ids=tuple(r["report_id"] for r in rows),
                    changed=tuple(r.get("changed", "") for r in rows),
                    repeated=self.provider.repeated_successes - before[4],
-                   paid=self._paid(run_id))
+                   paid=self._paid(run_id), tokens_by_role=self._tokens(run_id))
 
     def _cost(self) -> float:
         if not self.db.exists():
@@ -169,6 +177,16 @@ class EditionsScenario:
                                  "WHERE c.run_id = ? AND c.outcome = 'ok' GROUP BY ALL "
                                  "ORDER BY ALL", [run_id])
         return tuple((topic or "", index, role, int(n)) for topic, index, role, n in rows)
+
+    def _tokens(self, run_id: str) -> tuple[tuple[str, int], ...]:
+        if not self.db.exists():
+            return ()
+        from core.store import query_readonly
+
+        _, rows = query_readonly(self.db, "SELECT role, sum(input_tokens + output_tokens) FROM "
+                                 "llm_calls WHERE run_id = ? AND outcome = 'ok' GROUP BY ALL "
+                                 "ORDER BY ALL", [run_id])
+        return tuple((role, int(n)) for role, n in rows)
 
     def _reports(self) -> int:
         return int(self._one("SELECT count(*) FROM reports"))

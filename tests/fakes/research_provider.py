@@ -134,6 +134,9 @@ class ResearchProvider:
     # True: the plan searches the topic's own words with each dimension, not only threading
     # and asyncio (a topic on another subject finds its page).
     topic_queries: bool = False
+    # True: choose reads a result only when its title names the sub-question's subject (as a
+    # model reading titles would), not the first results whatever they are about.
+    choose_by_subject: bool = False
     _answered: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -154,8 +157,9 @@ class ResearchProvider:
             with self._lock:
                 self.faults += 1
             return fault_reply(self.provider, kind, self.retry_after)
-        return self._answered_with(rec, body, answer(role, self.provider, body,
-                                                     topic_queries=self.topic_queries))
+        return self._answered_with(rec, body, answer(
+            role, self.provider, body, topic_queries=self.topic_queries,
+            choose_by_subject=self.choose_by_subject))
 
     def prose(self, rec: Recorded, text: str) -> Reply:
         """A successful reply of `text` whatever was asked (a model that ignored the JSON
@@ -182,7 +186,7 @@ class ResearchProvider:
 
 
 def answer(role: str, provider: str, body: dict[str, Any], *,
-           topic_queries: bool = False) -> str:
+           topic_queries: bool = False, choose_by_subject: bool = False) -> str:
     last = last_user_text(provider, body)
     chinese = "Chinese (zh)" in system_text(provider, body)
     if role == "plan":
@@ -203,6 +207,8 @@ def answer(role: str, provider: str, body: dict[str, Any], *,
         numbers = re.findall(r"^(\d+)\. ", last, re.M)
         limit = re.search(r"at most (\d+) result numbers", system_text(provider, body))
         keep = min(CHOSEN, int(limit.group(1)) if limit else CHOSEN)
+        if choose_by_subject:
+            numbers = on_subject(last)
         return json.dumps({"read": [int(n) for n in numbers[:keep]],
                            "why": "the first results name the sub-question's terms"})
     if role == "queries":  # one follow-up round, then enough
@@ -251,6 +257,23 @@ def answer(role: str, provider: str, body: dict[str, Any], *,
     if role == "report":
         return report_markdown(last, chinese)
     return "Summary of earlier research."
+
+
+def on_subject(choose_prompt: str) -> list[str]:
+    """The numbers of the search results whose title names the sub-question's subject: the
+    words a title adds to "... in threading and asyncio" (what every page is about) all appear
+    in the topic label the sub-question ends with. "Waiting On Sockets in threading and
+    asyncio" is on the subject of "(... for waiting on sockets)"; "Memory Use ..." is not."""
+    question = re.search(r"Sub-question: (.*)", choose_prompt)
+    label = topic_label(question.group(1)) if question else ""
+    named = set(re.findall(r"\w+", label.lower()))
+    listing = choose_prompt.split("Search results:", 1)[-1]
+    chosen = []
+    for number, title in re.findall(r"^(\d+)\. (.*?) <", listing, re.M):
+        words = set(re.findall(r"\w+", title.lower())) - {"in", "threading", "and", "asyncio"}
+        if words and words <= named:
+            chosen.append(number)
+    return chosen
 
 
 def topic_label(question: str) -> str:

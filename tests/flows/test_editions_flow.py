@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from tests.fakes import providers as fake
-from tests.fakes.editions_scenario import SUBJECTS, EditionsScenario
+from tests.fakes.editions_scenario import SUBJECTS, TOPICS, EditionsScenario
 from tests.fakes.http import Reply
 
 runner = CliRunner()
@@ -118,6 +118,38 @@ def test_an_edited_page_costs_its_path_and_the_cascade_stops_where_outputs_are_t
     assert unquoted.changed == ("no change", "no change")
     # An edition per run, even when its reports were served from the cache.
     assert not set(unquoted.report_ids) & set(quoted.report_ids) and unquoted.reports == 6
+
+
+def test_a_page_one_topic_reads_costs_that_topics_path_only(tmp_path, prefect_harness):
+    """Issue 33, item 2, in its own premise: one page of three changed, read by one topic of
+    two. The provider chooses pages by subject (as a model reading titles would), so each topic
+    reads its own page; an edit to the first topic's page is paid for on that topic's path (its
+    condensings, the searches decided and findings compressed again where the notes changed, its
+    review and report) and the other topic's edition costs nothing."""
+    with EditionsScenario(tmp_path, by_subject=True) as days:
+        first = days.day("2026-12-01")
+        days.edit_number(SUBJECTS[0], 0, 9)  # example 0: quoted (the top of the page)
+        sent = len(days.server.requests)
+        edited = days.day("2026-12-02")
+        asked = [r.body for r in days.server.requests[sent:]]
+    assert [d.state for d in (first, edited)] == ["COMPLETED"] * 2
+    # Every call the edit cost was shown the edited sentence: none could have been served.
+    assert len(asked) == edited.calls and edited.repeated == 0, edited
+    assert all(b"for 9 milliseconds" in body for body in asked)
+    mine = TOPICS[0]  # "... for waiting on sockets", the subject of the edited page
+    read = {(topic, index) for topic, index, role, _ in first.paid if role == "choose"}
+    # Each sub-question reads the one page on its topic's subject.
+    assert first.steps()["condense"] == len(read) == 10, first.paid
+
+    assert {topic for topic, _, _, _ in edited.paid} == {mine}, edited.paid
+    assert edited.off_path() == 0, edited.paid
+    steps = edited.steps()
+    assert steps["condense"] == len({i for t, i in read if t == mine}) == 5, steps
+    assert not {"plan", "choose"} & set(steps), steps
+    assert steps["review"] == 1 and steps["report"] == 1, steps
+    assert edited.changed == ("1 change", "no change")  # in the CSV's order
+    # Half of what the same edit costs when every sub-question of both topics reads the page.
+    assert edited.share_of(first) <= 0.45, edited
 
 
 def test_a_backfill_compares_with_its_predecessor_and_every_edition_stays_verifiable(
