@@ -3,8 +3,9 @@ Protocol (the official `mcp` SDK), on stdio or streamable HTTP.
 
 Tools:
     research_topic(topic, ...)   start a topic (flows.mcp_runs): its run id, and its report id
-                                 once it is done (`wait_seconds` waits that long for it)
-    run_status(run_id)           the run's state, message and report id
+                                 once it is done (`wait_seconds` waits that long for it); the
+                                 research outlives this server and its client
+    run_status(run_id)           the run's state, message and report id, in any session
     search_reports(text)         full-text search over stored reports (BM25, offline)
     get_report(report_id)        a report's markdown, references included
     list_reports(limit)          the newest reports
@@ -47,6 +48,8 @@ INSTRUCTIONS = """researchflow: deep research with cited reports, stored in Duck
 Find what is already known with search_reports or list_reports and read it with get_report
 (or the report://{report_id} resource). Start new research with research_topic; it returns a
 run id at once: poll run_status until the status is COMPLETED, then get_report(report_id).
+The research goes on when this session ends: a later session finds it by run id
+(run_status) or, once stored, by its topic (search_reports, list_reports).
 query runs read-only SQL (tables: reports, citations, sources, topics, subquestions,
 findings, llm_calls; views: latest_reports, report_sources, usage_by_topic, ...)."""
 
@@ -200,22 +203,27 @@ _FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 
 @contextmanager
 def _prefect_errors() -> Iterator[None]:
-    """The Prefect API down or refusing: a tool error naming it, not a crash."""
-    import httpx
+    """The Prefect API down or refusing: a tool error naming it, not a crash. Prefect is
+    imported only when something failed: a detached start never loads it (seconds)."""
     from mcp.server.mcpserver.exceptions import ToolError
-    from prefect.exceptions import PrefectHTTPStatusError
 
-    from flows.local_api import LocalApiError
     from flows.mcp_runs import RunNotFound
 
     try:
         yield
     except (ToolError, RunNotFound):
         raise
-    except LocalApiError as exc:  # else the client reads only "Error executing tool ..."
-        raise ToolError(f"{exc}; try again, or start a Prefect server (`make ui`) and set "
-                        "PREFECT_API_URL") from exc
-    except (httpx.HTTPError, PrefectHTTPStatusError, OSError) as exc:
+    except Exception as exc:
+        import httpx
+        from prefect.exceptions import PrefectHTTPStatusError
+
+        from flows.local_api import LocalApiError
+
+        if isinstance(exc, LocalApiError):  # else the client reads "Error executing tool"
+            raise ToolError(f"{exc}; try again, or start a Prefect server (`make ui`) and "
+                            "set PREFECT_API_URL") from exc
+        if not isinstance(exc, (httpx.HTTPError, PrefectHTTPStatusError, OSError)):
+            raise
         from prefect.settings import PREFECT_API_URL
 
         where = PREFECT_API_URL.value() or "the local Prefect API"

@@ -65,26 +65,30 @@ def test_a_plan_review_without_a_ui_to_review_it_is_a_tool_error(tmp_path: Path)
     (reviewed,) = call(build_server(settings, runs), ("research_topic", {
         "topic": "What is asyncio?", "options": {"review_plan": True}}))
     assert reviewed.is_error and "review_plan needs a Prefect server" in reviewed.content[0].text
-    assert not runs._local  # nothing was started
+    assert not runs._workers  # nothing was started
 
 
-def test_a_local_api_that_does_not_start_is_a_tool_error_saying_why(tmp_path: Path,
-                                                                      monkeypatch) -> None:
-    # Without PREFECT_API_URL the server starts its own API on the first topic; on a loaded
-    # machine it may not answer in time. The client must read why, not only "Error executing
-    # tool research_topic" (the SDK's text for an exception it does not know).
-    from flows import local_api
+def test_a_research_process_that_died_is_crashed_naming_its_output(tmp_path: Path) -> None:
+    # The detached worker writes its record until it ends; killed before that, the record
+    # still says RUNNING, and the run must not stay RUNNING forever in every later session.
+    import subprocess
+    import sys
 
-    def slow(timeout: float = 120.0) -> None:
-        raise local_api.LocalApiError("the local Prefect API did not answer within 120 s "
-                                      "(its output: /x/server-1.log)")
+    from flows.local_api import _started
+    from flows.mcp_runs import runs_dir, write_record
 
-    monkeypatch.setattr(local_api, "ensure_api", slow)
-    settings = Settings.load(db_path=tmp_path / "none.duckdb")
+    settings = Settings.load(db_path=tmp_path / "none.duckdb", cache_dir=tmp_path / "cache")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    started = _started(gone.pid)
+    gone.wait()
+    folder = runs_dir(settings)
+    folder.mkdir(parents=True)
+    run_id = "00000000-0000-0000-0000-0000000000aa"
+    write_record(folder / f"{run_id}.json", {
+        "run_id": run_id, "topic": "What is asyncio?", "status": "RUNNING", "created": 0,
+        "pid": gone.pid, "pid_started": started, "log": "/x/run.log"})
     runs = TopicRuns(settings, deployment=None, external_api=False)
-    (started,) = call(build_server(settings, runs),
-                      ("research_topic", {"topic": "What is asyncio?"}))
-    assert started.is_error
-    text = started.content[0].text
-    assert "did not answer within 120 s" in text and "PREFECT_API_URL" in text, text
-    assert not runs._local
+    (status,) = call(build_server(settings, runs), ("run_status", {"run_id": run_id}))
+    assert not status.is_error
+    assert status.structured_content["status"] == "CRASHED"
+    assert "/x/run.log" in status.structured_content["message"]
