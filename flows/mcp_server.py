@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -56,7 +57,7 @@ findings, llm_calls; views: latest_reports, report_sources, usage_by_topic, ...)
 
 def build_server(settings, runs) -> Any:
     """The MCPServer with researchflow's tools and resources (nothing runs until served)."""
-    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 
     from core.models import MAX_TOPIC_CHARS, Topic, TopicOptions
@@ -95,7 +96,8 @@ def build_server(settings, runs) -> Any:
                             "batch CSV's columns); omitted fields keep their defaults.")] = None,
             wait_seconds: Annotated[float, Field(
                 ge=0, le=600, description="Seconds to wait for the report before returning "
-                "(0: return the run id at once and poll run_status).")] = 0
+                "(0: return the run id at once and poll run_status).")] = 0,
+            ctx: Context = None,  # type: ignore[assignment]  # the SDK's, for progress
     ) -> dict[str, Any]:
         options = options or TopicOptions()
         try:
@@ -109,11 +111,23 @@ def build_server(settings, runs) -> Any:
                             "shows the plan to review; start one, or leave review_plan off")
         with _prefect_errors():
             info = await asyncio.to_thread(runs.start, topic, options)
-            waited = 0.0
-            while wait_seconds and waited < wait_seconds and info.status not in _FINAL:
+            await _tell(ctx, f"research started: run {info.run_id} ({info.status})")
+            began = time.monotonic()
+            while wait_seconds and info.status not in _FINAL:
+                waited = time.monotonic() - began
+                if waited >= wait_seconds:
+                    break
+                # The client sees the wait go on (and may show it), not a silent call.
+                await ctx.report_progress(round(waited, 1), wait_seconds,
+                                          f"{info.status} after {waited:.0f} s")
                 await asyncio.sleep(min(1.0, wait_seconds - waited))
-                waited += 1.0
-                info = await asyncio.to_thread(runs.status, info.run_id)
+                before, info = info.status, await asyncio.to_thread(runs.status, info.run_id)
+                if info.status != before:
+                    await _tell(ctx, f"run {info.run_id}: {info.status}"
+                                + (f" ({info.message})" if info.message else ""))
+            if wait_seconds:
+                await ctx.report_progress(round(time.monotonic() - began, 1), wait_seconds,
+                                          f"{info.status}: returning")
         return asdict(info)
 
     @server.tool(description="The state of a run research_topic started: SCHEDULED, PENDING, "
@@ -199,6 +213,16 @@ def build_server(settings, runs) -> Any:
 
 
 _FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+
+
+async def _tell(ctx, message: str) -> None:
+    """A log message to the client (notifications/message, level info). MCP deprecated logging
+    (SEP-2577) but clients still show it; progress notifications carry the same news."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        await ctx.log("info", message, logger_name="researchflow")
 
 
 @contextmanager

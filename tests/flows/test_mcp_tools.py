@@ -92,3 +92,54 @@ def test_a_research_process_that_died_is_crashed_naming_its_output(tmp_path: Pat
     assert not status.is_error
     assert status.structured_content["status"] == "CRASHED"
     assert "/x/run.log" in status.structured_content["message"]
+
+
+class SlowRuns:
+    """Runs that complete on the third look, as a real one after a while."""
+
+    external_api = False
+
+    def __init__(self) -> None:
+        self.looks = 0
+
+    def start(self, topic, options):
+        from flows.mcp_runs import RunInfo
+
+        return RunInfo(run_id="00000000-0000-0000-0000-000000000001", status="PENDING",
+                       how="detached", topic=topic)
+
+    def status(self, run_id):
+        from flows.mcp_runs import RunInfo
+
+        self.looks += 1
+        status = "COMPLETED" if self.looks >= 3 else "RUNNING"
+        return RunInfo(run_id=run_id, status=status, how="detached", topic="t",
+                       report_id="r_1" if status == "COMPLETED" else None)
+
+
+def test_waiting_sends_progress_and_log_messages(tmp_path: Path) -> None:
+    # wait_seconds=120 once blocked 30 s in silence: the client hears how the wait goes.
+    settings = Settings.load(db_path=tmp_path / "none.duckdb")
+    progress, logs = [], []
+
+    async def on_progress(done, total, message) -> None:
+        progress.append((done, total, message))
+
+    async def on_log(params) -> None:
+        logs.append(params.data)
+
+    async def session():
+        async with Client(build_server(settings, SlowRuns()), logging_callback=on_log,
+                          log_level="info") as client:
+            tool = next(t for t in (await client.list_tools()).tools
+                        if t.name == "research_topic")
+            assert "ctx" not in tool.input_schema["properties"]
+            return await client.call_tool("research_topic", {
+                "topic": "What is asyncio?", "wait_seconds": 30}, progress_callback=on_progress)
+
+    result = asyncio.run(session())
+    assert not result.is_error and result.structured_content["status"] == "COMPLETED"
+    assert len(progress) >= 3 and all(total == 30 for _, total, _ in progress), progress
+    assert progress[0][2].startswith("PENDING") and "COMPLETED" in progress[-1][2]
+    assert any("research started" in line for line in logs), logs
+    assert any("COMPLETED" in line for line in logs), logs
