@@ -21,6 +21,9 @@ with characters the chosen font lacks is still written, those characters blank, 
 logged with what to install. fpdf2 2.8.9 embeds CFF-outline fonts (OpenType .otf/.otc, such as
 Noto Sans CJK) with wrong glyph widths, so those are refused: use TrueType outlines (.ttf/.ttc).
 
+Lines break at spaces and, in Chinese and Japanese, between any two characters, with the usual
+no-break rules for punctuation (core.text.cjk.breakable).
+
 The font file has one face: bold is drawn by stroking the glyphs' outline too; italic is shown
 upright. What it does not do: images, right-to-left scripts, page numbers.
 """
@@ -39,6 +42,7 @@ from fpdf.enums import MethodReturnValue, TextMode
 from core.reports.export_blocks import (Block, ExportError, References, Run, Runs, is_web_url,
                                         plain, report_blocks)
 from core.models import Report
+from core.text.cjk import ZWSP, breakable
 
 log = logging.getLogger("researchflow.export")
 
@@ -86,7 +90,7 @@ def to_pdf(report: Report, *, font: str | os.PathLike[str] | None = None,
     core.reports.export_blocks.shown_url."""
     blocks, references = report_blocks(report, corpus_dirs)
     path = find_font(font)
-    pdf = FPDF(format="A4")
+    pdf = _PDF(format="A4")
     pdf.set_margins(20, 18, 20)
     pdf.set_auto_page_break(True, margin=18)
     pdf.set_title(report.title or report.topic)
@@ -112,6 +116,19 @@ def to_pdf(report: Report, *, font: str | os.PathLike[str] | None = None,
     pdf.set_text_color(*_GREY)
     pdf.multi_cell(0, 4, f"report {report.report_id} · engine {report.engine}")
     return bytes(pdf.output())
+
+
+class _PDF(FPDF):
+    """fpdf2's FPDF, whose lines may break between CJK characters: fpdf2 breaks only at spaces,
+    so a line ended early before a long run of Chinese. The text carries zero-width spaces
+    where a break is allowed (core.text.cjk.breakable); fpdf2 breaks at them and this drops
+    them when it draws a line, so that the PDF's text copies and searches as written."""
+
+    def _render_styled_text_line(self, text_line, *args, **kwargs):
+        for fragment in text_line.fragments:
+            if ZWSP in fragment.characters:
+                fragment.characters = [c for c in fragment.characters if c != ZWSP]
+        return super()._render_styled_text_line(text_line, *args, **kwargs)
 
 
 class _Writer:
@@ -156,6 +173,7 @@ class _Writer:
         """The runs from the current position, wrapped at the margins, each link its own."""
         pdf = self.pdf
         pdf.set_font("body", size=size)
+        previous = ""  # the last character written: a break may come before this run
         for run in _glued(runs):
             link: str | int = ""
             if run.citation is not None:
@@ -169,7 +187,10 @@ class _Writer:
                 pdf.set_draw_color(*shade)
                 pdf.set_line_width(size * 0.012)
                 pdf.text_mode = TextMode.FILL_STROKE
-            pdf.write(height, run.text, link=link)
+            # A citation marker stays on its sentence's line.
+            text = breakable(run.text, "" if run.citation is not None else previous)
+            previous = run.text[-1:] or previous
+            pdf.write(height, text, link=link)
             pdf.text_mode = TextMode.FILL
             pdf.set_line_width(0.2)  # fpdf2's default, for rules and table borders
         pdf.set_text_color(*colour)
@@ -209,7 +230,8 @@ class _Writer:
         little narrower than `write`'s and with the citations at full size."""
         pdf = self.pdf
         pdf.set_font("body", size=_CELL)
-        lines = max(len(pdf.multi_cell(width - 2 * _PAD, _CELL_LINE, plain(cell) or " ",
+        lines = max(len(pdf.multi_cell(width - 2 * _PAD, _CELL_LINE,
+                                       breakable(plain(cell)) or " ",
                                        dry_run=True, output=MethodReturnValue.LINES))
                     for cell in cells)
         return lines * _CELL_LINE + 2 * _PAD
