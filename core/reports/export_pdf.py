@@ -17,7 +17,8 @@ that covers it. `find_font` takes, in order: `font` (RESEARCHFLOW_PDF_FONT), the
 TrueType font with CJK coverage that Debian packages install (fonts-wqy-microhei,
 fonts-wqy-zenhei, fonts-droid-fallback, fonts-arphic-uming), then a Latin one (fonts-dejavu-core,
 fonts-liberation). Only glyphs the report uses are embedded (fpdf2 subsets the font). A report
-with characters the chosen font lacks is still written, those characters blank, and the gap is
+with Chinese, Japanese or Korean the chosen font lacks is refused (ExportError: what to
+install), since most of it would be blank; other characters the font lacks are left blank and
 logged with what to install. fpdf2 2.8.9 embeds CFF-outline fonts (OpenType .otf/.otc, such as
 Noto Sans CJK) with wrong glyph widths, so those are refused: use TrueType outlines (.ttf/.ttc).
 
@@ -42,7 +43,7 @@ from fpdf.enums import MethodReturnValue, TextMode
 from core.reports.export_blocks import (Block, ExportError, References, Run, Runs, is_web_url,
                                         plain, report_blocks)
 from core.models import Report
-from core.text.cjk import ZWSP, breakable
+from core.text.cjk import ZWSP, breakable, has_cjk
 
 log = logging.getLogger("researchflow.export")
 
@@ -316,7 +317,12 @@ def _check_glyphs(pdf, path: Path, blocks: list[Block], references: References |
         texts += [f"{c.title} {c.url} {c.quote}" for c in references.citations]
     missing = sorted({ch for text in texts for ch in text
                       if not ch.isspace() and ord(ch) not in cmap})
-    if missing:
-        shown = "".join(missing[:20]) + ("…" if len(missing) > 20 else "")
-        log.warning("the PDF font %s has no glyph for %d character(s) of this report (%s): "
-                    "they are left blank; %s", path.name, len(missing), shown, FONT_HINT)
+    if not missing:
+        return
+    shown = "".join(missing[:20]) + ("…" if len(missing) > 20 else "")
+    if has_cjk(shown):  # most of a Chinese report would be blank: not a document to send
+        raise ExportError(f"the PDF font {path.name} has no Chinese, Japanese or Korean "
+                          f"glyphs ({len(missing)} characters of this report, e.g. "
+                          f"{shown[:8]}): {FONT_HINT}")
+    log.warning("the PDF font %s has no glyph for %d character(s) of this report (%s): "
+                "they are left blank; %s", path.name, len(missing), shown, FONT_HINT)

@@ -304,3 +304,28 @@ def test_pdf_breaks_chinese_lines_between_characters_not_only_at_spaces() -> Non
         assert line[0] not in CLOSING and line[-1] not in OPENING, lines
         assert "\u200b" not in line
     assert chinese in "".join(body).replace("See the notes: ", "", 1)
+
+
+def test_a_chinese_report_without_a_cjk_font_fails_saying_what_to_install(
+        tmp_path: Path, monkeypatch) -> None:
+    """It was written mostly blank, with exit 0. A Latin report in a Latin font still is."""
+    from core.reports import export_pdf
+
+    monkeypatch.setattr(export_pdf, "SYSTEM_FONTS", ())  # the font lookup finds nothing
+    with pytest.raises(ExportError, match="apt-get install fonts-wqy-microhei"):
+        render(REPORT, "pdf")
+    latin = next((f for f in ("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+                              "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf")
+                  if Path(f).is_file()), None)
+    if latin is None:
+        pytest.skip("no Latin-only font installed")
+    monkeypatch.setattr(export_pdf, "SYSTEM_FONTS", (latin,))
+    with pytest.raises(ExportError) as refused:
+        render(REPORT, "pdf")
+    said = str(refused.value)
+    assert "no Chinese, Japanese or Korean glyphs" in said and "fonts-wqy-microhei" in said
+    assert "\n" not in said
+    english = Report(report_id="r_en", topic="locks", title="Locks", language="en",
+                     markdown="# Locks\n\nA lock guards shared data.\n", engine="offline",
+                     citations=())
+    assert render(english, "pdf").startswith(b"%PDF-")
