@@ -11,7 +11,10 @@ Tools:
     list_reports(limit)          the newest reports
     query(sql, max_rows)         read-only SQL on the store, at most max_rows rows back
 Resources:
-    report://{report_id}         a report's markdown (text/markdown)
+    report://{report_id}         a report's markdown (text/markdown); resources/list names the
+                                 newest LISTED_REPORTS stored reports
+Prompts:
+    research_and_summarise(topic)  research (or find) a topic and summarise its report
 
 Everything a client sends is untrusted: SQL runs on a read-only connection, ids are looked up
 as parameters, topic options are bounded as a CSV row's. A bad id, bad SQL or a failed start
@@ -72,9 +75,27 @@ def build_server(settings, runs) -> Any:
                               idempotent_hint=False, open_world_hint=True)
     reads_only = ToolAnnotations(read_only_hint=True, destructive_hint=False,
                              idempotent_hint=True, open_world_hint=False)
+    from mcp.types import Resource
+
     store = Path(settings.store_target())
-    server = MCPServer("researchflow", instructions=INSTRUCTIONS, log_level="WARNING",
-                       version="0.1.0")
+
+    class Server(MCPServer):
+        async def list_resources(self) -> list[Resource]:
+            """The template's resources as concrete ones: the newest stored reports, so a
+            client that lists resources sees them (a template alone lists nothing)."""
+            try:
+                newest = await asyncio.to_thread(read, reads.list_reports, store, LISTED_REPORTS)
+            except ToolError:  # no store yet: nothing to list
+                newest = []
+            return await super().list_resources() + [
+                Resource(uri=f"report://{r.report_id}", name=r.report_id,
+                         title=r.title or r.topic, mime_type="text/markdown",
+                         description=f"{r.topic}: {r.engine} report of {r.created_at[:10]}, "
+                                     f"{r.citations} citations")
+                for r in newest]
+
+    server = Server("researchflow", instructions=INSTRUCTIONS, log_level="WARNING",
+                    version="0.1.0")
 
     def read(call, *args, **kwargs):
         """A store read; a missing store or a store error is a tool error saying why."""
@@ -209,8 +230,24 @@ def build_server(settings, runs) -> Any:
             raise ResourceNotFoundError(f"no report {report_id!r}")
         return found.markdown
 
+    @server.prompt(name="research_and_summarise", title="Research a topic and summarise it",
+                   description="Research a topic with researchflow (or reuse a stored report) "
+                               "and summarise the report, keeping its citations.")
+    def research_and_summarise(topic: Annotated[str, Field(
+            description="What to research, as a question or a topic.")]) -> str:
+        return (f"Research this with researchflow and summarise the report: {topic}\n\n"
+                "1. search_reports for it; if a stored report answers it, read it with "
+                "get_report.\n"
+                "2. Otherwise call research_topic with this topic (wait_seconds up to 600), "
+                "then poll run_status until COMPLETED and read get_report(report_id).\n"
+                "3. Summarise the report in a few short paragraphs, keeping its citation "
+                "markers [n], and end with the cited sources (title and URL). Say where the "
+                "report finds its evidence thin rather than filling the gap.")
+
     return server
 
+
+LISTED_REPORTS = 200  # resources/list: the newest reports (older ones: search_reports, query)
 
 _FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 

@@ -96,6 +96,17 @@ def test_stdio_tools_resources_and_errors(store: Path, corpus: Path, tmp_path: P
             report_id = await read_back(client)
             resource = await client.read_resource(f"report://{report_id}")
             assert "exclusive lock" in resource.contents[0].text
+            listed = (await client.list_resources()).resources  # the stored reports, by URI
+            assert [(str(r.uri), r.title, r.mime_type) for r in listed] == [
+                (f"report://{report_id}", "Concurrency in DuckDB", "text/markdown")]
+            prompts = (await client.list_prompts()).prompts
+            assert [p.name for p in prompts] == ["research_and_summarise"]
+            assert prompts[0].arguments[0].name == "topic" and prompts[0].arguments[0].required
+            asked = await client.get_prompt("research_and_summarise",
+                                            {"topic": "DuckDB concurrency"})
+            said = asked.messages[0].content.text
+            assert "DuckDB concurrency" in said and "research_topic" in said
+            assert "get_report" in said and "summarise" in said.lower()
             listed = data(await client.call_tool("list_reports", {"limit": 5}))
             assert [r["report_id"] for r in listed] == [report_id]
             rows = data(await client.call_tool("query", {

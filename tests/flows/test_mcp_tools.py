@@ -54,6 +54,15 @@ def test_refused_options_and_a_missing_store_are_tool_errors(tmp_path: Path) -> 
     assert language.is_error and "unknown language" in language.content[0].text
     assert pages.is_error and "max_pages" in pages.content[0].text
     assert listed.is_error and "no store at" in listed.content[0].text
+
+    async def resources():
+        async with Client(build_server(settings, runs)) as client:
+            return (await client.list_resources()).resources, \
+                (await client.list_prompts()).prompts
+
+    listed_resources, prompts = asyncio.run(resources())
+    assert listed_resources == []  # no store yet: nothing to list, and no error
+    assert prompts[0].arguments[0].description.startswith("What to research")
     assert not (tmp_path / "none.duckdb").exists()  # reading never creates a store
 
 
