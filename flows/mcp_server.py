@@ -76,6 +76,7 @@ def build_server(settings, runs) -> Any:
     reads_only = ToolAnnotations(read_only_hint=True, destructive_hint=False,
                              idempotent_hint=True, open_world_hint=False)
     from mcp.types import Resource
+    from pydantic import ValidationError
 
     store = Path(settings.store_target())
 
@@ -93,6 +94,17 @@ def build_server(settings, runs) -> Any:
                          description=f"{r.topic}: {r.engine} report of {r.created_at[:10]}, "
                                      f"{r.citations} citations")
                 for r in newest]
+
+        async def call_tool(self, name, arguments, context=None):
+            """Arguments the schema refuses: one line naming each field and what it needs,
+            not pydantic's report (its model's name, the input echoed, a link per error)."""
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                if not isinstance(exc.__cause__, ValidationError):
+                    raise
+                raise ToolError(f"invalid arguments for {name}: "
+                                f"{_one_line(exc.__cause__)}") from exc.__cause__
 
     server = Server("researchflow", instructions=INSTRUCTIONS, log_level="WARNING",
                     version="0.1.0")
@@ -245,6 +257,15 @@ def build_server(settings, runs) -> Any:
                 "report finds its evidence thin rather than filling the gap.")
 
     return server
+
+
+def _one_line(error) -> str:
+    """A pydantic ValidationError as `field: what it needs; ...` on one line."""
+    parts = []
+    for e in error.errors(include_url=False):
+        where = ".".join(str(p) for p in e["loc"]) or "arguments"
+        parts.append(f"{where}: {' '.join(str(e['msg']).split())}")
+    return "; ".join(parts)
 
 
 LISTED_REPORTS = 200  # resources/list: the newest reports (older ones: search_reports, query)

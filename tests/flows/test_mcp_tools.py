@@ -152,3 +152,22 @@ def test_waiting_sends_progress_and_log_messages(tmp_path: Path) -> None:
     assert progress[0][2].startswith("PENDING") and "COMPLETED" in progress[-1][2]
     assert any("research started" in line for line in logs), logs
     assert any("COMPLETED" in line for line in logs), logs
+
+
+def test_arguments_the_schema_refuses_are_one_line_naming_the_field(tmp_path: Path) -> None:
+    # They were pydantic's report: several lines, the model's name, a link per error.
+    settings = Settings.load(db_path=tmp_path / "none.duckdb")
+    runs = TopicRuns(settings, deployment=None, external_api=False)
+    short, waits, missing = call(
+        build_server(settings, runs), ("research_topic", {"topic": "x"}),
+        ("research_topic", {"topic": "What is asyncio?", "wait_seconds": 9999}),
+        ("query", {}))
+    for result in (short, waits, missing):
+        text = result.content[0].text
+        assert result.is_error and "\n" not in text and "pydantic" not in text, text
+        assert "Arguments" not in text and "input_value" not in text, text
+    assert short.content[0].text == ("invalid arguments for research_topic: topic: String "
+                                     "should have at least 3 characters")
+    assert "wait_seconds: Input should be less than or equal to 600" in waits.content[0].text
+    assert missing.content[0].text == "invalid arguments for query: sql: Field required"
+    assert not runs._workers
