@@ -6,7 +6,8 @@ Tools:
                                  once it is done (`wait_seconds` waits that long for it); the
                                  research outlives this server and its client
     run_status(run_id)           the run's state, message and report id, in any session
-    search_reports(text)         full-text search over stored reports (BM25, offline)
+    search_reports(text, kind)   full-text search over stored reports and their sources (BM25,
+                                 offline)
     get_report(report_id)        a report's markdown, references included
     list_reports(limit)          the newest reports
     query(sql, max_rows)         read-only SQL on the store, at most max_rows rows back
@@ -39,7 +40,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import typer
 from pydantic import Field
@@ -176,22 +177,28 @@ def build_server(settings, runs) -> Any:
         except RunNotFound as exc:
             raise ToolError(str(exc)) from exc
 
-    @server.tool(description="Full-text search over stored reports (any of the words; rarer "
-                 "words and more of them rank higher). Returns report ids with snippets.",
-                 annotations=reads_only)
+    @server.tool(description="Full-text search over stored reports and the sources they were "
+                 "researched from (any of the words; rarer words and more of them rank "
+                 "higher). Returns report ids (read with get_report) or source URLs, with "
+                 "snippets.", annotations=reads_only)
     def search_reports(text: Annotated[str, Field(
                            min_length=1, max_length=500,
                            description="Words to look for, in any language.")],
                        limit: Annotated[int, Field(
-                           ge=1, le=100, description="The most hits to return.")] = 10
+                           ge=1, le=100, description="The most hits to return.")] = 10,
+                       kind: Annotated[Literal["all", "reports", "sources"], Field(
+                           description="What to search: reports, the sources' text "
+                                       "(pages and documents read during research), or "
+                                       "all of both.")] = "all"
                        ) -> list[dict[str, Any]]:
         try:
             hits = read(reads.search_reports, store, text, cache_dir=settings.cache_dir,
-                        limit=limit)
+                        limit=limit, kind=kind)
         except ValueError as exc:
             raise ToolError(str(exc)) from exc
-        return [{"report_id": h.key, "title": h.title, "snippet": h.snippet,
-                 "score": round(h.score, 4)} for h in hits]
+        return [{"kind": h.kind, "report_id": h.key if h.kind == "report" else None,
+                 "url": h.key if h.kind != "report" else None, "title": h.title,
+                 "snippet": h.snippet, "score": round(h.score, 4)} for h in hits]
 
     @server.tool(description="A stored report as markdown, with its numbered references "
                  "(url and verbatim quote each).", annotations=reads_only)

@@ -75,9 +75,15 @@ async def read_back(client: Client) -> str:
         assert tool.annotations.read_only_hint == (tool.name != "research_topic"), tool.name
         for name, schema in tool.input_schema["properties"].items():
             assert schema.get("description"), f"{tool.name}({name}) has no description"
-    hits = data(await client.call_tool("search_reports", {"text": "exclusive"}))
+    hits = data(await client.call_tool("search_reports", {"text": "exclusive",
+                                                          "kind": "reports"}))
     assert len(hits) == 1 and hits[0]["title"] == "Concurrency in DuckDB"
     report_id = hits[0]["report_id"]
+    # The sources too: a page's own words, which the report does not quote.
+    sources = data(await client.call_tool("search_reports", {"text": "opens"}))
+    assert [(h["kind"], h["url"]) for h in sources] == [("source", PAGE.url)], sources
+    both = data(await client.call_tool("search_reports", {"text": "exclusive lock"}))
+    assert {h["kind"] for h in both} == {"report", "source"}
     got = await client.call_tool("get_report", {"report_id": report_id})
     assert not got.is_error
     markdown = got.content[0].text
