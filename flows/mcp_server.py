@@ -126,8 +126,8 @@ def build_server(settings, runs) -> Any:
             topic: Annotated[str, Field(min_length=3, max_length=MAX_TOPIC_CHARS,
                                         description="What to research.")],
             options: Annotated[Optional[TopicOptions], Field(
-                description="How deep to research and how to write (the CLI's options; a "
-                            "batch CSV's columns); omitted fields keep their defaults.")] = None,
+                description="How deep to research and how to write the report; omitted "
+                            "fields keep their defaults.")] = None,
             wait_seconds: Annotated[float, Field(
                 ge=0, le=600, description="Seconds to wait for the report before returning "
                 "(0: return the run id at once and poll run_status).")] = 0,

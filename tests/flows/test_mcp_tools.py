@@ -7,6 +7,7 @@ read (`isError`, one line saying what to do), never a crash of the tool or the s
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,21 @@ def test_arguments_the_schema_refuses_are_one_line_naming_the_field(tmp_path: Pa
     assert "wait_seconds: Input should be less than or equal to 600" in waits.content[0].text
     assert missing.content[0].text == "invalid arguments for query: sql: Field required"
     assert not runs._workers
+
+
+def test_the_options_schema_speaks_to_the_model_not_the_developer(tmp_path: Path) -> None:
+    # It showed TopicOptions' docstring: "declared once, here ... flows.options builds them".
+    settings = Settings.load(db_path=tmp_path / "none.duckdb")
+
+    async def schema() -> dict:
+        async with Client(build_server(settings, TopicRuns(
+                settings, deployment=None, external_api=False))) as client:
+            tools = (await client.list_tools()).tools
+            return next(t for t in tools if t.name == "research_topic").input_schema
+
+    found = asyncio.run(schema())
+    text = json.dumps(found)
+    for developer in ("declared once", "flows.options", "batch CSV", "docstring"):
+        assert developer not in text, developer
+    described = found["$defs"]["TopicOptions"]["description"]
+    assert described.startswith("How deep to research the topic and how to write the report")
