@@ -207,6 +207,9 @@ def test_docx_properties_come_from_the_report_not_the_template() -> None:
     utc = datetime(2026, 3, 1, 10, 30, tzinfo=timezone.utc)
     assert props.created == props.modified == utc
     assert "docProps/thumbnail.jpeg" not in zipfile.ZipFile(io.BytesIO(data)).namelist()
+    app = zipfile.ZipFile(io.BytesIO(data)).read("docProps/app.xml").decode()
+    assert "<Application>researchflow</Application>" in app
+    assert "Microsoft" not in app and "Normal.dotm" not in app
     unsaved = docx.Document(io.BytesIO(render(REPORT, "docx"))).core_properties
     assert abs(unsaved.created - datetime.now(timezone.utc)) < timedelta(minutes=5)
 
