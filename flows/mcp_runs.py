@@ -130,6 +130,9 @@ class TopicRuns:
             return False
 
     def _detach(self, parameters: dict[str, Any]) -> RunInfo:
+        under_way = self.under_way(parameters["topic"], parameters["db_path"])
+        if under_way is not None:  # a second run would only write the same report again
+            return under_way
         run_id = str(uuid.uuid4())
         self._records.mkdir(parents=True, exist_ok=True)
         path = self._records / f"{run_id}.json"
@@ -147,6 +150,26 @@ class TopicRuns:
         return self._detached(read_record(path))
 
     # ---- reading ----------------------------------------------------------------------------
+
+    def under_way(self, topic: str, store: str) -> RunInfo | None:
+        """The detached run of this topic into this store still researching, started by any
+        server, if any."""
+        if not self._records.is_dir():
+            return None
+        for path in sorted(self._records.glob("*.json"), key=lambda p: p.stat().st_mtime,
+                           reverse=True):
+            try:
+                record = read_record(path)
+            except (OSError, ValueError):
+                continue
+            if record.get("topic") != topic or record.get("status") in FINAL \
+                    or (record.get("parameters") or {}).get("db_path") != store:
+                continue
+            info = self._detached(record)
+            if info.status not in FINAL:
+                return RunInfo(run_id=info.run_id, status=info.status, how=info.how,
+                               topic=topic, message="already under way: this is its run")
+        return None
 
     def status(self, run_id: str) -> RunInfo:
         try:

@@ -190,3 +190,30 @@ def test_the_options_schema_speaks_to_the_model_not_the_developer(tmp_path: Path
         assert developer not in text, developer
     described = found["$defs"]["TopicOptions"]["description"]
     assert described.startswith("How deep to research the topic and how to write the report")
+
+
+def test_a_topic_already_under_way_is_found_not_started_twice(tmp_path: Path) -> None:
+    # A later session asking for the same topic finds the run an earlier one started.
+    import os
+
+    from flows.local_api import _started
+    from flows.mcp_runs import runs_dir, write_record
+
+    settings = Settings.load(db_path=tmp_path / "none.duckdb", cache_dir=tmp_path / "cache")
+    folder = runs_dir(settings)
+    folder.mkdir(parents=True)
+    run_id = "00000000-0000-0000-0000-0000000000bb"
+    write_record(folder / f"{run_id}.json", {  # this process stands in for its worker
+        "run_id": run_id, "topic": "What is asyncio?", "status": "RUNNING", "created": 0,
+        "pid": os.getpid(), "pid_started": _started(os.getpid()), "log": "/x/run.log",
+        "parameters": {"db_path": str((tmp_path / "none.duckdb").resolve())}})
+    runs = TopicRuns(settings, deployment=None, external_api=False)
+    (again,) = call(build_server(settings, runs),
+                    ("research_topic", {"topic": "What is asyncio?"}))
+    assert not again.is_error
+    assert again.structured_content["run_id"] == run_id
+    assert again.structured_content["status"] == "RUNNING"
+    assert "already under way" in again.structured_content["message"]
+    assert not runs._workers  # nothing new was started
+    other = tmp_path / "other.duckdb"  # the same topic into another store is another run
+    assert runs.under_way("What is asyncio?", str(other.resolve())) is None
