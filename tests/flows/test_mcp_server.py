@@ -199,8 +199,28 @@ def test_http_refuses_a_remote_address_without_allow_remote(store: Path) -> None
     assert malformed.exit_code == 2 and "HOST:PORT" in malformed.output
 
 
+@pytest.fixture()
+def workers_end(tmp_path: Path):
+    """A research process this test started and left running (the test failed) is ended: it
+    leads a session of its own, so its process group is its own."""
+    yield
+    import signal
+
+    from flows.local_api import _started
+
+    for path in (tmp_path / "cache" / "mcp-runs").glob("*.json"):
+        record = json.loads(path.read_text())
+        pid = record.get("pid")
+        if pid and _started(pid) == record.get("pid_started"):
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except OSError:
+                pass
+
+
 def test_research_outlives_the_client_that_started_it(store: Path, corpus: Path,
-                                                      tmp_path: Path, shared_prefect) -> None:
+                                                      tmp_path: Path, shared_prefect,
+                                                      workers_end) -> None:
     """A client starts research and exits at once (its server with it); a new session finds
     the run by its id and the report by the topic's words, and the store has the run."""
     shared_prefect.seed(tmp_path / "prefect")
