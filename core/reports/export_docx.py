@@ -4,8 +4,8 @@
 
 The document has in its properties the report's title and topic, author "researchflow" and
 the time the report was stored (UTC; now for a report not stored), no thumbnail, and
-"researchflow" as the application (docProps/app.xml); its
-headings as Word headings (so the navigation pane and a table of contents find them), paragraphs with their bold and italic, the
+"researchflow" as the application (docProps/app.xml); its headings as Word headings (so the
+navigation pane and a table of contents find them), paragraphs with their bold and italic, the
 quotes as Word's Quote style, lists as list paragraphs, the comparison table as a Word table
 (header row bold, repeated on every page), and the references rebuilt from the citations: a
 numbered paragraph each, bookmarked so a citation marker `[n]` in the prose is an internal link
