@@ -40,8 +40,15 @@ class TopicOptions(_Frozen):
 
     The same fields are the topic flow's `options` parameter (a form in the Prefect UI), the
     options of `researchflow run` and `batch` (flows.options builds them from these fields,
-    their bounds and descriptions) and the optional columns of a batch CSV.
+    their bounds and descriptions) and the optional columns of a batch CSV. Its JSON schema
+    (an MCP client's `options`, the Prefect UI's form) says what they are for the person or
+    model choosing them, not this docstring.
     """
+
+    model_config = ConfigDict(json_schema_extra={"description": (
+        "How deep to research the topic and how to write the report. Every field is optional; "
+        "more sub-questions, rounds, pages and waves find more but take longer and cost "
+        "more.")})
 
     max_subquestions: int = Field(default=4, ge=1, le=6,
                                   description="Sub-questions the plan asks (at most).")

@@ -332,16 +332,26 @@ def query(sql: str,
         fail(str(exc))
 
 
+CELL_CHARS = 1000  # a query table's cell: longer values end in "…" (csv and json: whole)
+
+
 def _print_table(cursor: Any, limit: int) -> None:
     rows = cursor.fetch(limit + 1) if limit else list(cursor)
     more = bool(limit) and len(rows) > limit
     rows = rows[:limit] if limit else rows
     table = Table()
-    for column in cursor.columns:
-        table.add_column(plain(column))
+    for column in cursor.columns:  # cells wrap, and a long word or CJK run folds: never "…"
+        table.add_column(plain(column), overflow="fold")
+    shortened = 0
     for row in rows:  # text, not markup: stored text may contain "[/]"
-        table.add_row(*(plain("" if v is None else str(v)[:200]) for v in row))
+        cells = ["" if v is None else str(v) for v in row]
+        shortened += sum(len(c) > CELL_CHARS for c in cells)
+        table.add_row(*(plain(c if len(c) <= CELL_CHARS else c[:CELL_CHARS - 1] + "…")
+                        for c in cells))
     out.print(table)
+    if shortened:  # a page's whole text would fill screens: said, and where to get it whole
+        out.print(f"{shortened} value(s) longer than {CELL_CHARS} characters shortened (…); "
+                  "--format csv|json prints them whole")
     if more:
         out.print(plain(f"{len(rows)} row(s) shown; the query has more (--limit N for more, "
                         "--limit 0 for every row, or --format csv|json to stdout)"))

@@ -3,14 +3,19 @@ Protocol (the official `mcp` SDK), on stdio or streamable HTTP.
 
 Tools:
     research_topic(topic, ...)   start a topic (flows.mcp_runs): its run id, and its report id
-                                 once it is done (`wait_seconds` waits that long for it)
-    run_status(run_id)           the run's state, message and report id
-    search_reports(text)         full-text search over stored reports (BM25, offline)
+                                 once it is done (`wait_seconds` waits that long for it); the
+                                 research outlives this server and its client
+    run_status(run_id)           the run's state, message and report id, in any session
+    search_reports(text, kind)   full-text search over stored reports and their sources (BM25,
+                                 offline)
     get_report(report_id)        a report's markdown, references included
     list_reports(limit)          the newest reports
     query(sql, max_rows)         read-only SQL on the store, at most max_rows rows back
 Resources:
-    report://{report_id}         a report's markdown (text/markdown)
+    report://{report_id}         a report's markdown (text/markdown); resources/list names the
+                                 newest LISTED_REPORTS stored reports
+Prompts:
+    research_and_summarise(topic)  research (or find) a topic and summarise its report
 
 Everything a client sends is untrusted: SQL runs on a read-only connection, ids are looked up
 as parameters, topic options are bounded as a CSV row's. A bad id, bad SQL or a failed start
@@ -30,11 +35,12 @@ import json
 import logging
 import os
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import typer
 from pydantic import Field
@@ -47,13 +53,15 @@ INSTRUCTIONS = """researchflow: deep research with cited reports, stored in Duck
 Find what is already known with search_reports or list_reports and read it with get_report
 (or the report://{report_id} resource). Start new research with research_topic; it returns a
 run id at once: poll run_status until the status is COMPLETED, then get_report(report_id).
+The research goes on when this session ends: a later session finds it by run id
+(run_status) or, once stored, by its topic (search_reports, list_reports).
 query runs read-only SQL (tables: reports, citations, sources, topics, subquestions,
 findings, llm_calls; views: latest_reports, report_sources, usage_by_topic, ...)."""
 
 
 def build_server(settings, runs) -> Any:
     """The MCPServer with researchflow's tools and resources (nothing runs until served)."""
-    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 
     from core.models import MAX_TOPIC_CHARS, Topic, TopicOptions
@@ -68,9 +76,39 @@ def build_server(settings, runs) -> Any:
                               idempotent_hint=False, open_world_hint=True)
     reads_only = ToolAnnotations(read_only_hint=True, destructive_hint=False,
                              idempotent_hint=True, open_world_hint=False)
+    from mcp.types import Resource
+    from pydantic import ValidationError
+
     store = Path(settings.store_target())
-    server = MCPServer("researchflow", instructions=INSTRUCTIONS, log_level="WARNING",
-                       version="0.1.0")
+
+    class Server(MCPServer):
+        async def list_resources(self) -> list[Resource]:
+            """The template's resources as concrete ones: the newest stored reports, so a
+            client that lists resources sees them (a template alone lists nothing)."""
+            try:
+                newest = await asyncio.to_thread(read, reads.list_reports, store, LISTED_REPORTS)
+            except ToolError:  # no store yet: nothing to list
+                newest = []
+            return await super().list_resources() + [
+                Resource(uri=f"report://{r.report_id}", name=r.report_id,
+                         title=r.title or r.topic, mime_type="text/markdown",
+                         description=f"{r.topic}: {r.engine} report of {r.created_at[:10]}, "
+                                     f"{r.citations} citations")
+                for r in newest]
+
+        async def call_tool(self, name, arguments, context=None):
+            """Arguments the schema refuses: one line naming each field and what it needs,
+            not pydantic's report (its model's name, the input echoed, a link per error)."""
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                if not isinstance(exc.__cause__, ValidationError):
+                    raise
+                raise ToolError(f"invalid arguments for {name}: "
+                                f"{_one_line(exc.__cause__)}") from exc.__cause__
+
+    server = Server("researchflow", instructions=INSTRUCTIONS, log_level="WARNING",
+                    version="0.1.0")
 
     def read(call, *args, **kwargs):
         """A store read; a missing store or a store error is a tool error saying why."""
@@ -88,11 +126,12 @@ def build_server(settings, runs) -> Any:
             topic: Annotated[str, Field(min_length=3, max_length=MAX_TOPIC_CHARS,
                                         description="What to research.")],
             options: Annotated[Optional[TopicOptions], Field(
-                description="How deep to research and how to write (the CLI's options; a "
-                            "batch CSV's columns); omitted fields keep their defaults.")] = None,
+                description="How deep to research and how to write the report; omitted "
+                            "fields keep their defaults.")] = None,
             wait_seconds: Annotated[float, Field(
                 ge=0, le=600, description="Seconds to wait for the report before returning "
-                "(0: return the run id at once and poll run_status).")] = 0
+                "(0: return the run id at once and poll run_status).")] = 0,
+            ctx: Context = None,  # type: ignore[assignment]  # the SDK's, for progress
     ) -> dict[str, Any]:
         options = options or TopicOptions()
         try:
@@ -106,11 +145,23 @@ def build_server(settings, runs) -> Any:
                             "shows the plan to review; start one, or leave review_plan off")
         with _prefect_errors():
             info = await asyncio.to_thread(runs.start, topic, options)
-            waited = 0.0
-            while wait_seconds and waited < wait_seconds and info.status not in _FINAL:
+            await _tell(ctx, f"research started: run {info.run_id} ({info.status})")
+            began = time.monotonic()
+            while wait_seconds and info.status not in _FINAL:
+                waited = time.monotonic() - began
+                if waited >= wait_seconds:
+                    break
+                # The client sees the wait go on (and may show it), not a silent call.
+                await ctx.report_progress(round(waited, 1), wait_seconds,
+                                          f"{info.status} after {waited:.0f} s")
                 await asyncio.sleep(min(1.0, wait_seconds - waited))
-                waited += 1.0
-                info = await asyncio.to_thread(runs.status, info.run_id)
+                before, info = info.status, await asyncio.to_thread(runs.status, info.run_id)
+                if info.status != before:
+                    await _tell(ctx, f"run {info.run_id}: {info.status}"
+                                + (f" ({info.message})" if info.message else ""))
+            if wait_seconds:
+                await ctx.report_progress(round(time.monotonic() - began, 1), wait_seconds,
+                                          f"{info.status}: returning")
         return asdict(info)
 
     @server.tool(description="The state of a run research_topic started: SCHEDULED, PENDING, "
@@ -126,22 +177,28 @@ def build_server(settings, runs) -> Any:
         except RunNotFound as exc:
             raise ToolError(str(exc)) from exc
 
-    @server.tool(description="Full-text search over stored reports (any of the words; rarer "
-                 "words and more of them rank higher). Returns report ids with snippets.",
-                 annotations=reads_only)
+    @server.tool(description="Full-text search over stored reports and the sources they were "
+                 "researched from (any of the words; rarer words and more of them rank "
+                 "higher). Returns report ids (read with get_report) or source URLs, with "
+                 "snippets.", annotations=reads_only)
     def search_reports(text: Annotated[str, Field(
                            min_length=1, max_length=500,
                            description="Words to look for, in any language.")],
                        limit: Annotated[int, Field(
-                           ge=1, le=100, description="The most hits to return.")] = 10
+                           ge=1, le=100, description="The most hits to return.")] = 10,
+                       kind: Annotated[Literal["all", "reports", "sources"], Field(
+                           description="What to search: reports, the sources' text "
+                                       "(pages and documents read during research), or "
+                                       "all of both.")] = "all"
                        ) -> list[dict[str, Any]]:
         try:
             hits = read(reads.search_reports, store, text, cache_dir=settings.cache_dir,
-                        limit=limit)
+                        limit=limit, kind=kind)
         except ValueError as exc:
             raise ToolError(str(exc)) from exc
-        return [{"report_id": h.key, "title": h.title, "snippet": h.snippet,
-                 "score": round(h.score, 4)} for h in hits]
+        return [{"kind": h.kind, "report_id": h.key if h.kind == "report" else None,
+                 "url": h.key if h.kind != "report" else None, "title": h.title,
+                 "snippet": h.snippet, "score": round(h.score, 4)} for h in hits]
 
     @server.tool(description="A stored report as markdown, with its numbered references "
                  "(url and verbatim quote each).", annotations=reads_only)
@@ -192,30 +249,70 @@ def build_server(settings, runs) -> Any:
             raise ResourceNotFoundError(f"no report {report_id!r}")
         return found.markdown
 
+    @server.prompt(name="research_and_summarise", title="Research a topic and summarise it",
+                   description="Research a topic with researchflow (or reuse a stored report) "
+                               "and summarise the report, keeping its citations.")
+    def research_and_summarise(topic: Annotated[str, Field(
+            description="What to research, as a question or a topic.")]) -> str:
+        return (f"Research this with researchflow and summarise the report: {topic}\n\n"
+                "1. search_reports for it; if a stored report answers it, read it with "
+                "get_report.\n"
+                "2. Otherwise call research_topic with this topic (wait_seconds up to 600), "
+                "then poll run_status until COMPLETED and read get_report(report_id).\n"
+                "3. Summarise the report in a few short paragraphs, keeping its citation "
+                "markers [n], and end with the cited sources (title and URL). Say where the "
+                "report finds its evidence thin rather than filling the gap.")
+
     return server
 
+
+def _one_line(error) -> str:
+    """A pydantic ValidationError as `field: what it needs; ...` on one line."""
+    parts = []
+    for e in error.errors(include_url=False):
+        where = ".".join(str(p) for p in e["loc"]) or "arguments"
+        parts.append(f"{where}: {' '.join(str(e['msg']).split())}")
+    return "; ".join(parts)
+
+
+LISTED_REPORTS = 200  # resources/list: the newest reports (older ones: search_reports, query)
 
 _FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 
 
+async def _tell(ctx, message: str) -> None:
+    """A log message to the client (notifications/message, level info). MCP deprecated logging
+    (SEP-2577) but clients still show it; progress notifications carry the same news."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        await ctx.log("info", message, logger_name="researchflow")
+
+
 @contextmanager
 def _prefect_errors() -> Iterator[None]:
-    """The Prefect API down or refusing: a tool error naming it, not a crash."""
-    import httpx
+    """The Prefect API down or refusing: a tool error naming it, not a crash. Prefect is
+    imported only when something failed: a detached start never loads it (seconds)."""
     from mcp.server.mcpserver.exceptions import ToolError
-    from prefect.exceptions import PrefectHTTPStatusError
 
-    from flows.local_api import LocalApiError
     from flows.mcp_runs import RunNotFound
 
     try:
         yield
     except (ToolError, RunNotFound):
         raise
-    except LocalApiError as exc:  # else the client reads only "Error executing tool ..."
-        raise ToolError(f"{exc}; try again, or start a Prefect server (`make ui`) and set "
-                        "PREFECT_API_URL") from exc
-    except (httpx.HTTPError, PrefectHTTPStatusError, OSError) as exc:
+    except Exception as exc:
+        import httpx
+        from prefect.exceptions import PrefectHTTPStatusError
+
+        from flows.local_api import LocalApiError
+
+        if isinstance(exc, LocalApiError):  # else the client reads "Error executing tool"
+            raise ToolError(f"{exc}; try again, or start a Prefect server (`make ui`) and "
+                            "set PREFECT_API_URL") from exc
+        if not isinstance(exc, (httpx.HTTPError, PrefectHTTPStatusError, OSError)):
+            raise
         from prefect.settings import PREFECT_API_URL
 
         where = PREFECT_API_URL.value() or "the local Prefect API"

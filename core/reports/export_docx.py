@@ -3,8 +3,9 @@
     data = to_docx(report)   # bytes of a .docx file
 
 The document has in its properties the report's title and topic, author "researchflow" and
-the time the report was stored (UTC; now for a report not stored), and no thumbnail; its
-headings as Word headings (so the navigation pane and a table of contents find them), paragraphs with their bold and italic, the
+the time the report was stored (UTC; now for a report not stored), no thumbnail, and
+"researchflow" as the application (docProps/app.xml); its headings as Word headings (so the
+navigation pane and a table of contents find them), paragraphs with their bold and italic, the
 quotes as Word's Quote style, lists as list paragraphs, the comparison table as a Word table
 (header row bold, repeated on every page), and the references rebuilt from the citations: a
 numbered paragraph each, bookmarked so a citation marker `[n]` in the prose is an internal link
@@ -62,6 +63,15 @@ def to_docx(report: Report, *, corpus_dirs: Sequence[Path] = ()) -> bytes:
     return out.getvalue()
 
 
+_APP_XML = (b"<?xml version='1.0' encoding='UTF-8' standalone='yes'?>\n"
+            b'<Properties xmlns="http://schemas.openxmlformats.org/officeDocument/2006/'
+            b'extended-properties" xmlns:vt="http://schemas.openxmlformats.org/officeDocument/'
+            b'2006/docPropsVTypes"><Application>researchflow</Application>'
+            b"<DocSecurity>0</DocSecurity><ScaleCrop>false</ScaleCrop>"
+            b"<LinksUpToDate>false</LinksUpToDate><SharedDoc>false</SharedDoc>"
+            b"<HyperlinksChanged>false</HyperlinksChanged></Properties>")
+
+
 def _properties(doc, report: Report) -> None:
     """The file's properties from the report, none left from python-docx's template (its
     creator, its 2013 dates, its description, its blank thumbnail)."""
@@ -83,6 +93,11 @@ def _properties(doc, report: Report) -> None:
     for rid, rel in list(package.rels.items()):
         if rel.reltype == RELATIONSHIP_TYPE.THUMBNAIL:
             package.rels.pop(rid)
+    # The extended properties named the template's "Microsoft Macintosh Word" 14.0 and its
+    # empty page's counts: only what is true of this file. python-docx has no API for them.
+    for part in package.iter_parts():
+        if str(part.partname) == "/docProps/app.xml":
+            part._blob = _APP_XML
 
 
 def _block(doc, block: Block) -> None:

@@ -17,9 +17,13 @@ that covers it. `find_font` takes, in order: `font` (RESEARCHFLOW_PDF_FONT), the
 TrueType font with CJK coverage that Debian packages install (fonts-wqy-microhei,
 fonts-wqy-zenhei, fonts-droid-fallback, fonts-arphic-uming), then a Latin one (fonts-dejavu-core,
 fonts-liberation). Only glyphs the report uses are embedded (fpdf2 subsets the font). A report
-with characters the chosen font lacks is still written, those characters blank, and the gap is
+with Chinese, Japanese or Korean the chosen font lacks is refused (ExportError: what to
+install), since most of it would be blank; other characters the font lacks are left blank and
 logged with what to install. fpdf2 2.8.9 embeds CFF-outline fonts (OpenType .otf/.otc, such as
 Noto Sans CJK) with wrong glyph widths, so those are refused: use TrueType outlines (.ttf/.ttc).
+
+Lines break at spaces and, in Chinese and Japanese, between any two characters, with the usual
+no-break rules for punctuation (core.text.cjk.breakable).
 
 The font file has one face: bold is drawn by stroking the glyphs' outline too; italic is shown
 upright. What it does not do: images, right-to-left scripts, page numbers.
@@ -39,6 +43,7 @@ from fpdf.enums import MethodReturnValue, TextMode
 from core.reports.export_blocks import (Block, ExportError, References, Run, Runs, is_web_url,
                                         plain, report_blocks)
 from core.models import Report
+from core.text.cjk import ZWSP, breakable, has_cjk
 
 log = logging.getLogger("researchflow.export")
 
@@ -86,7 +91,7 @@ def to_pdf(report: Report, *, font: str | os.PathLike[str] | None = None,
     core.reports.export_blocks.shown_url."""
     blocks, references = report_blocks(report, corpus_dirs)
     path = find_font(font)
-    pdf = FPDF(format="A4")
+    pdf = _PDF(format="A4")
     pdf.set_margins(20, 18, 20)
     pdf.set_auto_page_break(True, margin=18)
     pdf.set_title(report.title or report.topic)
@@ -112,6 +117,19 @@ def to_pdf(report: Report, *, font: str | os.PathLike[str] | None = None,
     pdf.set_text_color(*_GREY)
     pdf.multi_cell(0, 4, f"report {report.report_id} · engine {report.engine}")
     return bytes(pdf.output())
+
+
+class _PDF(FPDF):
+    """fpdf2's FPDF, whose lines may break between CJK characters: fpdf2 breaks only at spaces,
+    so a line ended early before a long run of Chinese. The text carries zero-width spaces
+    where a break is allowed (core.text.cjk.breakable); fpdf2 breaks at them and this drops
+    them when it draws a line, so that the PDF's text copies and searches as written."""
+
+    def _render_styled_text_line(self, text_line, *args, **kwargs):
+        for fragment in text_line.fragments:
+            if ZWSP in fragment.characters:
+                fragment.characters = [c for c in fragment.characters if c != ZWSP]
+        return super()._render_styled_text_line(text_line, *args, **kwargs)
 
 
 class _Writer:
@@ -156,6 +174,7 @@ class _Writer:
         """The runs from the current position, wrapped at the margins, each link its own."""
         pdf = self.pdf
         pdf.set_font("body", size=size)
+        previous = ""  # the last character written: a break may come before this run
         for run in _glued(runs):
             link: str | int = ""
             if run.citation is not None:
@@ -169,7 +188,10 @@ class _Writer:
                 pdf.set_draw_color(*shade)
                 pdf.set_line_width(size * 0.012)
                 pdf.text_mode = TextMode.FILL_STROKE
-            pdf.write(height, run.text, link=link)
+            # A citation marker stays on its sentence's line.
+            text = breakable(run.text, "" if run.citation is not None else previous)
+            previous = run.text[-1:] or previous
+            pdf.write(height, text, link=link)
             pdf.text_mode = TextMode.FILL
             pdf.set_line_width(0.2)  # fpdf2's default, for rules and table borders
         pdf.set_text_color(*colour)
@@ -209,7 +231,8 @@ class _Writer:
         little narrower than `write`'s and with the citations at full size."""
         pdf = self.pdf
         pdf.set_font("body", size=_CELL)
-        lines = max(len(pdf.multi_cell(width - 2 * _PAD, _CELL_LINE, plain(cell) or " ",
+        lines = max(len(pdf.multi_cell(width - 2 * _PAD, _CELL_LINE,
+                                       breakable(plain(cell)) or " ",
                                        dry_run=True, output=MethodReturnValue.LINES))
                     for cell in cells)
         return lines * _CELL_LINE + 2 * _PAD
@@ -294,7 +317,12 @@ def _check_glyphs(pdf, path: Path, blocks: list[Block], references: References |
         texts += [f"{c.title} {c.url} {c.quote}" for c in references.citations]
     missing = sorted({ch for text in texts for ch in text
                       if not ch.isspace() and ord(ch) not in cmap})
-    if missing:
-        shown = "".join(missing[:20]) + ("…" if len(missing) > 20 else "")
-        log.warning("the PDF font %s has no glyph for %d character(s) of this report (%s): "
-                    "they are left blank; %s", path.name, len(missing), shown, FONT_HINT)
+    if not missing:
+        return
+    shown = "".join(missing[:20]) + ("…" if len(missing) > 20 else "")
+    if has_cjk(shown):  # most of a Chinese report would be blank: not a document to send
+        raise ExportError(f"the PDF font {path.name} has no Chinese, Japanese or Korean "
+                          f"glyphs ({len(missing)} characters of this report, e.g. "
+                          f"{shown[:8]}): {FONT_HINT}")
+    log.warning("the PDF font %s has no glyph for %d character(s) of this report (%s): "
+                "they are left blank; %s", path.name, len(missing), shown, FONT_HINT)

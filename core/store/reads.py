@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from core.models import Report
-from core.store.fulltext import Hit, index_for, search_store
+from core.store.fulltext import Hit, Kind, index_for, search_store
 from core.store.query import open_query, query_readonly, read_report
 
 MAX_ROWS = 1_000
@@ -55,9 +55,11 @@ def report(store: Path, report_id: str) -> Report | None:
     return read_report(store, report_id)
 
 
-def search_reports(store: Path, text: str, *, cache_dir: Path, limit: int = 10) -> list[Hit]:
-    """Raises ValueError for text without a word to search for."""
-    return search_store(store, text, index=index_for(store, cache_dir), kind="reports",
+def search_reports(store: Path, text: str, *, cache_dir: Path, limit: int = 10,
+                   kind: Kind = "reports") -> list[Hit]:
+    """Reports, sources or both (`kind`) matching `text`, best first. Raises ValueError for
+    text without a word to search for."""
+    return search_store(store, text, index=index_for(store, cache_dir), kind=kind,
                         limit=max(1, min(int(limit), 100)))
 
 

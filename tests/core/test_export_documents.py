@@ -207,6 +207,9 @@ def test_docx_properties_come_from_the_report_not_the_template() -> None:
     utc = datetime(2026, 3, 1, 10, 30, tzinfo=timezone.utc)
     assert props.created == props.modified == utc
     assert "docProps/thumbnail.jpeg" not in zipfile.ZipFile(io.BytesIO(data)).namelist()
+    app = zipfile.ZipFile(io.BytesIO(data)).read("docProps/app.xml").decode()
+    assert "<Application>researchflow</Application>" in app
+    assert "Microsoft" not in app and "Normal.dotm" not in app
     unsaved = docx.Document(io.BytesIO(render(REPORT, "docx"))).core_properties
     assert abs(unsaved.created - datetime.now(timezone.utc)) < timedelta(minutes=5)
 
@@ -266,3 +269,66 @@ def test_local_sources_are_named_in_their_corpus_folder_not_by_file_url(fmt: str
         assert b"file:" not in data
     assert "corpus/zh.pdf#page=2" in text and "file:" not in text
     assert "zh.pdf#page=2" in str(render(REPORT, "html"))  # no corpus folder known: its name
+
+
+def test_breakable_marks_breaks_between_cjk_characters_with_the_no_break_rules() -> None:
+    from core.text.cjk import ZWSP, breakable
+
+    shown = breakable("线程，共享（内存）。A coroutine 使用DuckDB……好").replace(ZWSP, "|")
+    assert shown == "线|程，|共|享|（内|存）。|A coroutine 使|用|DuckDB……|好"
+    assert breakable("plain English, no change.") == "plain English, no change."
+    assert breakable("存", before="内") == f"{ZWSP}存" and breakable("，", before="内") == "，"
+
+
+CLOSING, OPENING = "，。、；：！？）」』", "（「『"
+
+
+def test_pdf_breaks_chinese_lines_between_characters_not_only_at_spaces() -> None:
+    """A line ended at the last space before a long run of Chinese (most of it blank), and a
+    break anywhere would start lines with a comma: lines fill the width, none starts with
+    closing punctuation or ends with opening punctuation, and the text reads back whole."""
+    from pypdf import PdfReader
+
+    from core.reports.export_pdf import to_pdf
+
+    if not ("wqy" in find_font().name or "Droid" in find_font().name):
+        pytest.skip("no CJK font installed")
+    chinese = "线程共享同一进程的内存，需要用锁保护共享数据；「协程」在每个等待点让出控制权。" * 6
+    paragraph = f"See the notes: {chinese}"
+    report = Report(report_id="r_zh", topic="线程", title="线程", language="zh",
+                    markdown=f"# 线程\n\n{paragraph}\n", engine="offline", citations=())
+    text = PdfReader(io.BytesIO(to_pdf(report))).pages[0].extract_text()
+    lines = [line for line in text.splitlines() if line.strip()]
+    first = next(i for i, line in enumerate(lines) if line.startswith("See the notes:"))
+    body = [line for line in lines[first:] if not line.startswith("report r_zh")]
+    assert "线程共享" in body[0], lines  # not cut short at the space
+    assert len(body) > 3, lines
+    for line in body:
+        assert line[0] not in CLOSING and line[-1] not in OPENING, lines
+        assert "\u200b" not in line
+    assert chinese in "".join(body).replace("See the notes: ", "", 1)
+
+
+def test_a_chinese_report_without_a_cjk_font_fails_saying_what_to_install(
+        tmp_path: Path, monkeypatch) -> None:
+    """It was written mostly blank, with exit 0. A Latin report in a Latin font still is."""
+    from core.reports import export_pdf
+
+    monkeypatch.setattr(export_pdf, "SYSTEM_FONTS", ())  # the font lookup finds nothing
+    with pytest.raises(ExportError, match="apt-get install fonts-wqy-microhei"):
+        render(REPORT, "pdf")
+    latin = next((f for f in ("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+                              "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf")
+                  if Path(f).is_file()), None)
+    if latin is None:
+        pytest.skip("no Latin-only font installed")
+    monkeypatch.setattr(export_pdf, "SYSTEM_FONTS", (latin,))
+    with pytest.raises(ExportError) as refused:
+        render(REPORT, "pdf")
+    said = str(refused.value)
+    assert "no Chinese, Japanese or Korean glyphs" in said and "fonts-wqy-microhei" in said
+    assert "\n" not in said
+    english = Report(report_id="r_en", topic="locks", title="Locks", language="en",
+                     markdown="# Locks\n\nA lock guards shared data.\n", engine="offline",
+                     citations=())
+    assert render(english, "pdf").startswith(b"%PDF-")

@@ -262,3 +262,25 @@ def test_search_json_csv_and_ids_are_for_programs(tmp_path: Path) -> None:
     assert nothing.exit_code == 1 and json.loads(nothing.stdout) == []
     clash = run("search", "lock", "--json", "-f", "csv", "--db", str(store.path))
     assert clash.exit_code == 2 and "disagree" in clash.output
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_query_tables_wrap_cells_instead_of_cutting_them(
+        db: Path, monkeypatch: pytest.MonkeyPatch, width: int) -> None:
+    # A CJK run or a long URL wider than its column ended in "…", and values past 200
+    # characters were cut without a sign.
+    monkeypatch.setattr(out, "width", width)
+    url = "https://example.org/" + "a-very-long-path-segment/" * 12
+    quote = "".join(ZH_QUOTES) * 2
+    for value in (quote, url):
+        result = run("query", "SELECT ? AS value", "-p", value, "--db", str(db))
+        assert result.exit_code == 0, result.output
+        assert "…" not in result.output
+        lines = result.output.splitlines()
+        top = next(i for i, line in enumerate(lines) if "value" in line)
+        cells = [line.strip().strip("│┃").strip() for line in lines[top + 2:]
+                 if line.strip().startswith("│")]
+        assert "".join(cells) == value, cells
+        assert max(len(line) for line in lines) <= width
+    long = run("query", "SELECT repeat('x', 5000) AS pad", "--db", str(db))
+    assert "1 value(s) longer than 1000 characters shortened" in long.output

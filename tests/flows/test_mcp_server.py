@@ -2,10 +2,11 @@
 
 Over stdio the command runs from the venv as a subprocess, its store holding one report: the
 client lists the tools, finds the report by a word in it, reads it back as a tool result and as
-a resource, lists and queries the store, gets tool errors (never a dead server) for a bad id, a
-bad run id, bad SQL, a write and a bad topic, then researches a topic offline over a small
-corpus (a flow run of the server's own local Prefect API) and reads its report. Over
-streamable HTTP the same command serves a loopback port.
+a resource, lists and queries the store, and gets tool errors (never a dead server) for a bad
+id, a bad run id, bad SQL, a write and a bad topic. Another client starts research offline over
+a small corpus and exits at once: the research goes on in a process of its own, and a new
+session finds its run and its report. Over streamable HTTP the same command serves a loopback
+port.
 """
 
 from __future__ import annotations
@@ -74,9 +75,15 @@ async def read_back(client: Client) -> str:
         assert tool.annotations.read_only_hint == (tool.name != "research_topic"), tool.name
         for name, schema in tool.input_schema["properties"].items():
             assert schema.get("description"), f"{tool.name}({name}) has no description"
-    hits = data(await client.call_tool("search_reports", {"text": "exclusive"}))
+    hits = data(await client.call_tool("search_reports", {"text": "exclusive",
+                                                          "kind": "reports"}))
     assert len(hits) == 1 and hits[0]["title"] == "Concurrency in DuckDB"
     report_id = hits[0]["report_id"]
+    # The sources too: a page's own words, which the report does not quote.
+    sources = data(await client.call_tool("search_reports", {"text": "opens"}))
+    assert [(h["kind"], h["url"]) for h in sources] == [("source", PAGE.url)], sources
+    both = data(await client.call_tool("search_reports", {"text": "exclusive lock"}))
+    assert {h["kind"] for h in both} == {"report", "source"}
     got = await client.call_tool("get_report", {"report_id": report_id})
     assert not got.is_error
     markdown = got.content[0].text
@@ -84,10 +91,7 @@ async def read_back(client: Client) -> str:
     return report_id
 
 
-def test_stdio_tools_resources_errors_and_a_researched_topic(store: Path, corpus: Path,
-                                                             tmp_path: Path,
-                                                             shared_prefect) -> None:
-    shared_prefect.seed(tmp_path / "prefect")  # its own API's database migrated, if the run has one
+def test_stdio_tools_resources_and_errors(store: Path, corpus: Path, tmp_path: Path) -> None:
     params = StdioServerParameters(
         command=str(BIN / "researchflow"),
         args=["mcp", "--db", str(store), "--corpus", str(corpus), "--model", "offline"],
@@ -98,6 +102,17 @@ def test_stdio_tools_resources_errors_and_a_researched_topic(store: Path, corpus
             report_id = await read_back(client)
             resource = await client.read_resource(f"report://{report_id}")
             assert "exclusive lock" in resource.contents[0].text
+            listed = (await client.list_resources()).resources  # the stored reports, by URI
+            assert [(str(r.uri), r.title, r.mime_type) for r in listed] == [
+                (f"report://{report_id}", "Concurrency in DuckDB", "text/markdown")]
+            prompts = (await client.list_prompts()).prompts
+            assert [p.name for p in prompts] == ["research_and_summarise"]
+            assert prompts[0].arguments[0].name == "topic" and prompts[0].arguments[0].required
+            asked = await client.get_prompt("research_and_summarise",
+                                            {"topic": "DuckDB concurrency"})
+            said = asked.messages[0].content.text
+            assert "DuckDB concurrency" in said and "research_topic" in said
+            assert "get_report" in said and "summarise" in said.lower()
             listed = data(await client.call_tool("list_reports", {"limit": 5}))
             assert [r["report_id"] for r in listed] == [report_id]
             rows = data(await client.call_tool("query", {
@@ -119,31 +134,13 @@ def test_stdio_tools_resources_errors_and_a_researched_topic(store: Path, corpus
                 await client.call_tool("query", {"sql": "DELETE FROM reports"}))
             assert "not a run id" in error(
                 await client.call_tool("run_status", {"run_id": "'; DROP TABLE x"}))
-            assert "was started by this server" in error(await client.call_tool(
+            assert "research_topic never returned it" in error(await client.call_tool(
                 "run_status", {"run_id": "00000000-0000-0000-0000-000000000000"}))
             assert error(await client.call_tool("research_topic", {"topic": "x"}))
             with pytest.raises(Exception, match="no report"):
                 await client.read_resource("report://r_nope")
 
-            started = data(await client.call_tool("research_topic", {
-                "topic": "How do threads share memory?",
-                "options": {"max_subquestions": 2, "max_rounds": 1, "max_waves": 1}}))
-            assert started["how"] == "in-process" and started["report_id"] is None
-            deadline = time.monotonic() + 240
-            status = started
-            while status["status"] not in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
-                assert time.monotonic() < deadline, status
-                await asyncio.sleep(1)
-                status = data(await client.call_tool("run_status",
-                                                      {"run_id": started["run_id"]}))
-            assert status["status"] == "COMPLETED", status
-            new = await client.call_tool("get_report", {"report_id": status["report_id"]})
-            assert not new.is_error and "## References" in new.content[0].text
-            assert "threads" in new.content[0].text.lower()
-
     asyncio.run(session())
-    # The topic's report is in the server's store, beside the first one.
-    assert len(ResultStore(store).list_reports()) == 2
 
 
 def test_streamable_http_serves_the_same_tools(store: Path, tmp_path: Path) -> None:
@@ -200,3 +197,71 @@ def test_http_refuses_a_remote_address_without_allow_remote(store: Path) -> None
     assert refused.exit_code == 2 and "--allow-remote" in refused.output
     malformed = run("mcp", "--http", "localhost", "--db", str(store))
     assert malformed.exit_code == 2 and "HOST:PORT" in malformed.output
+
+
+@pytest.fixture()
+def workers_end(tmp_path: Path):
+    """A research process this test started and left running (the test failed) is ended: it
+    leads a session of its own, so its process group is its own."""
+    yield
+    import signal
+
+    from flows.local_api import _started
+
+    for path in (tmp_path / "cache" / "mcp-runs").glob("*.json"):
+        record = json.loads(path.read_text())
+        pid = record.get("pid")
+        if pid and _started(pid) == record.get("pid_started"):
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except OSError:
+                pass
+
+
+def test_research_outlives_the_client_that_started_it(store: Path, corpus: Path,
+                                                      tmp_path: Path, shared_prefect,
+                                                      workers_end) -> None:
+    """A client starts research and exits at once (its server with it); a new session finds
+    the run by its id and the report by the topic's words, and the store has the run."""
+    shared_prefect.seed(tmp_path / "prefect")
+    params = StdioServerParameters(
+        command=str(BIN / "researchflow"),
+        args=["mcp", "--db", str(store), "--corpus", str(corpus), "--model", "offline"],
+        env=env(tmp_path), cwd=str(tmp_path))
+
+    async def start() -> tuple[dict, float]:
+        async with Client(params, read_timeout_seconds=300) as client:
+            began = time.monotonic()
+            started = data(await client.call_tool("research_topic", {
+                "topic": "How do threads share memory?",
+                "options": {"max_subquestions": 2, "max_rounds": 1, "max_waves": 1}}))
+            return started, time.monotonic() - began
+
+    started, took = asyncio.run(start())
+    print(f"research_topic answered in {took:.1f} s: {started}")
+    assert started["status"] in ("PENDING", "SCHEDULED", "RUNNING") and started["report_id"] is None
+    assert took < 10, f"the first call took {took:.1f} s"  # it says it returns at once
+
+    async def later() -> None:
+        async with Client(params, read_timeout_seconds=300) as client:
+            deadline = time.monotonic() + 240
+            status = data(await client.call_tool("run_status", {"run_id": started["run_id"]}))
+            while status["status"] not in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
+                assert time.monotonic() < deadline, status
+                await asyncio.sleep(1)
+                status = data(await client.call_tool("run_status",
+                                                      {"run_id": started["run_id"]}))
+            assert status["status"] == "COMPLETED", status
+            hits = data(await client.call_tool("search_reports", {"text": "threads memory"}))
+            assert status["report_id"] in [h["report_id"] for h in hits]
+            new = await client.call_tool("get_report", {"report_id": status["report_id"]})
+            assert not new.is_error and "## References" in new.content[0].text
+
+    asyncio.run(later())
+    release_all()
+    import duckdb
+
+    with duckdb.connect(str(store), read_only=True) as con:
+        topics = [t for (t,) in con.execute("SELECT topic FROM topics").fetchall()]
+        runs = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+    assert "How do threads share memory?" in topics and runs >= 1
