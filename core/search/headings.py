@@ -40,7 +40,8 @@ _PROBE = 40  # characters of a section's first line that place it in the text
 _SHORT_PROBE = 16  # then fewer, when the first line reads otherwise in the text
 _MIN_PROBE = 8  # a shorter probe is found anywhere
 _PROBE_STARTS, _PROBE_SPAN = 6, 160  # later starts tried: after each of the first words
-_OWN_TRIES, _OWN_SLACK = 20, 12  # a heading's line: the name and a number or a mark, no more
+_OWN_TRIES = 20  # occurrences of a heading's name tried for its own line
+_WORDY = re.compile(r"\w")  # what a heading's own line holds besides its name: no word
 _OWN_CHECK = 3  # headings after one placed only by its own line, checked to come after it
 
 
@@ -118,18 +119,19 @@ def html_headings(html: str, text: str) -> tuple[Heading, ...]:
 
 
 def _own_line(squeezed: Squeezed, text: str, name: str, at: int) -> int | None:
-    """The heading kept as a line of its own. The name inside a sentence is a cross-reference
-    ("see 2.1.4 “Debian 档案库基础”") pages later: taking it would place every later heading
-    after it, that is nowhere."""
-    size = len("".join(name.split()))
+    """The heading kept as a line of its own: the line is the name, give or take numbering and
+    marks. The name inside a sentence is a cross-reference ("see 2.1.4 “Debian 档案库基础”")
+    pages later, and inside a caption ("表 11.10. XML 数据提取工具列表") a table's title:
+    taking either would misplace this section and lose every section after it."""
+    want = "".join(name.split())
     for _ in range(_OWN_TRIES):
         found = squeezed.find(name, at)
         if found is None:
             return None
         start = text.rfind("\n", 0, found) + 1
         stop = text.find("\n", found)
-        line = "".join(text[start:len(text) if stop < 0 else stop].split())
-        if len(line) <= size + _OWN_SLACK:
+        line = "".join(clean(text[start:len(text) if stop < 0 else stop]).split())
+        if not _WORDY.search(line.replace(want, "", 1)):
             return found
         at = found + 1
     return None
