@@ -58,6 +58,10 @@ _FILLER = frozenset("which what one ones it them both either neither other other
 _JOINT_CJK = re.compile(r"\s*(?:和|与|跟|还是|或者|或|、|vs\.?|对比)\s*")
 _LEFT = re.compile(r"([A-Za-z0-9][\w.+#-]*(?:\s+[A-Z0-9][\w.+#-]*)*|[\u4e00-\u9fff]{1,8})\s*$")
 _RIGHT = re.compile(r"^\s*([A-Za-z0-9][\w.+#-]*(?:\s+[A-Z0-9][\w.+#-]*)*|[\u4e00-\u9fff]{1,8})")
+# 和/与/跟/、 also join the words of one subject ("复制和同步工具": copy-and-sync tools; "PAM 和
+# NSS 访问的配置文件"): options only when the question compares or chooses.
+_COMPARING_CJK = re.compile(r"还是|或者|或|vs|对比|比较|区别|不同|差异|相比|哪个|哪一个|哪种|优劣|优缺点|"
+                            r"选择|选哪|更好|更适合|更快", re.I)
 _CUT_CJK = re.compile(r"[的在是用上中有选择应该对比比较区别不同如何怎么什么哪个吗呢了]")
 
 _RECOMMEND = re.compile(r"\b(?:should|recommend\w*|which\s+\w+\s+(?:use|choose|pick)|best|"
@@ -191,6 +195,8 @@ def _context(rest: str) -> str:
 
 
 def _options_cjk(text: str) -> tuple[tuple[str, ...], str, str]:
+    if not _COMPARING_CJK.search(text):
+        return (), "", ""
     joints = list(_JOINT_CJK.finditer(text))
     options: list[str] = []
     spans: list[tuple[int, int]] = []
