@@ -32,14 +32,15 @@ import numpy as np
 
 from core.text.embedding import Embedder, embedder as shared_embedder
 from core.engine.sentences import Scorer, Sentence, overlap, sentences, terms
-from core.models import Source, SubQuestion
-from core.relevance.about import about as on_subject, naming, own_page
+from core.models import Source, SubQuestion, heading_chain
+from core.relevance.about import about as on_subject, naming, own_page, split_terms
 from core.search.headings import clean
 
 # Weights of the blend: words, meaning of the question, meaning of the subject, naming it,
 # and being on the subject's own page (its title opens with the subject's name).
 _W_WORDS, _W_QUESTION, _W_FOCUS, _W_NAMED, _W_OWN = 0.35, 0.35, 0.15, 0.15, 0.2
 _HAN = re.compile(r"[\u4e00-\u9fff]")
+_OWN_SLACK = 1  # terms a section's heading may have beyond the subject's and still be its own
 # Near-duplicates: the same statement from two pages (or twice on one) is quoted once.
 DUPLICATE_COSINE, DUPLICATE_OVERLAP = 0.92, 0.5
 # Another page saying nearly the same thing corroborates a claim.
@@ -100,9 +101,14 @@ def rank(subquestion: SubQuestion, sources: Sequence[Source],
     docs = [scorer.docs[i].keys() for i in range(len(pool))]
     named = np.array([naming(phrases, d) for d in docs])
     own = {src.url: own_page(src.title, focus) for src in sources}
+    # A manual that keeps many subjects on one page (a chapter per page) gives each its own
+    # section: a sentence under a heading that opens with the subject as asked ("SSH 基础", not
+    # any heading naming SSH) is on the subject's own page as much as one under such a title.
+    asked_as = [p for p in dict.fromkeys([*subquestion.queries[:1], *focus]) if terms(p)]
+    own_here = np.array([max(own[src.url], _own_section(src, sent.start, asked_as))
+                         for sent, src in pool])
     blend = (_W_WORDS * _unit(words) + _W_QUESTION * _minmax(q_sim)
-             + _W_FOCUS * _minmax(f_sim) + _W_NAMED * named
-             + _W_OWN * np.array([own[src.url] for _, src in pool]))
+             + _W_FOCUS * _minmax(f_sim) + _W_NAMED * named + _W_OWN * own_here)
     # About the subject: a sentence naming it, under a heading that names it, or on a page
     # whose title names it and closer to it in meaning than the average sentence read ("A
     # string kept for identification purposes only." on a page titled "Heat pumps" is not).
@@ -121,7 +127,7 @@ def rank(subquestion: SubQuestion, sources: Sequence[Source],
     # (an API reference rarely repeats its own name), and is nearer the question in meaning
     # than half the sentences read; and it is about the subject, however well it matches the
     # aspect words.
-    page_own = np.array([own[src.url] >= 1.0 for _, src in pool], dtype=bool)
+    page_own = own_here >= 1.0
     relevant = (words > 0) | (((named >= 1.0) | page_own) & (q_sim >= float(np.median(q_sim))))
     out = [Candidate(float(blend[i]), sent, src, vec[i]) for i, (sent, src) in enumerate(pool)
            if relevant[i] and about[i]]
@@ -156,6 +162,20 @@ def pick(ranked: Sequence[Candidate], limit: int,
         take(cand)
     order = {id(c): i for i, c in enumerate(ranked)}
     return sorted(chosen, key=lambda c: order[id(c)])
+
+
+def _own_section(source: Source, offset: int, asked_as: Sequence[str]) -> float:
+    """1.0 when the innermost heading over `offset` is the subject as the question words it
+    (its first query keeps the topic's phrase, in any order: "XML 数据提取" for "数据提取 XML"),
+    0.5 when it opens with a focus phrase alone ("SSH 故障排查" for SSH)."""
+    chain = heading_chain(source.headings, offset)
+    if not chain or not asked_as:
+        return 0.0
+    heading = chain[-1].text
+    said, asked = set(split_terms(heading)), set(split_terms(asked_as[0]))
+    if asked and asked <= said and len(said) <= len(asked) + _OWN_SLACK:
+        return 1.0
+    return 0.5 if any(own_page(heading, (p,)) >= 1.0 for p in asked_as[1:]) else 0.0
 
 
 def distinct_pages(sources: Sequence[Source]) -> list[Source]:
