@@ -53,8 +53,9 @@ log = logging.getLogger(__name__)
 # 2: content keys and duplicates, the CJK bigram index; 3: skipped files; 4: the documents'
 # own headings (files.headings), indexed with each passage (passages.heads, head_grams); 5: names
 # that open with digits (2to3) in the exact-term index; 6: sections trafilatura dropped restored;
-# 7: headings placed by their own lines, not cross-references; 8: nor by table captions
-SCHEMA_VERSION = "8"
+# 7: headings placed by their own lines, not cross-references; 8: nor by table captions;
+# 9: the chapter a page belongs to (its "up" link) as its outermost heading
+SCHEMA_VERSION = "9"
 PARALLEL_MIN = 48  # fewer files to extract than this: in-process beats spawning workers
 _TASK_FILES = 8  # files per worker task: fewer, larger messages
 _IN_FLIGHT = 4  # tasks queued per worker: keeps workers busy, bounds memory

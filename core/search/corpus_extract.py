@@ -26,7 +26,7 @@ from core.search import documents
 from core.search import page_text as textlib
 from core.search.corpus_files import ReadLimits, Skipped, decode, read_file
 from core.search.fetch_types import PageRefused
-from core.search.headings import html_headings, text_headings, within
+from core.search.headings import html_headings, parent_title, text_headings, within
 from core.search.html_sections import restore_sections
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,14 @@ def extract_text(rel: str, raw: bytes) -> tuple[str, str, tuple[Heading, ...]]:
         if not page:
             return Path(rel).stem, "", ()
         text = restore_sections(decoded, page.text)
-        return page.title or Path(rel).stem, text, html_headings(decoded, text)
+        title = page.title or Path(rel).stem
+        heads = html_headings(decoded, text)
+        # The chapter a page belongs to is its outermost heading: "Getting Started" over
+        # "Installation", where the chapter's own page lists its sections and says nothing.
+        parent = parent_title(decoded)
+        if parent and parent.lower() not in title.lower():
+            heads = (Heading(start=0, level=0, text=parent), *heads)
+        return title, text, heads
     return (textlib.first_line_title(decoded) or Path(rel).stem, decoded,
             text_headings(decoded))
 

@@ -4,6 +4,7 @@ in its own words.
     html_headings(html, text)   h1-h3 of a page, placed where their sections start in the text
                                 trafilatura extracted (which often drops the heading itself:
                                 DocBook's title pages, for instance)
+    parent_title(html)          the title of the page one up in the book, from its "up" link
     text_headings(text)         a markdown file's `#` lines and a reStructuredText file's
                                 underlined titles
     within(headings, a, b)      the headings of text[a:b], shifted to it, the one in effect at
@@ -40,6 +41,11 @@ _PROBE = 40  # characters of a section's first line that place it in the text
 _SHORT_PROBE = 16  # then fewer, when the first line reads otherwise in the text
 _MIN_PROBE = 8  # a shorter probe is found anywhere
 _PROBE_STARTS, _PROBE_SPAN = 6, 160  # later starts tried: after each of the first words
+_UP_LINK = re.compile(r"<link\b([^>]*\brel=[\"']up[\"'][^>]*)>", re.I)
+_UP_ANCHOR = re.compile(r"<a\b([^>]*\baccesskey=[\"']u[\"'][^>]*)>(.*?)</a\s*>", re.I | re.S)
+_TITLE_ATTR = re.compile(r"\btitle=[\"']([^\"']*)[\"']", re.I)
+_HREF_ATTR = re.compile(r"\bhref=[\"']([^\"']*)[\"']", re.I)
+_BOOK_ROOT = re.compile(r"(?:^|/)index(?:\.[\w-]+)?\.html?(?:#.*)?$", re.I)
 _OWN_TRIES = 20  # occurrences of a heading's name tried for its own line
 _WORDY = re.compile(r"\w")  # what a heading's own line holds besides its name: no word
 _OWN_CHECK = 3  # headings after one placed only by its own line, checked to come after it
@@ -116,6 +122,25 @@ def html_headings(html: str, text: str) -> tuple[Heading, ...]:
         out.append(Heading(start=where, level=level, text=name))
         at = where
     return tuple(out)
+
+
+def parent_title(html: str) -> str:
+    """The title of the page one up in the book ("Chapter 1. Getting Started" over PostgreSQL's
+    "1.1. Installation", "Internet Data Handling" over Python's json), from the navigation's
+    "up" link that DocBook and Sphinx write, shown like a heading. A chapter whose own page is
+    only a table of contents is then named by the pages it lists."""
+    for pattern in (_UP_LINK, _UP_ANCHOR):
+        match = pattern.search(html)
+        if match:
+            attrs, label = match.group(1), match.group(2) if match.lastindex == 2 else ""
+            href = _HREF_ATTR.search(attrs)
+            if href and _BOOK_ROOT.search(href.group(1)):
+                return ""  # the whole book ("Debian 参考手册") is every page's parent: no subject
+            title = _TITLE_ATTR.search(attrs)
+            name = clean(_plain(title.group(1) if title else label))
+            if name and name.lower() not in ("up", "home"):
+                return name
+    return ""
 
 
 def _own_line(squeezed: Squeezed, text: str, name: str, at: int) -> int | None:

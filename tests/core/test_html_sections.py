@@ -33,3 +33,22 @@ def test_a_page_trafilatura_reads_whole_is_unchanged() -> None:
         for i in range(6)) + "</body></html>")
     text = trafilatura.extract(html) or ""
     assert restore_sections(html, text) == text
+
+
+def test_a_chapter_is_the_outermost_heading_of_the_pages_it_lists() -> None:
+    # PostgreSQL's "Chapter 1. Getting Started" page is a table of contents: the chapter is
+    # named by its pages, each of which links "up" to it (DocBook; Sphinx writes accesskey="U")
+    page = ('<html><head><title>1.1. Installation</title></head><body><div class="navheader">'
+            '<a accesskey="u" href="tutorial-start.html" title="Chapter 1. Getting Started">Up</a>'
+            '</div><h2>1.1. Installation</h2><p>Before you can use PostgreSQL you need to install'
+            ' it, of course. It is possible that PostgreSQL is already installed at your site.'
+            '</p></body></html>')
+    _title, _text, headings = extract_text("tutorial-install.html", page.encode())
+    assert headings[0].text == "Getting Started" and headings[0].level == 0
+    sphinx = page.replace('<a accesskey="u" href="tutorial-start.html" title="Chapter 1. '
+                          'Getting Started">Up</a>',
+                          '<a href="netdata.html" accesskey="U">Internet Data Handling</a>')
+    assert extract_text("json.html", sphinx.encode())[2][0].text == "Internet Data Handling"
+    # the book itself is every page's parent, and no subject
+    root = page.replace("tutorial-start.html", "index.html")
+    assert all(h.level > 0 for h in extract_text("x.html", root.encode())[2])
