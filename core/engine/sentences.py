@@ -137,6 +137,10 @@ def stem(word: str) -> str:
     return word[:-1] if word.endswith("e") and len(word) > 4 else word
 
 
+_ROW = re.compile(r"^\s*\||\|\s*$")  # a table row, or a row's end, as the extractor writes it
+_CELLS = re.compile(r"(?:\|[ \t]*)+")  # the empty cells before a cell's text
+
+
 def sentences(text: str, *, min_chars: int = 40, max_chars: int = 600) -> list[Sentence]:
     """Prose sentences of `text` as exact spans; code lines, headings and fragments are skipped."""
     out: list[Sentence] = []
@@ -146,13 +150,17 @@ def sentences(text: str, *, min_chars: int = 40, max_chars: int = 600) -> list[S
         raw = text[pos:end]
         lead = len(raw) - len(raw.lstrip())
         # Drop heading lines glued to the sentence (pydoc's NAME, DESCRIPTION, markdown #).
+        # And table rows: a sentence after a table, or inside an admonition that the
+        # extractor wrote as one ("|  | 注意 |"), starts after the rows and empty cells.
         while True:
             first, nl, rest = raw[lead:].partition("\n")
-            if nl and (_HEADING.match(first) or _is_title(first, rest)):
+            if nl and (_HEADING.match(first) or _is_title(first, rest) or _ROW.match(first)):
                 lead += len(first) + 1
                 lead += len(rest) - len(rest.lstrip())
                 continue
             break
+        cells = _CELLS.match(raw, lead)
+        lead = cells.end() if cells else lead
         span = raw[lead:].rstrip()
         start = pos + lead
         pos = m.end() if m else len(text)
