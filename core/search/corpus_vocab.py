@@ -83,6 +83,7 @@ def vocabulary(cur: duckdb.DuckDBPyConnection, words: Sequence[str]) -> Vocabula
 _GLUE = set("的了和与及或是在有也都而就被把对之其这那些吗呢吧啊着过"
             "，。、；：！？（）《》“”‘’ ")
 _HAN_WORD = re.compile(r"[\u4e00-\u9fff]{2}")
+_BOUND_MIN_USES = 3  # uses of a word before its neighbours can show it is always inside another
 
 
 def _bound(cur: duckdb.DuckDBPyConnection, word: str, limit: int = 200) -> bool:
@@ -103,7 +104,8 @@ def _bound(cur: duckdb.DuckDBPyConnection, word: str, limit: int = 200) -> bool:
                 if ch and cjk.RUN.fullmatch(ch) and ch not in _GLUE:
                     sides[(side, ch)] = sides.get((side, ch), 0) + 1
             at = body.find(word, at + 1)
-    return seen > 0 and max(sides.values(), default=0) >= 0.8 * seen
+    # One or two uses say nothing: 成熟 in "足够成熟" alone is not bound to 够.
+    return seen >= _BOUND_MIN_USES and max(sides.values(), default=0) >= 0.8 * seen
 
 
 def _holding(sets: list[set[str]], need: int) -> int:
