@@ -318,3 +318,29 @@ def test_a_question_about_a_module_quotes_its_page_under_the_questions_parts(
         [(c.url, c.quote) for c in run.report.citations]
     assert any(c.url.split("#")[0].endswith(f"/{module}.md") for c in run.report.citations)
     assert "When in doubt, consult the module reference" not in run.report.markdown
+
+
+ZH_PAGES = {
+    "apt.html": ("软件包管理", [
+        ("升级", "在升级之前，请先确认软件源足够成熟，再判断是否需要重启服务。升级会替换旧版本的文件，"
+                 "并保留你修改过的配置文件。"),
+        ("基金会", "自由软件基金会维护着许多工具。自由软件基金会的许可证允许修改。"
+                   "软件基金会也资助开发者。")]),
+    "ssh.html": ("远程访问", [
+        ("SSH 基础", "SSH 是因特网上的安全连接方式。你可以用密钥登录远程主机，而不必每次输入密码。"),
+        ("SSH 故障排查", "如果连接突然失败，请检查配置文件的权限，并用详细模式运行客户端来判断原因。")]),
+}
+
+
+def test_a_chinese_question_from_another_field_is_refused(tmp_path: Path, work: Path) -> None:
+    """成熟 appears once, inside "足够成熟": too little to call it a word the corpus only
+    writes inside another, and no reason to take a page naming it as one about watermelons."""
+    docs = tmp_path / "zh"
+    docs.mkdir()
+    for name, (title, sections) in ZH_PAGES.items():
+        (docs / name).write_text(html_page(title, sections), encoding="utf-8")
+    with pytest.raises(NoEvidence) as refused:
+        _run("怎样判断西瓜是否成熟？", docs, work)
+    assert "西瓜" in str(refused.value)
+    report = _run("关于SSH 基础，文档是怎么说的？", docs, work).report
+    assert any("安全连接方式" in c.quote for c in report.citations)
