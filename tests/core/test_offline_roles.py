@@ -102,3 +102,13 @@ def test_offline_conclusion_names_the_sections_still_open() -> None:
     draft = OFFLINE.write_report(plan, [quoted(0, plan.subquestions[0].question)])
     assert draft.conclusion.startswith(f"Quoted evidence answers 1 of {n} sub-questions")
     assert plan.subquestions[-1].question in draft.conclusion
+
+
+def test_a_followup_is_asked_in_the_topics_language() -> None:
+    corpus = [Source(url=f"https://docs.example/zh{n}", title=t, text=x) for n, (t, x) in
+              enumerate((("条件语句", "每个命令都会返回退出状态，这可以被条件语句使用。"),
+                         ("循环", "循环语句会重复执行命令，直到条件不再成立为止。")))]
+    engine = ExtractiveEngine(vocabulary=memory_vocabulary(corpus))
+    plan = engine.plan(Topic(text="Shell 条件语句是如何工作的？", max_subquestions=2))
+    followups = engine.review(plan, [], [], 1, 3)
+    assert followups and all(f.question.startswith("来源中关于") for f in followups), followups

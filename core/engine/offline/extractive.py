@@ -156,12 +156,13 @@ class ExtractiveEngine:
             if covered:
                 continue
             # The section's words and the rest of the topic's, in one search.
-            words = list(dict.fromkeys(query_words(sq.question) + query_words(plan.topic)))
-            query = " ".join(words[:6])
+            terms_asked = list(dict.fromkeys(query_words(sq.question) + query_words(plan.topic)))
+            query = " ".join(terms_asked[:6])
             if not query or query.lower() in asked:
                 continue
             asked.add(query.lower())  # sections sharing a subject get one follow-up, not one each
-            out.append(FollowUp(question=f"What do the sources say about {query}?",
+            ask = words(plan.language)["followup"].format(query=query)
+            out.append(FollowUp(question=ask,
                                 queries=(query,), parent=sq.index,
                                 why=f"wave {wave} found no quoted evidence for: {sq.question}"))
         return out[:limit]
