@@ -59,7 +59,9 @@ FRAME_CJK = ("什么", "哪些", "哪个", "如何", "怎么", "怎样", "为什
              "功能", "场景", "情况", "时候", "一下", "我们", "你们", "他们", "有关", "相关", "进行",
              "以及", "还是", "或者", "选择", "比较", "对比", "推荐", "建议", "哪里", "开始", "学习",
              "知道", "了解", "应用")
-_CJK_GLUE = "的了和与及或是在有也都而就被把对之其这那些吗呢吧啊着过给从到上中时要会能"
+# Not 时/上/中/要/会/能/给/从/到: each begins or ends common words (时间戳, 系统时间, 会话, 性能,
+# 给定), and cutting at it left "间戳" and "间" as the subject.
+_CJK_GLUE = "的了和与及或是在有也都而就被把对之其这那些吗呢吧啊着过"
 _CJK_CUT = re.compile("|".join(sorted(FRAME_CJK, key=len, reverse=True)) + f"|[{_CJK_GLUE}]+")
 # ASCII only inside a Latin word: \w would glue "GnuPG有什么作用" into one word.
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+#'-]*[A-Za-z0-9_+#]|[A-Za-z]|[\u4e00-\u9fff]+")
