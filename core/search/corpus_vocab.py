@@ -83,29 +83,35 @@ def vocabulary(cur: duckdb.DuckDBPyConnection, words: Sequence[str]) -> Vocabula
 _GLUE = set("的了和与及或是在有也都而就被把对之其这那些吗呢吧啊着过"
             "，。、；：！？（）《》“”‘’ ")
 _HAN_WORD = re.compile(r"[\u4e00-\u9fff]{2}")
-_BOUND_MIN_USES = 3  # uses of a word before its neighbours can show it is always inside another
+_BOUND_MIN_USES = 3  # uses of a word before one neighbour can show it is always inside another
 
 
 def _bound(cur: duckdb.DuckDBPyConnection, word: str, limit: int = 200) -> bool:
     """A two-character Chinese word the corpus only ever writes inside a longer one: 基金 in
     基金会 (a foundation, not a fund). Without spaces, a bigram index cannot tell; its
-    neighbours can: one character on one side of nearly every occurrence."""
+    neighbours can: one character on one side of nearly every occurrence, or, for a word used
+    once or twice, Han characters on both sides every time (软件基金会; but 足够成熟，ends a
+    clause, so 成熟 is a word of its own)."""
     if not _HAN_WORD.fullmatch(word):
         return False
     sides: dict[tuple[int, str], int] = {}
-    seen = 0
+    seen = inside = 0
     for (body,) in cur.execute("SELECT body FROM passages WHERE contains(body, ?) LIMIT ?",
                                [word, limit]).fetchall():
         at = body.find(word)
         while at >= 0:
             seen += 1
+            bound = 0
             for side, ch in ((-1, body[at - 1] if at else ""),
                              (1, body[at + 2] if at + 2 < len(body) else "")):
                 if ch and cjk.RUN.fullmatch(ch) and ch not in _GLUE:
                     sides[(side, ch)] = sides.get((side, ch), 0) + 1
+                    bound += 1
+            inside += bound == 2
             at = body.find(word, at + 1)
-    # One or two uses say nothing: 成熟 in "足够成熟" alone is not bound to 够.
-    return seen >= _BOUND_MIN_USES and max(sides.values(), default=0) >= 0.8 * seen
+    if seen < _BOUND_MIN_USES:
+        return seen > 0 and inside == seen
+    return max(sides.values(), default=0) >= 0.8 * seen
 
 
 def _holding(sets: list[set[str]], need: int) -> int:

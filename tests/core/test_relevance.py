@@ -324,8 +324,7 @@ ZH_PAGES = {
     "apt.html": ("软件包管理", [
         ("升级", "在升级之前，请先确认软件源足够成熟，再判断是否需要重启服务。升级会替换旧版本的文件，"
                  "并保留你修改过的配置文件。"),
-        ("基金会", "自由软件基金会维护着许多工具。自由软件基金会的许可证允许修改。"
-                   "软件基金会也资助开发者。")]),
+        ("许可证", "自由软件基金会维护着许多工具，它的许可证允许修改和再发布。")]),
     "ssh.html": ("远程访问", [
         ("SSH 基础", "SSH 是因特网上的安全连接方式。你可以用密钥登录远程主机，而不必每次输入密码。"),
         ("SSH 故障排查", "如果连接突然失败，请检查配置文件的权限，并用详细模式运行客户端来判断原因。")]),
@@ -333,8 +332,8 @@ ZH_PAGES = {
 
 
 def test_a_chinese_question_from_another_field_is_refused(tmp_path: Path, work: Path) -> None:
-    """成熟 appears once, inside "足够成熟": too little to call it a word the corpus only
-    writes inside another, and no reason to take a page naming it as one about watermelons."""
+    """成熟 appears once, in "足够成熟，": a word of its own, and no reason to take a page naming
+    it as one about watermelons. 基金 appears once, inside 软件基金会: not a word of the corpus."""
     docs = tmp_path / "zh"
     docs.mkdir()
     for name, (title, sections) in ZH_PAGES.items():
@@ -342,5 +341,8 @@ def test_a_chinese_question_from_another_field_is_refused(tmp_path: Path, work: 
     with pytest.raises(NoEvidence) as refused:
         _run("怎样判断西瓜是否成熟？", docs, work)
     assert "西瓜" in str(refused.value)
+    # 基金 only inside 软件基金会 (once): a fund is not a foundation
+    with pytest.raises(NoEvidence):
+        _run("股票和基金有什么区别？", docs, work)
     report = _run("关于SSH 基础，文档是怎么说的？", docs, work).report
     assert any("安全连接方式" in c.quote for c in report.citations)
