@@ -17,7 +17,7 @@ import duckdb
 from core.accounting.usage import CallRecord
 from core.context import RunContext, build
 from core.settings import Settings, run_config
-from core.store.connection import release_all
+from core.store.connection import live_path, release_all
 from core.store.query import query_readonly
 from tasks.contexts import Contexts
 
@@ -131,7 +131,8 @@ def test_usage_of_an_unreadable_store_says_so(tmp_path) -> None:
     context = build(cfg)
     release_all()
     os.remove(cfg.db_path)
-    os.mkdir(cfg.db_path)  # the store's file is gone: a folder stands where it was
+    os.remove(live_path(Path(cfg.db_path)))
+    os.mkdir(cfg.db_path)  # the store's files are gone: a folder stands where it was
     try:
         assert context.usage("run-1").line().startswith("usage: unavailable (")
     finally:

@@ -30,7 +30,7 @@ from core.accounting.memo import MEMO_PATIENCE, CallMemo
 from core.accounting.usage import CallRecord
 from core.store import ResultStore
 from core.store.call_memo import MemoStore
-from core.store.connection import release_all
+from core.store.connection import live_path, release_all
 
 pytestmark = pytest.mark.slow
 
@@ -71,7 +71,7 @@ def test_a_store_locked_for_minutes_loses_no_usage_row_or_memo_answer(tmp_path: 
     ledger.spent("run-locked", "t")  # seeded as in a running process: records read nothing
     ledger.spent("run-locked")
 
-    locker = subprocess.Popen([sys.executable, "-c", HOLD, str(db), str(LOCK_SECONDS)],
+    locker = subprocess.Popen([sys.executable, "-c", HOLD, str(live_path(db)), str(LOCK_SECONDS)],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert locker.stdout is not None and locker.stdout.readline().strip() == "locked"

@@ -18,7 +18,7 @@ from core.models import (Citation, Claim, Evidence, Finding, Report, ResearchPla
 from core.settings import Settings
 from core.store import (SCHEMA_VERSION, TABLES, ReadOnlyQueryError, ResultStore, StoreError,
                         StoreLockedError, public_settings, query_readonly)
-from core.store.connection import release_all
+from core.store.connection import live_path, release_all
 
 SHARED = Source(url="https://example.org/duckdb", title="DuckDB concurrency",
                 text="DuckDB allows one process to write.\nMany threads may share it.")
@@ -70,7 +70,7 @@ def test_schema_created_once_and_versioned(tmp_path: Path) -> None:
 def test_newer_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "rf.duckdb"
     ResultStore(path)
-    con = duckdb.connect(str(path))
+    con = duckdb.connect(str(live_path(path)))  # what researchflow writes and reads
     con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     con.close()
     with pytest.raises(StoreError, match="schema version 99"):
@@ -283,7 +283,7 @@ def test_other_process_lock_gives_clear_error(tmp_path: Path) -> None:
     assert reader.stdout.strip() == "[(1,)]"
 
     release_all()  # the other process is the holder now
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path)],
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(live_path(path))],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "ready"

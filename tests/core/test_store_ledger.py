@@ -13,6 +13,7 @@ import pytest
 from core.models import Topic
 from core.store import (SCHEMA_VERSION, TABLES, ResultStore, StoreError, query_readonly)
 from core.store import migrations
+from core.store.connection import live_path, release_all
 from core.accounting.usage import CallRecord, UsageTotals
 from core.store.source_versions import content_hash
 from tests.core.test_store import make_result
@@ -165,7 +166,8 @@ def test_v1_file_migrates_keeping_every_row(tmp_path: Path) -> None:
 
     # The new CHECK accepts 'skipped', still refuses nonsense; the ledger takes rows.
     store.record_skipped("b1", Topic(text="Skipped topic", batch_id="b1"), "over budget", "r2")
-    con = duckdb.connect(str(path))
+    release_all()
+    con = duckdb.connect(str(live_path(path)))
     try:
         with pytest.raises(duckdb.ConstraintException):
             con.execute("INSERT INTO topics VALUES ('x', 'b1', 'x', 'bogus', NULL, NULL, NULL, "
@@ -216,7 +218,7 @@ def test_failed_migration_leaves_the_v1_file_untouched(tmp_path: Path,
 def test_unknown_old_version_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "rf.duckdb"
     ResultStore(path)
-    con = duckdb.connect(str(path))
+    con = duckdb.connect(str(live_path(path)))
     con.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
     con.close()
     with pytest.raises(StoreError, match="cannot migrate"):
