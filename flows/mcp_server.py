@@ -48,7 +48,8 @@ Find what is already known with search_reports or list_reports and read it with 
 (or the report://{report_id} resource). Start new research with research_topic; it returns a
 run id at once: poll run_status until the status is COMPLETED, then get_report(report_id).
 query runs read-only SQL (tables: reports, citations, sources, topics, subquestions,
-findings, llm_calls; views: latest_reports, report_sources, usage_by_topic, ...)."""
+findings, ledger; views: latest_reports, report_sources, usage_by_topic, ...; every table and
+column is described in duckdb_tables() and duckdb_columns(), column comment)."""
 
 
 def build_server(settings, runs) -> Any:

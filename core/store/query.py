@@ -36,7 +36,7 @@ import duckdb
 from core.reports.editions import Snapshot
 from core.store.report_snapshots import snapshot_from
 from core.models import Citation, Report
-from core.store import lake, llm_calls
+from core.store import lake, ledger
 from core.store.backend import lake_target
 from core.store.connection import (ReadOnlyQueryError, StoreError, _is_lock_conflict, live_path,
                                    lock_for, reading_path, release, retry_locked)
@@ -297,6 +297,9 @@ def read_report(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> Rep
         markdown=report["markdown"], engine=report["engine"] or "",
         flags=tuple(report["flags"] or ()), language=report.get("language") or "en",
         unanswered=tuple(report.get("unanswered") or ()), created_at=report.get("created_at"),
+        sections=report.get("sections") or 0,
+        sections_without_evidence=report.get("sections_without_evidence") or 0,
+        thin_evidence=bool(report.get("thin_evidence")),
         citations=tuple(Citation(number=n, url=url, title=title or "", quote=quote or "")
                         for n, url, title, quote in citations))
 
@@ -354,7 +357,7 @@ def report_usage(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> Us
     """What the calls of a report's topic in its batch cost (by any run), read-only."""
     with readonly(path, lock_timeout=lock_timeout) as con:
         try:
-            return llm_calls.usage_totals(con, report_id=report_id)
+            return ledger.usage_totals(con, report_id=report_id)
         except duckdb.Error as exc:
             raise StoreError(f"cannot read the ledger of {_shown(path)}: {one_line(exc)}"
                              ) from exc

@@ -101,7 +101,7 @@ def test_two_processes_write_one_lake_at_once(lake_store: tuple[str, str]) -> No
     assert counts["runs"] == 2 and counts["topics"] == counts["reports"] == 2 * ROUNDS
     assert counts["sources"] == 1 + 2 * ROUNDS  # the shared one once, each worker's own
     assert counts["topic_sources"] == 2 * 2 * ROUNDS
-    assert counts["llm_calls"] == 2 * ROUNDS * 5
+    assert counts["ledger"] == 2 * ROUNDS * 5
     assert counts["model_limits"] == 1 and counts["pages"] == 1
     assert store.learned_limits()["gpt-x"]["request_budget"] == 1000 - 10 * (ROUNDS - 1) - 1
     _assert_keys_unique(target)
@@ -163,8 +163,8 @@ def test_the_store_reads_and_writes_a_lake_like_a_file(lake_store: tuple[str, st
     assert store.unverified_citations(first) == []
     with pytest.raises(ReadOnlyQueryError):
         query_readonly(target, "DELETE FROM reports")
-    _, views = query_readonly(target, "SELECT count(*) FROM usage_by_batch")
-    assert views == [(0,)]
+    _, views = query_readonly(target, "SELECT batch_id, calls, cost_usd FROM usage_by_batch")
+    assert views == [("b1", 0, 0.0)]  # a batch shows whether or not it spent
     pages = PageStore(target)
     pages.put_page("u", PageRecord(status="refused", reason="404"))
     assert pages.get_page("u", 24).reason == "404"

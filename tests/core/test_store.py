@@ -84,7 +84,7 @@ def test_save_stores_every_part(store: ResultStore) -> None:
     counts = store.counts()
     assert counts == {"runs": 0, "topics": 1, "subquestions": 2, "sources": 1,
                       "topic_sources": 1, "findings": 3, "citations": 1, "reports": 1,
-                      "llm_calls": 0, "model_limits": 0, "pages": 0, "searches": 0,
+                      "ledger": 0, "model_limits": 0, "pages": 0, "searches": 0,
                               "changes": 0}
     report = store.get_report(report_id)
     assert report is not None
@@ -224,7 +224,7 @@ def test_concurrent_saves_from_threads(store: ResultStore) -> None:
     assert errors == []
     assert store.counts() == {"runs": 0, "topics": 4, "subquestions": 8, "sources": 1,
                               "topic_sources": 4, "findings": 12, "citations": 4, "reports": 4,
-                              "llm_calls": 0, "model_limits": 0, "pages": 0, "searches": 0,
+                              "ledger": 0, "model_limits": 0, "pages": 0, "searches": 0,
                               "changes": 0}
 
 
