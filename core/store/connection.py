@@ -309,6 +309,10 @@ _reaper: threading.Thread | None = None
 # Files this process wrote (or may have), and when it last published each (monotonic).
 _WRITTEN: set[Path] = set()
 _PUBLISHED: dict[Path, float] = {}
+# How long each store's last copy took: a busy writer publishes at most every 20 times that
+# (so a large store's copies take at most ~5% of its time), and never more often than
+# PUBLISH_SECONDS.
+_COPY_SECONDS: dict[Path, float] = {}
 
 
 def release(path: Path) -> None:
@@ -324,8 +328,10 @@ _REAPER_STOP = threading.Event()
 def _try_publish(path: Path) -> None:
     """publish(path), a failure logged rather than raised (the reaper and exit call it: a read
     copy that could not be made must not end the process; the next try makes it)."""
+    started = time.monotonic()
     try:
-        publish(path)
+        if publish(path):
+            _COPY_SECONDS[path] = time.monotonic() - started
     except (StoreError, duckdb.Error) as exc:
         log.warning("%s", exc)
 
@@ -339,8 +345,8 @@ def _logged(path: Path) -> bool:
 
 def _reap() -> None:
     """Close connections idle for longer than they are to be held, and publish the read copy of
-    what this process wrote (at most every PUBLISH_SECONDS while it keeps writing), until the
-    process exits (a daemon thread)."""
+    what this process wrote (at most every PUBLISH_SECONDS while it keeps writing, and every 20
+    times its last copy's length), until the process exits (a daemon thread)."""
     while not _REAPER_STOP.wait(0.1):
         for path in list(_WRITTEN):
             lock = lock_for(path)
@@ -349,11 +355,13 @@ def _reap() -> None:
             try:
                 now = time.monotonic()
                 since = now - _PUBLISHED.get(path, 0.0)
+                copying = 20 * _COPY_SECONDS.get(path, 0.0)
                 held = _HELD.get(path)
                 if held and (now - held.idle_since >= held.hold_seconds
-                             or (since >= PUBLISH_SECONDS and _logged(path))):
+                             or (since >= max(PUBLISH_SECONDS, copying) and _logged(path))):
                     release(path)
-                if path not in _HELD and since >= 0.5:  # publish() only copies what changed
+                # publish() only copies what changed
+                if path not in _HELD and since >= max(0.5, copying):
                     _PUBLISHED[path] = now
                     _try_publish(path)
             finally:
