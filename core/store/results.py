@@ -4,10 +4,10 @@ What it does: saves one topic's `ResearchResult` in one transaction (idempotent 
 topic): a rerun replaces that topic's rows), records failed and skipped topics (the reason stays
 in `topics`, never in a report), records provider calls, and answers a few read questions.
 
-What it does not do: hold a connection between calls. DuckDB lets only one process open a file
-for writing, so every call opens a fresh connection and closes it (`connection.writable`), which
-lets `researchflow query` read the file from another terminal between writes. Inside one process,
-writes are serialised by a lock per file (topic flows save from several threads at once).
+What it does not do: manage connections. Every call borrows one from `connection.writable`,
+which keeps the store's live file open while the process works and publishes the analysts'
+read copy at the store's own path (core.store.connection). Inside one process, writes are
+serialised by a lock per file (topic flows save from several threads at once).
 The same code runs on a DuckLake (many writing processes), through `backend`: every write is a
 function of the connection, so a commit that conflicts with another writer can run it again.
 The SQL of the ledger lives in `ledger`, the schema in `schema`.
