@@ -109,9 +109,9 @@ def run_provider(provider: str, work: Path, corpus: Path) -> Row:
     wave = "max(wave)" if "wave" in columns else "1"
     row.waves = [w for (w,) in one(f"SELECT {wave} FROM subquestions GROUP BY topic_id")]
     row.subquestions = one("SELECT count(*) FROM subquestions")[0][0]
-    calls, cost = one("SELECT count(*), coalesce(sum(cost_usd), 0) FROM llm_calls")[0]
+    calls, cost = one("SELECT count(*), coalesce(sum(cost_usd), 0) FROM ledger")[0]
     row.calls, row.cost = calls, cost
-    n, out = one("SELECT count(*), coalesce(sum(output_tokens), 0) FROM llm_calls "
+    n, out = one("SELECT count(*), coalesce(sum(output_tokens), 0) FROM ledger "
                  "WHERE role = 'condense' AND outcome = 'ok'")[0]
     row.condense_calls, row.condense_output = n, out
     row.pages = n  # one condense call per page read: the bench's pages fit one call

@@ -93,7 +93,7 @@ def run_config(provider: str, rate: float, n_topics: int, work: Path, corpus: Pa
     store = ResultStore(db)
     completed = sum(1 for r in store.list_reports(batch_id=label))
     usage = store.usage(batch_id=label)
-    _, used = query_readonly(db, "SELECT role, model FROM llm_calls WHERE outcome = 'ok' "
+    _, used = query_readonly(db, "SELECT role, model FROM ledger WHERE outcome = 'ok' "
                                  "GROUP BY role, model ORDER BY role")
     models = ", ".join(sorted({m for _, m in used}))
     return Row(provider, rate, n_topics, completed, fake.calls, fake.faults,

@@ -53,7 +53,7 @@ def _roles(db: Path) -> dict[str, dict[str, int]]:
     from core.store.query import query_readonly
 
     _, rows = query_readonly(db, "SELECT role, outcome, count(*), coalesce(sum(output_tokens), 0),"
-                                 " coalesce(max(output_tokens), 0) FROM llm_calls "
+                                 " coalesce(max(output_tokens), 0) FROM ledger "
                                  "GROUP BY role, outcome")
     table: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for role, outcome, n, out, largest in rows:

@@ -12,7 +12,7 @@ by side:
 
 - the BOUND: the least wall time any scheduler could reach with these latencies and this
   concurrency, from the calls the run actually made (the servers record each request with its
-  topic and sub-question; the ledger's `llm_calls` has role, topic and sub-question per call);
+  topic and sub-question; the ledger (`ledger`) has role, topic and sub-question per call);
 - measured wall time and measured / bound for (a) Prefect's ephemeral server (its start-up
   apart), (b) a running `prefect server start` on a free loopback port with its own
   PREFECT_HOME, started here, its database in SQLite, (b') the same with its database in a

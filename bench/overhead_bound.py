@@ -22,7 +22,7 @@ def calls_of(db: Path, requests: list) -> dict:
             con.execute("SELECT topic_id, topic FROM topics").fetchall()}
     sqs = {(tid, idx): (sq_hash(q), wave) for tid, idx, q, wave in
            con.execute("SELECT topic_id, idx, question, wave FROM subquestions").fetchall()}
-    rows = con.execute("SELECT topic_id, subquestion_index, provider FROM llm_calls "
+    rows = con.execute("SELECT topic_id, subquestion_index, provider FROM ledger "
                        "WHERE outcome = 'ok'").fetchall()
     con.close()
     pages = Counter((r.tag, r.sq) for r in requests if r.kind == "page")

@@ -363,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     store = ResultStore(db)
     # By text: a topic's id carries the batch's edition, which the batch chose.
     reports = {r["topic"]: (r["topic_id"], r["report_id"]) for r in store.list_reports(batch)}
-    _, spent = query_readonly(db, "SELECT topic_id, coalesce(sum(cost_usd), 0) FROM llm_calls "
+    _, spent = query_readonly(db, "SELECT topic_id, coalesce(sum(cost_usd), 0) FROM ledger "
                                   f"WHERE batch_id = '{batch}' GROUP BY topic_id")
     rows = []
     for n, (lang, intent, text) in enumerate(chosen, start=1):

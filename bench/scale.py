@@ -103,7 +103,7 @@ def launch(spec: dict, log: Path) -> dict:
 
 # -- what a run stored, and what it called ------------------------------------------------------
 
-TABLES = ("topics", "reports", "subquestions", "findings", "citations", "sources", "llm_calls")
+TABLES = ("topics", "reports", "subquestions", "findings", "citations", "sources", "ledger")
 def _keys() -> dict[str, str]:
     from core.store import lake
 
@@ -120,7 +120,7 @@ def stored(target: str, batch: str) -> dict:
     for table, key in _keys().items():
         _, got = query_readonly(target, f"SELECT count(*) - count(DISTINCT ({key})) FROM {table}")
         twice += got[0][0]
-    _, llm = query_readonly(target, "SELECT count(*) FROM llm_calls WHERE provider <> 'serpapi'")
+    _, llm = query_readonly(target, "SELECT count(*) FROM ledger WHERE provider <> 'serpapi'")
     rows["llm"] = llm[0][0]
     _, done = query_readonly(target, "SELECT count(*) FROM topics WHERE batch_id = ? AND "
                                      "status = 'succeeded'", [batch])
@@ -138,7 +138,7 @@ def calls(target: str, requests: list) -> dict:
     tags = {tid: TAG.search(text).group(0) for tid, text in topics_rows}
     _, sq_rows = query_readonly(target, "SELECT topic_id, idx, question, wave FROM subquestions")
     _, rows = query_readonly(target, "SELECT topic_id, subquestion_index, provider FROM "
-                                     "llm_calls WHERE outcome = 'ok'")
+                                     "ledger WHERE outcome = 'ok'")
     pages = Counter((r.tag, r.sq) for r in requests if r.kind == "page")
     topics: dict = {tid: {"tag": t, "llm": 0, "sqs": {}} for tid, t in tags.items()}
     for tid, idx, question, wave in sq_rows:
@@ -209,7 +209,7 @@ def run(args) -> int:
                 result["bound"] = bound(calls(target, requests), latency, TOPIC_CONCURRENCY,
                                         SUBQUESTION_WORKERS, PER_HOST)["bound"]
                 result["stored"] = stored(target, mode)
-                result["llm_calls"] = sum(r.kind == "llm" for r in requests)
+                result["ledger"] = sum(r.kind == "llm" for r in requests)
                 results[mode] = result
     finally:
         postgres.stop()
@@ -244,7 +244,7 @@ def report(results: dict, args) -> None:
     for table in TABLES:
         line(f"rows: {table}", [r["stored"]["rows"][table] for r in rs])
     line("rows stored twice", [r["stored"]["twice"] for r in rs])
-    line("provider calls (LLM)", [r["llm_calls"] for r in rs])
+    line("provider calls (LLM)", [r["ledger"] for r in rs])
     line("ledger rows (LLM)", [r["stored"]["llm"] for r in rs])
 
 

@@ -377,6 +377,11 @@ class Report(_Frozen):
     flags: tuple[str, ...] = ()  # e.g. numbers in prose not found in their quote
     language: str = "en"
     unanswered: tuple[str, ...] = ()  # the topic's parts no evidence answered (core.relevance)
+    # How strong its evidence is (core.reports.report `thin_evidence`): the sections of the plan,
+    # those left without a cited quote, and whether the report says its evidence is thin.
+    sections: int = 0
+    sections_without_evidence: int = 0
+    thin_evidence: bool = False
     # When the store saved it (read back by core.store.query.read_report); None before that.
     created_at: datetime | None = None
 

@@ -11,7 +11,7 @@ is masked by what the key *is*, not by what it looks like.
 
 Where masking happens: signals and failure lines are masked when they are made
 (`core.signals`, `core.topics.failures`), the store masks what it writes into `topics.error` and
-`llm_calls.error`, and once the registry holds a value every log record of the process is
+`ledger.error`, and once the registry holds a value every log record of the process is
 masked as it is created (a log-record factory, so every logger and handler, Prefect's API log
 handler included, only ever sees the masked text, its traceback too). `MaskedStream` does the same
 for a terminal (the CLI wraps stdout and stderr in it).

@@ -185,7 +185,11 @@ def _db_hint(db: Optional[str]) -> str:
 @app.command()
 @with_topic_options(defaults=False)
 def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."),
-          batch_id: Optional[str] = typer.Option(None, help="Default: the CSV file name."),
+          batch_id: Optional[str] = typer.Option(
+              None, "--batch-name", "--batch-id",
+              help="The batch's name (default: the CSV file's name without .csv). A topic's "
+              "editions form one history per batch name, so the same topic run from another "
+              "CSV under the same name continues it (--batch-id: the old spelling)."),
           concurrency: Optional[int] = typer.Option(None, min=1, max=16,
                                                     help="Topics researched at once."),
           model: Optional[str] = ModelOpt, search: Optional[str] = SearchOpt,

@@ -312,10 +312,11 @@ def query(sql: str,
     against the store; anything else is refused (exit 2) and the store is never changed.
 
     Tables: runs, topics, subquestions, sources (one row per version of a page),
-    topic_sources, findings, citations, reports, changes, llm_calls, model_limits, pages,
-    searches. Views: latest_reports, report_sources, citation_quotes, source_versions,
-    report_editions, report_changes, failures, cost_by_batch, usage_by_topic, usage_by_batch,
-    fallbacks."""
+    topic_sources, findings, citations, reports, changes, ledger (kind llm, search, served,
+    fallback), model_limits, pages, searches. Views: latest_reports, report_sources,
+    citation_quotes, source_versions, report_editions, report_changes, failures, cost_by_batch,
+    usage_by_topic, usage_by_batch, fallbacks, llm_calls (the ledger's LLM calls). Every table,
+    view and column has a comment: SELECT * FROM duckdb_columns()."""
     from core.store import StoreError
     from core.store.query import open_query
 

@@ -56,7 +56,8 @@ run id at once: poll run_status until the status is COMPLETED, then get_report(r
 The research goes on when this session ends: a later session finds it by run id
 (run_status) or, once stored, by its topic (search_reports, list_reports).
 query runs read-only SQL (tables: reports, citations, sources, topics, subquestions,
-findings, llm_calls; views: latest_reports, report_sources, usage_by_topic, ...)."""
+findings, ledger; views: latest_reports, report_sources, usage_by_topic, ...; every table and
+column is described in duckdb_tables() and duckdb_columns(), column comment)."""
 
 
 def build_server(settings, runs) -> Any:

@@ -248,7 +248,8 @@ def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft
     if not numberer.citations:
         parts.append(INSUFFICIENT)
     pages = len({c.url.split("#", 1)[0] for c in numberer.citations})
-    if thin_evidence(len(numberer.citations), pages, empty, len(plan.sections)):
+    thin = thin_evidence(len(numberer.citations), pages, empty, len(plan.sections))
+    if thin:
         note = fixed_heading("thin", lang).format(quotes=len(numberer.citations), pages=pages,
                                                   empty=empty, sections=len(plan.sections))
         parts[header_end - 1] += "  "
@@ -256,4 +257,5 @@ def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft
     return Report(report_id=report_id, topic=plan.topic, title=draft.title,
                   markdown="\n".join(parts).rstrip() + "\n", citations=tuple(numberer.citations),
                   engine=engine, flags=tuple(flags), language=plan.language,
-                  unanswered=tuple(unanswered))
+                  unanswered=tuple(unanswered), sections=len(plan.sections),
+                  sections_without_evidence=empty, thin_evidence=thin)

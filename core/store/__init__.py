@@ -3,8 +3,10 @@ DuckDB file (one writing process) or in a DuckLake (many writers, several machin
 
 A map of the package (imports run top to bottom; nothing here imports prefect):
 
-    connection  open the file (held while working), in-process locks, the store's exceptions
+    connection  open the live file (held while working), publish the analysts' read copy,
+                in-process locks, the store's exceptions
     migrations  the frozen steps from each older schema version to the next
+    comments    what every table, view and column holds, written into the store (COMMENT ON)
     schema      tables, views, SCHEMA_VERSION, edition order; brings a file up to date
     redaction   public_settings: what a run's settings snapshot may contain
     backend     where a store lives: a file, or a `ducklake:` target; read, write(body)
@@ -12,7 +14,7 @@ A map of the package (imports run top to bottom; nothing here imports prefect):
     lake_schema the file schema without constraints, and additive lake migrations
     lake        a DuckLake: offline extensions, one instance per process, the key guard and
                 the retry of conflicting commits
-    ledger      llm_calls rows in, UsageTotals out (functions over a connection)
+    ledger      the usage ledger: CallRecord rows in (with their kind), UsageTotals out
     source_versions  a page's text per (url, content hash): the version a quote came from
     results     ResultStore: runs, topics, results, the ledger's methods, readers
     pages       PageStore: the web cache (fetched pages, search results); never fails a fetch

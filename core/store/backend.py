@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 import duckdb
 
 from core.store import lake
-from core.store.connection import HOLD_SECONDS, writable
+from core.store.connection import HOLD_SECONDS, publish_now, writable
 from core.store.schema import ensure_schema
 
 _T = TypeVar("_T")
@@ -76,6 +76,8 @@ class FileBackend:
         with writable(self.path, lock_timeout=self.lock_timeout, hold_seconds=self.hold_seconds,
                       transaction=True) as con:
             ensure_schema(con, self.path)
+        if not self.path.exists():  # a new store: the analysts' copy exists from the start
+            publish_now(self.path)
 
     @contextmanager
     def read(self) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -5,6 +5,15 @@ read-write connection open while the process works (`hold_seconds`), waits a lit
 process's lock to go away and asks it to let go (`_Wanted`), and maps DuckDB's lock and open errors into our own
 exceptions (`raise ... from exc`), once, here. It also turns a cursor's rows into dicts.
 
+Two files make a store (ARCHITECTURE.md, "The store"): researchflow writes and reads
+`<store>.live` (`live_path`), and publishes a checkpointed copy of it at the store's own path
+(`publish`: copied, then renamed into place) at most every `PUBLISH_SECONDS` while a process
+writes and when it lets go. The store's path is the analysts' file: no researchflow process
+ever opens it, so `duckdb -readonly researchflow.duckdb` or a notebook's read-only connection
+never meets a batch's lock, and a batch never meets theirs. A store written by an earlier
+version (only the store's path) becomes the live file the first time it is written
+(`_adopt`).
+
 What it does not do: know any table. Schema, writes and reads live in the sibling modules.
 
 Exceptions::
@@ -19,7 +28,9 @@ from __future__ import annotations
 
 import atexit
 import importlib.util
+import logging
 import os
+import shutil
 import sys
 import threading
 import time
@@ -31,6 +42,7 @@ from typing import Any, TypeVar
 import duckdb
 
 _T = TypeVar("_T")
+log = logging.getLogger(__name__)
 
 
 def _spare_pandas_lookups() -> None:
@@ -80,6 +92,32 @@ LOCK_TIMEOUT = 30.0
 # makes a cache call every few milliseconds, so it keeps the file open while it works and lets
 # go after this much idleness. Another process that needs the file asks for it (`_Wanted`).
 HOLD_SECONDS = 0.5
+
+
+# How often, at most, a writing process publishes the store's read copy while it keeps writing,
+# in seconds: what an analyst's new connection sees mid-batch is at most about this old (and
+# the copy costs a close and a file copy, ~40 ms for a 12 MB store).
+PUBLISH_SECONDS = 5.0
+
+
+def live_path(path: Path) -> Path:
+    """The file researchflow writes for the store at path (see the module's docstring)."""
+    return path.with_name(path.name + ".live")
+
+
+def reading_path(path: Path) -> Path:
+    """The file researchflow reads for the store at path: the live file, or the store's own
+    path for a store no version of researchflow with a live file has written yet."""
+    live = live_path(path)
+    return live if live.exists() else path
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
 
 
 def _is_lock_conflict(exc: duckdb.Error) -> bool:
@@ -167,8 +205,9 @@ def connect(path: Path, *, read_only: bool, lock_timeout: float) -> duckdb.DuckD
     The caller holds `lock_for(path)`; this only deals with other processes.
     """
     def open_() -> duckdb.DuckDBPyConnection:
+        file = reading_path(path) if read_only else _adopt(path, lock_timeout)
         try:
-            return duckdb.connect(str(path), read_only=read_only)
+            return duckdb.connect(str(file), read_only=read_only)
         except duckdb.IOException as exc:
             if _is_lock_conflict(exc):
                 raise
@@ -178,6 +217,81 @@ def connect(path: Path, *, read_only: bool, lock_timeout: float) -> duckdb.DuckD
 
     return retry_locked(open_, path, lock_timeout=lock_timeout,
                         doing="opened for reading" if read_only else "opened for writing")
+
+
+def _adopt(path: Path, lock_timeout: float) -> Path:
+    """The live file, made from the store's own file when only that exists (a store an earlier
+    version wrote, or one copied in by hand). The caller holds lock_for(path).
+
+    The copy is linked into place only if no other process made the live file meanwhile."""
+    live = live_path(path)
+    if path.is_dir():
+        raise StoreError(f"{path} is a folder, not a store; pass the store's file")
+    if live.exists() or not path.exists() or path.stat().st_size == 0:
+        return live
+    wal = path.with_name(path.name + ".wal")
+    if wal.exists() and wal.stat().st_size:  # not checkpointed: opening and closing does it
+        retry_locked(lambda: duckdb.connect(str(path)).close(), path,
+                     lock_timeout=lock_timeout, doing="opened for writing")
+    tmp = path.with_name(f"{path.name}.live.{os.getpid()}.tmp")
+    shutil.copyfile(path, tmp)
+    try:
+        os.link(tmp, live)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    return live
+
+
+def stale(path: Path) -> bool:
+    """Whether the live file holds what the store's read copy does not (yet)."""
+    live = _stamp(live_path(path))
+    return live is not None and live != _stamp(path)
+
+
+def publish(path: Path) -> bool:
+    """Copy the live file to the store's path, if it changed since its last copy; whether it
+    was copied. The caller holds lock_for(path) and no connection of this process is open.
+
+    A read-only connection to the live file keeps writers out while its bytes are copied
+    (readers may stay), so the copy is one checkpointed state; it gets the live file's
+    modification time (`stale` compares them) and is renamed over the store's path: a reader
+    that has the old copy open keeps reading it, a new one opens the new copy. A live file
+    another process is writing is left to that process, which publishes when it lets go.
+    """
+    live = live_path(path)
+    if not stale(path):
+        return False
+    try:
+        wal = live.with_name(live.name + ".wal")
+        if wal.exists() and wal.stat().st_size:  # a writer that died: checkpoint what it left
+            duckdb.connect(str(live)).close()
+        con = duckdb.connect(str(live), read_only=True)
+    except duckdb.IOException as exc:
+        if _is_lock_conflict(exc):
+            return False
+        raise StoreError(f"cannot open store {live}: {exc}") from exc
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.publishing")
+    try:
+        st = live.stat()
+        shutil.copyfile(live, tmp)
+        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StoreError(f"cannot publish the store's read copy {path}: {exc}") from exc
+    finally:
+        con.close()
+    return True
+
+
+def publish_now(path: Path) -> bool:
+    """Let go of this process's connection to the store at path and publish its read copy
+    (see `publish`); for a caller that wants an analyst to see what it just wrote."""
+    with lock_for(path):
+        release(path)
+        return publish(path)
 
 
 class _Held:
@@ -192,6 +306,13 @@ class _Held:
 
 _HELD: dict[Path, _Held] = {}
 _reaper: threading.Thread | None = None
+# Files this process wrote (or may have), and when it last published each (monotonic).
+_WRITTEN: set[Path] = set()
+_PUBLISHED: dict[Path, float] = {}
+# How long each store's last copy took: a busy writer publishes at most every 20 times that
+# (so a large store's copies take at most ~5% of its time), and never more often than
+# PUBLISH_SECONDS.
+_COPY_SECONDS: dict[Path, float] = {}
 
 
 def release(path: Path) -> None:
@@ -204,24 +325,52 @@ def release(path: Path) -> None:
 _REAPER_STOP = threading.Event()
 
 
+def _try_publish(path: Path) -> None:
+    """publish(path), a failure logged rather than raised (the reaper and exit call it: a read
+    copy that could not be made must not end the process; the next try makes it)."""
+    started = time.monotonic()
+    try:
+        if publish(path):
+            _COPY_SECONDS[path] = time.monotonic() - started
+    except (StoreError, duckdb.Error) as exc:
+        log.warning("%s", exc)
+
+
+def _logged(path: Path) -> bool:
+    """Whether the live file's write-ahead log holds writes its file does not (yet): a held
+    connection that only read is not closed to publish nothing."""
+    stamp = _stamp(live_path(path).with_name(live_path(path).name + ".wal"))
+    return bool(stamp and stamp[0])
+
+
 def _reap() -> None:
-    """Close connections idle for longer than they are to be held, until the process exits
-    (a daemon thread)."""
+    """Close connections idle for longer than they are to be held, and publish the read copy of
+    what this process wrote (at most every PUBLISH_SECONDS while it keeps writing, and every 20
+    times its last copy's length), until the process exits (a daemon thread)."""
     while not _REAPER_STOP.wait(0.1):
-        for path in list(_HELD):
+        for path in list(_WRITTEN):
             lock = lock_for(path)
             if not lock.acquire(blocking=False):
                 continue  # in use right now: not idle
             try:
+                now = time.monotonic()
+                since = now - _PUBLISHED.get(path, 0.0)
+                copying = 20 * _COPY_SECONDS.get(path, 0.0)
                 held = _HELD.get(path)
-                if held and time.monotonic() - held.idle_since >= held.hold_seconds:
+                if held and (now - held.idle_since >= held.hold_seconds
+                             or (since >= max(PUBLISH_SECONDS, copying) and _logged(path))):
                     release(path)
+                # publish() only copies what changed
+                if path not in _HELD and since >= max(0.5, copying):
+                    _PUBLISHED[path] = now
+                    _try_publish(path)
             finally:
                 lock.release()
 
 
 def release_all() -> None:
-    """Close every held connection of this process (the files are checkpointed and free).
+    """Close every held connection of this process (the files are checkpointed and free), and
+    publish the read copy of every store it wrote.
 
     Under every file's lock, not only the held ones': a close the reaper has begun (the
     connection already out of _HELD, its checkpoint under way) is waited out too."""
@@ -230,6 +379,8 @@ def release_all() -> None:
     for path in paths:
         with lock_for(path):
             release(path)
+            if path in _WRITTEN:
+                _try_publish(path)
 
 
 def _at_exit() -> None:
@@ -262,15 +413,16 @@ def _checkout(path: Path, lock_timeout: float) -> duckdb.DuckDBPyConnection:
 
 def _checkin(path: Path, con: duckdb.DuckDBPyConnection, hold_seconds: float) -> None:
     global _reaper
+    _WRITTEN.add(path)
     if hold_seconds <= 0:
         _HELD.pop(path, None)
         con.close()
-        return
-    held = _HELD.get(path)
-    if held is None or held.con is not con:
-        _HELD[path] = held = _Held(con, hold_seconds)
-    held.hold_seconds = hold_seconds
-    held.idle_since = time.monotonic()
+    else:
+        held = _HELD.get(path)
+        if held is None or held.con is not con:
+            _HELD[path] = held = _Held(con, hold_seconds)
+        held.hold_seconds = hold_seconds
+        held.idle_since = time.monotonic()
     if _reaper is None:
         _reaper = threading.Thread(target=_reap, name="researchflow-store-reaper", daemon=True)
         _reaper.start()
@@ -307,6 +459,7 @@ def writable(path: Path, *, lock_timeout: float, hold_seconds: float = HOLD_SECO
                 _checkin(path, con, hold_seconds)
             else:
                 _HELD.pop(path, None)
+                _WRITTEN.add(path)
                 con.close()
 
 

@@ -64,7 +64,7 @@ ATTEMPTS = 25
 # Tables whose keys only their writer makes (uuid call ids, written again only by the same
 # process's retry): an insert-if-absent there needs no guard, so the ledger, the busiest
 # writer, never waits on results or the web cache.
-APPEND_ONLY = frozenset({"llm_calls"})
+APPEND_ONLY = frozenset({"ledger"})
 _GUARD_BUMP = f"UPDATE {GUARD} SET commits = commits + 1"
 _ROWS_PER_STATEMENT = 200
 _T = TypeVar("_T")

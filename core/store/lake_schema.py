@@ -22,7 +22,7 @@ from pathlib import Path
 
 import duckdb
 
-from core.store import dialect, migrations, schema
+from core.store import comments, dialect, migrations, schema
 from core.store.connection import StoreError
 
 GUARD = "lake_guard"
@@ -120,5 +120,6 @@ def ensure(cursor: duckdb.DuckDBPyConnection, *, database: str, name: str) -> No
         cursor.execute(f"INSERT INTO {GUARD} VALUES (1, 0)")
     for _, sql in target.views:
         cursor.execute(sql)
+    comments.comment(cursor, view_columns=False)
     cursor.execute("DELETE FROM meta WHERE key = 'schema_version'")
     cursor.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(schema.SCHEMA_VERSION)])

@@ -50,6 +50,14 @@ Version history:
      `content_hash`, `verified` and `reason`; `report_sources` reads the version each report
      read; `report_editions` is ordered by the edition's name (schema.edition_order) and gains
      `predecessor_report_id` and `stale`, which `report_changes` shows too
+  14 a store that explains itself: `COMMENT ON` every table, view and column
+     (core.store.comments); the usage ledger `llm_calls` becomes `ledger` with a `kind` (llm,
+     search, served, fallback), and `llm_calls` is a view of its kind 'llm'; `reports` gains
+     its evidence strength: `parts_unanswered`, `quotes`, `pages`, `sections`,
+     `sections_without_evidence`, `thin_evidence` (older reports: counted from their citations
+     and header; their sections NULL); `usage_by_topic` and `usage_by_batch` list every topic
+     and batch, 0 spent offline, with the work counted (`subquestions`, `sources_read`,
+     `claims`, `quotes`); `latest_reports` gains `thin_evidence`
 """
 
 from __future__ import annotations
@@ -261,11 +269,72 @@ def _name_versions(con: duckdb.DuckDBPyConnection) -> None:
         con.execute("DROP TABLE evidence_v13")
 
 
+# What a v14 row of the ledger is (core.store.ledger.kind_of, frozen as SQL).
+_V14_KIND = ("CASE WHEN outcome = 'served' THEN 'served' WHEN outcome = 'fallback' THEN 'fallback' "
+             "WHEN role = 'search' THEN 'search' ELSE 'llm' END")
+_V14_CALL_COLUMNS = ("call_id, run_id, batch_id, topic_id, subquestion_index, role, provider, "
+                     "model, outcome, input_tokens, cached_input_tokens, output_tokens, "
+                     "reasoning_tokens, tokens_estimated, latency_ms, cost_usd, error, created_at")
+# The line a report's header has when its evidence is thin, in the four languages v14 writes
+# (core.reports.report's heading "evidence"); report text is escaped, so only the header has it.
+_V14_THIN = ("**Evidence:**", "**证据:**", "**根拠:**", "**근거:**")
+
+
+def _ledger_and_evidence(con: duckdb.DuckDBPyConnection) -> None:
+    """The ledger named for what it holds, and a report's evidence strength in columns.
+    Frozen: the v14 shapes. `llm_calls` becomes `ledger` with a kind (llm, search, served,
+    fallback), and a view of that name shows its kind 'llm'; reports gain parts_unanswered,
+    quotes, pages, sections, sections_without_evidence and thin_evidence."""
+    for (view,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal "
+                               "AND database_name = current_database()").fetchall():
+        con.execute(f'DROP VIEW IF EXISTS "{view}"')  # recreated after the last step
+    for column, type_ in (("parts_unanswered", "INTEGER"), ("quotes", "INTEGER"),
+                          ("pages", "INTEGER"), ("sections", "INTEGER"),
+                          ("sections_without_evidence", "INTEGER"),
+                          ("thin_evidence", "BOOLEAN")):
+        con.execute(f"ALTER TABLE reports ADD COLUMN {column} {type_}")
+    con.execute("""
+        CREATE TABLE ledger (
+            call_id VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, run_id VARCHAR NOT NULL,
+            batch_id VARCHAR NOT NULL, topic_id VARCHAR, subquestion_index INTEGER,
+            role VARCHAR NOT NULL, provider VARCHAR NOT NULL, model VARCHAR NOT NULL,
+            outcome VARCHAR NOT NULL, input_tokens BIGINT, cached_input_tokens BIGINT,
+            output_tokens BIGINT, reasoning_tokens BIGINT, tokens_estimated BOOLEAN NOT NULL,
+            latency_ms DOUBLE NOT NULL, cost_usd DOUBLE, error VARCHAR,
+            created_at TIMESTAMPTZ NOT NULL)""")
+    _fill_v14(con)
+
+
+def _fill_v14(con: duckdb.DuckDBPyConnection) -> None:
+    """Move the rows of a table `llm_calls` into `ledger` with their kind, and fill the v14
+    report columns of rows written before v14, where they are NULL: in a file after
+    `_ledger_and_evidence`, in a DuckLake after it gained the table and columns (LAKE_FILLS).
+    Frozen. What an older report does not record (its sections, those without evidence) stays
+    NULL; what its citations and header say is counted."""
+    table = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'llm_calls' "
+                        "AND database_name = current_database()").fetchone()[0]
+    if table:
+        con.execute(f"INSERT INTO ledger (kind, {_V14_CALL_COLUMNS}) SELECT {_V14_KIND}, "
+                    f"{_V14_CALL_COLUMNS} FROM llm_calls")
+        con.execute("DROP TABLE llm_calls")
+    con.execute("UPDATE reports SET parts_unanswered = len(coalesce(unanswered, []::VARCHAR[])) "
+                "WHERE parts_unanswered IS NULL")
+    con.execute("UPDATE reports SET quotes = c.quotes, pages = c.pages FROM ("
+                "SELECT report_id, count(*) AS quotes, "
+                "count(DISTINCT split_part(url, '#', 1)) AS pages FROM citations "
+                "GROUP BY report_id) c WHERE c.report_id = reports.report_id "
+                "AND reports.quotes IS NULL")
+    con.execute("UPDATE reports SET quotes = 0, pages = 0 WHERE quotes IS NULL")
+    thin = " OR ".join(f"contains(markdown, '{marker}')" for marker in _V14_THIN)
+    con.execute(f"UPDATE reports SET thin_evidence = ({thin}) WHERE thin_evidence IS NULL")
+
+
 # MIGRATIONS[n] takes a file from version n to n + 1.
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7,
     7: _v7_to_v8, 8: _v8_to_v9, 9: _add_call_memo, 10: _count_fallbacks, 11: _add_unanswered,
-    12: _version_sources}
+    12: _version_sources, 13: _ledger_and_evidence}
 # LAKE_FILLS[n]: what a DuckLake of version n or older runs once it has gained the columns of
 # version n + 1 (core.store.lake_schema adds columns; data it cannot derive is filled here).
-LAKE_FILLS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {12: _name_versions}
+LAKE_FILLS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {12: _name_versions,
+                                                                      13: _fill_v14}

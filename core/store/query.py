@@ -36,10 +36,10 @@ import duckdb
 from core.reports.editions import Snapshot
 from core.store.report_snapshots import snapshot_from
 from core.models import Citation, Report
-from core.store import lake, llm_calls
+from core.store import lake, ledger
 from core.store.backend import lake_target
-from core.store.connection import (ReadOnlyQueryError, StoreError, _is_lock_conflict, lock_for,
-                                   release, retry_locked)
+from core.store.connection import (ReadOnlyQueryError, StoreError, _is_lock_conflict, live_path,
+                                   lock_for, reading_path, release, retry_locked)
 from core.store.schema import read_version
 from core.store.source_versions import unverified
 from core.accounting.usage import UsageTotals
@@ -61,7 +61,7 @@ _EXPLAIN = re.compile(r"^\s*EXPLAIN\s+(?:ANALYZE\s+)?", re.IGNORECASE)
 
 def _existing(path: Path) -> Path:
     path = Path(path).expanduser().resolve()
-    if not path.exists():
+    if not path.exists() and not live_path(path).exists():
         raise StoreError(f"no researchflow store at {path}")
     if path.is_dir():
         raise StoreError(f"{path} is a folder, not a store; pass the store's file with --db")
@@ -123,8 +123,9 @@ def _sandbox_lake(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _sandboxed_file(path: Path) -> duckdb.DuckDBPyConnection:
+    """The store at path (its live file, see core.store.connection), read-only, sandboxed."""
     try:
-        con = duckdb.connect(str(path), read_only=True, config={
+        con = duckdb.connect(str(reading_path(path)), read_only=True, config={
             "autoinstall_known_extensions": False, "autoload_known_extensions": False})
     except duckdb.IOException as exc:
         if _is_lock_conflict(exc):
@@ -296,6 +297,9 @@ def read_report(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> Rep
         markdown=report["markdown"], engine=report["engine"] or "",
         flags=tuple(report["flags"] or ()), language=report.get("language") or "en",
         unanswered=tuple(report.get("unanswered") or ()), created_at=report.get("created_at"),
+        sections=report.get("sections") or 0,
+        sections_without_evidence=report.get("sections_without_evidence") or 0,
+        thin_evidence=bool(report.get("thin_evidence")),
         citations=tuple(Citation(number=n, url=url, title=title or "", quote=quote or "")
                         for n, url, title, quote in citations))
 
@@ -353,7 +357,7 @@ def report_usage(path: Path, report_id: str, *, lock_timeout: float = 3.0) -> Us
     """What the calls of a report's topic in its batch cost (by any run), read-only."""
     with readonly(path, lock_timeout=lock_timeout) as con:
         try:
-            return llm_calls.usage_totals(con, report_id=report_id)
+            return ledger.usage_totals(con, report_id=report_id)
         except duckdb.Error as exc:
             raise StoreError(f"cannot read the ledger of {_shown(path)}: {one_line(exc)}"
                              ) from exc
@@ -369,7 +373,7 @@ def attached_readonly(con: duckdb.DuckDBPyConnection, path: Path, alias: str, *,
     researchflow store is refused.
     """
     path = _existing(path)
-    quoted = path.as_posix().replace("'", "''")
+    quoted = reading_path(path).as_posix().replace("'", "''")
 
     def attach() -> None:
         try:

@@ -4,10 +4,10 @@ What it does: saves one topic's `ResearchResult` in one transaction (idempotent 
 topic): a rerun replaces that topic's rows), records failed and skipped topics (the reason stays
 in `topics`, never in a report), records provider calls, and answers a few read questions.
 
-What it does not do: hold a connection between calls. DuckDB lets only one process open a file
-for writing, so every call opens a fresh connection and closes it (`connection.writable`), which
-lets `researchflow query` read the file from another terminal between writes. Inside one process,
-writes are serialised by a lock per file (topic flows save from several threads at once).
+What it does not do: manage connections. Every call borrows one from `connection.writable`,
+which keeps the store's live file open while the process works and publishes the analysts'
+read copy at the store's own path (core.store.connection). Inside one process, writes are
+serialised by a lock per file (topic flows save from several threads at once).
 The same code runs on a DuckLake (many writing processes), through `backend`: every write is a
 function of the connection, so a commit that conflicts with another writer can run it again.
 The SQL of the ledger lives in `ledger`, the schema in `schema`.
@@ -27,7 +27,7 @@ import duckdb
 from core.reports.editions import EditionDiff, Snapshot
 from core.models import ResearchResult, Topic
 from core.secrets import mask
-from core.store import llm_calls, model_limits, runs
+from core.store import ledger, model_limits, runs
 from core.store.backend import open_backend
 from core.store.report_snapshots import snapshot_from
 from core.store.connection import HOLD_SECONDS, LOCK_TIMEOUT, StoreError, dicts, one_dict
@@ -147,11 +147,16 @@ class ResultStore:
             previous = diff.previous.report_id if diff is not None else None
             con.execute("INSERT INTO reports (report_id, batch_id, topic_id, topic, title, "
                         "markdown, engine, flags, created_at, language, edition, "
-                        "previous_report_id, unanswered) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+                        "previous_report_id, unanswered, parts_unanswered, quotes, pages, "
+                        "sections, sections_without_evidence, thin_evidence) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
                             report.report_id, batch_id, topic_id, report.topic, report.title,
                             report.markdown, engine, list(report.flags), now, report.language,
-                            topic.edition or None, previous, list(report.unanswered)])
+                            topic.edition or None, previous, list(report.unanswered),
+                            len(report.unanswered), len(report.citations),
+                            len({c.url.split("#", 1)[0] for c in report.citations}),
+                            report.sections, report.sections_without_evidence,
+                            report.thin_evidence])
             if diff is not None and diff.changes:
                 con.executemany("INSERT INTO changes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
                     [report.report_id, i, previous, c.kind, c.url, c.title, c.text, c.quote,
@@ -238,7 +243,7 @@ class ResultStore:
         kept as it was, so writing the same records twice changes nothing."""
         if not records:
             return
-        self._write(lambda con: llm_calls.insert_calls(con, records))
+        self._write(lambda con: ledger.insert_calls(con, records))
 
     def usage(self, *, run_id: str | None = None, batch_id: str | None = None,
               topic_id: str | None = None, report_id: str | None = None) -> UsageTotals:
@@ -247,13 +252,13 @@ class ResultStore:
         report_id means the calls of that report's topic in that report's batch, by any run.
         """
         with self._connection() as con:
-            return llm_calls.usage_totals(con, run_id=run_id, batch_id=batch_id,
+            return ledger.usage_totals(con, run_id=run_id, batch_id=batch_id,
                                        topic_id=topic_id, report_id=report_id)
 
     def spent_usd(self, *, run_id: str, topic_id: str | None = None) -> float:
         """Known dollars spent by one run (or one topic in it); unpriced calls count as 0."""
         with self._connection() as con:
-            return llm_calls.spent_usd(con, run_id=run_id, topic_id=topic_id)
+            return ledger.spent_usd(con, run_id=run_id, topic_id=topic_id)
 
     # -- readers --------------------------------------------------------------------------
 
@@ -275,7 +280,7 @@ class ResultStore:
             report["citations"] = dicts(con.execute(
                 "SELECT number, url, title, quote FROM citations WHERE report_id = ? "
                 "ORDER BY number", [report_id]))
-            report["usage"] = llm_calls.usage_totals(con, batch_id=report["batch_id"],
+            report["usage"] = ledger.usage_totals(con, batch_id=report["batch_id"],
                                                   topic_id=report["topic_id"])
         return report
 

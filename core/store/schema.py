@@ -17,14 +17,15 @@ from pathlib import Path
 
 import duckdb
 
+from core.store.comments import comment
 from core.store.connection import StoreError
 from core.store.migrations import MIGRATIONS
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 # Order matters for counts() and nothing else; meta is bookkeeping, not data.
 TABLES = ("runs", "topics", "subquestions", "sources", "topic_sources", "findings",
-          "citations", "reports", "llm_calls", "model_limits", "pages", "searches", "changes")
+          "citations", "reports", "ledger", "model_limits", "pages", "searches", "changes")
 # Not counted: `call_memo` (core.accounting.memo), answers kept for repeats of billed calls.
 
 _META = "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);"
@@ -69,7 +70,8 @@ CREATE TABLE IF NOT EXISTS reports (
     report_id VARCHAR PRIMARY KEY, batch_id VARCHAR NOT NULL, topic_id VARCHAR NOT NULL,
     topic VARCHAR NOT NULL, title VARCHAR, markdown VARCHAR NOT NULL, engine VARCHAR,
     flags VARCHAR[], created_at TIMESTAMPTZ NOT NULL, language VARCHAR, edition VARCHAR,
-    previous_report_id VARCHAR, unanswered VARCHAR[]);
+    previous_report_id VARCHAR, unanswered VARCHAR[], parts_unanswered INTEGER, quotes INTEGER,
+    pages INTEGER, sections INTEGER, sections_without_evidence INTEGER, thin_evidence BOOLEAN);
 -- What changed in a report since the topic's previous edition (core.reports.editions), one row per
 -- item: kind is source_added | source_gone | claim_added | claim_dropped | claim_changed |
 -- number_changed.
@@ -77,10 +79,12 @@ CREATE TABLE IF NOT EXISTS changes (
     report_id VARCHAR, idx INTEGER, previous_report_id VARCHAR NOT NULL, kind VARCHAR NOT NULL,
     url VARCHAR, title VARCHAR, text VARCHAR, quote VARCHAR, before VARCHAR,
     PRIMARY KEY (report_id, idx));
--- The usage ledger: one row per core.accounting.usage.CallRecord, columns named like its fields. Never
--- deleted by a rerun: a call that was paid for stays paid for.
-CREATE TABLE IF NOT EXISTS llm_calls (
-    call_id VARCHAR PRIMARY KEY, run_id VARCHAR NOT NULL, batch_id VARCHAR NOT NULL,
+-- The usage ledger: one row per core.accounting.usage.CallRecord, columns named like its fields,
+-- and its kind (core.store.ledger `kind_of`): llm | search | served | fallback. Never deleted
+-- by a rerun: a call that was paid for stays paid for. The view llm_calls is its kind 'llm'.
+CREATE TABLE IF NOT EXISTS ledger (
+    call_id VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, run_id VARCHAR NOT NULL,
+    batch_id VARCHAR NOT NULL,
     topic_id VARCHAR, subquestion_index INTEGER, role VARCHAR NOT NULL,
     provider VARCHAR NOT NULL, model VARCHAR NOT NULL, outcome VARCHAR NOT NULL,
     input_tokens BIGINT, cached_input_tokens BIGINT, output_tokens BIGINT,
@@ -110,8 +114,8 @@ CREATE TABLE IF NOT EXISTS call_memo (
     created_at TIMESTAMPTZ NOT NULL);
 """
 
-# The sums behind core.accounting.usage.UsageTotals, over `llm_calls l`; the aliases are its field names.
-# Shared by the views and by ledger.usage_totals so both always count the same way.
+# The sums behind core.accounting.usage.UsageTotals, over `ledger l`; the aliases are its field
+# names. Shared by the views and by ledger.usage_totals so both always count the same way.
 USAGE_COLUMNS = """
     count(*) FILTER (WHERE l.outcome <> 'fallback') AS calls,
     count(*) FILTER (WHERE l.outcome NOT IN ('ok', 'served', 'fallback')) AS failed_calls,
@@ -126,6 +130,16 @@ USAGE_COLUMNS = """
     count(*) FILTER (WHERE l.outcome = 'fallback') AS fallbacks,
     coalesce(string_agg(DISTINCT l.role, ', ' ORDER BY l.role)
              FILTER (WHERE l.outcome = 'fallback'), '') AS fallback_roles"""
+# USAGE_COLUMNS' names, and what each is when a topic or batch has no ledger row.
+_USAGE_ZEROS = (("calls", "0"), ("failed_calls", "0"), ("searches", "0"), ("input_tokens", "0"),
+                ("cached_input_tokens", "0"), ("output_tokens", "0"), ("reasoning_tokens", "0"),
+                ("cost_usd", "0.0"), ("unpriced_calls", "0"), ("served_calls", "0"),
+                ("fallbacks", "0"), ("fallback_roles", "''"))
+_USAGE_OR_ZERO = ", ".join(f"coalesce(s.{name}, {zero}) AS {name}" for name, zero in _USAGE_ZEROS)
+# The columns of the compatibility view llm_calls: the ledger's, without its kind.
+_LLM_CALLS = ("call_id, run_id, batch_id, topic_id, subquestion_index, role, provider, model, "
+              "outcome, input_tokens, cached_input_tokens, output_tokens, reasoning_tokens, "
+              "tokens_estimated, latency_ms, cost_usd, error, created_at")
 
 
 def edition_order(name: str) -> str:
@@ -150,32 +164,64 @@ _EDITION_WINDOW = (f"PARTITION BY batch_id, lower(trim(topic)) ORDER BY "
 
 # Views are recreated by every migration (CREATE OR REPLACE), so a later version may redefine them.
 _VIEWS = f"""
-CREATE OR REPLACE VIEW usage_by_topic AS
-SELECT l.batch_id, l.topic_id, t.topic, {USAGE_COLUMNS},
-       min(l.created_at) AS first_call_at, max(l.created_at) AS last_call_at
-FROM llm_calls l LEFT JOIN topics t ON t.topic_id = l.topic_id
-GROUP BY l.batch_id, l.topic_id, t.topic;
+-- The ledger's LLM calls, as the table of that name held them before version 14 (it also held
+-- searches, served repeats and fallbacks, which the ledger's kind now tells apart).
+CREATE OR REPLACE VIEW llm_calls AS
+SELECT {_LLM_CALLS} FROM ledger WHERE kind = 'llm';
 
+-- Every topic, and every topic the ledger names, with what it spent (0 when nothing: the
+-- offline engine, or everything served) and the work it did, counted from what it stored.
+CREATE OR REPLACE VIEW usage_by_topic AS
+WITH spent AS (
+    SELECT l.batch_id, l.topic_id, {USAGE_COLUMNS},
+           min(l.created_at) AS first_call_at, max(l.created_at) AS last_call_at
+    FROM ledger l GROUP BY l.batch_id, l.topic_id),
+asked AS (SELECT topic_id, count(*) AS subquestions FROM subquestions GROUP BY topic_id),
+read AS (SELECT topic_id, count(*) AS sources_read FROM topic_sources GROUP BY topic_id),
+claimed AS (SELECT topic_id, count(*) AS claims FROM findings WHERE claim_index >= 0
+            GROUP BY topic_id)
+SELECT coalesce(t.batch_id, s.batch_id) AS batch_id, coalesce(t.topic_id, s.topic_id) AS topic_id,
+       t.topic, t.edition, t.status, r.engine, {_USAGE_OR_ZERO},
+       coalesce(a.subquestions, 0) AS subquestions, coalesce(rd.sources_read, 0) AS sources_read,
+       coalesce(c.claims, 0) AS claims, coalesce(r.quotes, 0) AS quotes,
+       s.first_call_at, s.last_call_at
+FROM topics t
+FULL JOIN spent s ON s.batch_id = t.batch_id AND s.topic_id = t.topic_id
+LEFT JOIN reports r ON r.report_id = t.report_id
+LEFT JOIN asked a ON a.topic_id = t.topic_id
+LEFT JOIN read rd ON rd.topic_id = t.topic_id
+LEFT JOIN claimed c ON c.topic_id = t.topic_id;
+
+-- Every batch with topics or ledger rows: what it spent (0 offline) and the work it did.
 CREATE OR REPLACE VIEW usage_by_batch AS
-SELECT l.batch_id, count(DISTINCT l.topic_id) AS topics, {USAGE_COLUMNS},
-       min(l.created_at) AS first_call_at, max(l.created_at) AS last_call_at
-FROM llm_calls l
-GROUP BY l.batch_id;
+WITH spent AS (
+    SELECT l.batch_id, {USAGE_COLUMNS},
+           min(l.created_at) AS first_call_at, max(l.created_at) AS last_call_at
+    FROM ledger l GROUP BY l.batch_id),
+work AS (
+    SELECT batch_id, count(topic_id) AS topics, sum(subquestions)::BIGINT AS subquestions,
+           sum(sources_read)::BIGINT AS sources_read, sum(claims)::BIGINT AS claims,
+           sum(quotes)::BIGINT AS quotes
+    FROM usage_by_topic GROUP BY batch_id)
+SELECT w.batch_id, w.topics, {_USAGE_OR_ZERO}, w.subquestions, w.sources_read, w.claims,
+       w.quotes, s.first_call_at, s.last_call_at
+FROM work w LEFT JOIN spent s ON s.batch_id = w.batch_id;
 
 -- Roles the extractive engine answered because the model's answers stayed invalid, per topic
 -- and role (core.engine.fallback): how often, and the last reason.
 CREATE OR REPLACE VIEW fallbacks AS
 SELECT l.batch_id, l.topic_id, t.topic, l.role, count(*) AS times,
        arg_max(l.error, l.created_at) AS last_reason, max(l.created_at) AS last_at
-FROM llm_calls l LEFT JOIN topics t ON t.topic_id = l.topic_id
-WHERE l.outcome = 'fallback'
+FROM ledger l LEFT JOIN topics t ON t.topic_id = l.topic_id
+WHERE l.kind = 'fallback'
 GROUP BY l.batch_id, l.topic_id, t.topic, l.role;
 
 -- The newest report per topic text: a rerun in the same batch and edition replaces its
 -- report, a new edition or a later batch researching the same topic adds one, and only the
 -- newest is listed here.
 CREATE OR REPLACE VIEW latest_reports AS
-SELECT report_id, batch_id, topic, title, language, created_at, engine, edition, unanswered
+SELECT report_id, batch_id, topic, title, language, created_at, engine, edition, unanswered,
+       thin_evidence
 FROM reports
 QUALIFY row_number() OVER (PARTITION BY lower(trim(topic))
                            ORDER BY created_at DESC, report_id) = 1;
@@ -272,7 +318,7 @@ FROM topics WHERE status IN ('failed', 'skipped', 'invalid');
 
 -- Every batch with topics or ledger rows: its outcome counts next to what it spent.
 CREATE OR REPLACE VIEW cost_by_batch AS
-WITH batches AS (SELECT batch_id FROM topics UNION SELECT batch_id FROM llm_calls),
+WITH batches AS (SELECT batch_id FROM topics UNION SELECT batch_id FROM ledger),
 outcomes AS (
     SELECT batch_id, count(*) AS topics,
            count(*) FILTER (WHERE status = 'failed') AS failed,
@@ -335,3 +381,4 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
                     [str(SCHEMA_VERSION)])
     con.execute(_VIEWS)
+    comment(con)  # after the views: recreating a view drops its comments

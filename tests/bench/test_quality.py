@@ -304,7 +304,7 @@ def test_main_runs_topics_through_the_flows_and_scores_them(monkeypatch, capsys,
         assert row["cost_usd"] > 0  # from the ledger
     assert fake_judge.race_calls == 2 and fake_judge.citation_calls >= 1
     # The judge's calls are not in the ledger (nor in the cost): one row per research call.
-    _, n = query_readonly(tmp_path / "q.duckdb", "SELECT count(*) FROM llm_calls "
+    _, n = query_readonly(tmp_path / "q.duckdb", "SELECT count(*) FROM ledger "
                                                  "WHERE outcome <> 'fallback'")
     research_calls = len(server.requests) - fake_judge.race_calls - fake_judge.citation_calls
     assert research_calls > 0 and n[0][0] == research_calls

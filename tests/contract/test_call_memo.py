@@ -27,7 +27,7 @@ from core.settings import Settings
 from core.signals import Fatal
 from core.store import ResultStore
 from core.store.call_memo import MemoStore
-from core.store.connection import release_all
+from core.store.connection import live_path, release_all
 from tests.fakes import providers as fake
 from tests.fakes.http import Reply, ScriptedServer
 
@@ -121,7 +121,7 @@ def test_a_refresh_an_expiry_or_another_parameter_pays_again(db) -> None:
 
 def _age_records(db: Path, age: timedelta) -> None:
     release_all()
-    with duckdb.connect(str(db)) as con:
+    with duckdb.connect(str(live_path(db))) as con:  # the file researchflow reads
         con.execute("UPDATE call_memo SET created_at = ?", [datetime.now(timezone.utc) - age])
 
 

@@ -2,7 +2,7 @@
 (built by `make_model`) talk to a loopback `ScriptedServer`; the ledger writes to a real DuckDB
 file.
 
-Each call leaves one `llm_calls` row with its scope, role, the provider's own token counts (or
+Each call leaves one `ledger` row with its scope, role, the provider's own token counts (or
 estimates, marked so) and its price; failures are recorded and re-raised untouched; a rate limit
 pauses the provider's gate; a budget stops a call before any request; no key reaches the file.
 `MeteredSearch` prices each search per call and never records reads.
@@ -74,7 +74,7 @@ class Rig:
     def rows(self) -> list[dict[str, Any]]:
         release_all()  # a read-only opener must wait for this process's held connection
         with duckdb.connect(str(self.path), read_only=True) as con:
-            cur = con.execute("SELECT * FROM llm_calls ORDER BY created_at")
+            cur = con.execute("SELECT * FROM ledger ORDER BY created_at")
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row)) for row in cur.fetchall()]
 

@@ -66,6 +66,6 @@ def test_each_role_reaches_its_own_model(monkeypatch, tmp_path):
         sent = [r.json()["model"] for r in server.requests]
     assert sent == ["gpt-4o", "gpt-4.1-nano"]
     _, rows = query_readonly(tmp_path / "store.duckdb",
-                             "SELECT role, model FROM llm_calls ORDER BY created_at")
+                             "SELECT role, model FROM ledger ORDER BY created_at")
     assert rows == [("plan", "gpt-4o"), ("condense", "gpt-4.1-nano")]
     contexts.close()

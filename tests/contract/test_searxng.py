@@ -172,5 +172,5 @@ def test_runtime_caches_and_records_every_search_at_no_cost(server: ScriptedServ
     finally:
         contexts.close()
     assert first == again and len(server.requests) == 2
-    _, rows = query_readonly(db, "SELECT provider, model, role, cost_usd FROM llm_calls")
+    _, rows = query_readonly(db, "SELECT provider, model, role, cost_usd FROM ledger")
     assert rows == [("searxng", "searxng", "search", 0.0)] * 2

@@ -17,7 +17,7 @@ import duckdb
 from core.accounting.usage import CallRecord
 from core.context import RunContext, build
 from core.settings import Settings, run_config
-from core.store.connection import release_all
+from core.store.connection import live_path, release_all
 from core.store.query import query_readonly
 from tasks.contexts import Contexts
 
@@ -123,7 +123,7 @@ def test_close_writes_what_the_ledger_still_holds(tmp_path) -> None:
     contexts.context_for(cfg).ledger.record(record(0.25))  # waits for its batch
     contexts.close()
     with duckdb.connect(cfg.db_path, read_only=True) as con:
-        assert con.execute("SELECT sum(cost_usd) FROM llm_calls").fetchone()[0] == 0.25
+        assert con.execute("SELECT sum(cost_usd) FROM ledger").fetchone()[0] == 0.25
 
 
 def test_usage_of_an_unreadable_store_says_so(tmp_path) -> None:
@@ -131,7 +131,8 @@ def test_usage_of_an_unreadable_store_says_so(tmp_path) -> None:
     context = build(cfg)
     release_all()
     os.remove(cfg.db_path)
-    os.mkdir(cfg.db_path)  # the store's file is gone: a folder stands where it was
+    os.remove(live_path(Path(cfg.db_path)))
+    os.mkdir(cfg.db_path)  # the store's files are gone: a folder stands where it was
     try:
         assert context.usage("run-1").line().startswith("usage: unavailable (")
     finally:
@@ -201,5 +202,5 @@ def test_at_exit_the_contexts_write_their_batches_and_close_their_files(tmp_path
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("index closed"), done.stdout + done.stderr
-    _, rows = query_readonly(tmp_path / "s.duckdb", "SELECT cost_usd FROM llm_calls")
+    _, rows = query_readonly(tmp_path / "s.duckdb", "SELECT cost_usd FROM ledger")
     assert rows == [(0.5,)]  # the ledger's batch was written on the way out

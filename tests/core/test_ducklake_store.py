@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import time
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -101,7 +102,7 @@ def test_two_processes_write_one_lake_at_once(lake_store: tuple[str, str]) -> No
     assert counts["runs"] == 2 and counts["topics"] == counts["reports"] == 2 * ROUNDS
     assert counts["sources"] == 1 + 2 * ROUNDS  # the shared one once, each worker's own
     assert counts["topic_sources"] == 2 * 2 * ROUNDS
-    assert counts["llm_calls"] == 2 * ROUNDS * 5
+    assert counts["ledger"] == 2 * ROUNDS * 5
     assert counts["model_limits"] == 1 and counts["pages"] == 1
     assert store.learned_limits()["gpt-x"]["request_budget"] == 1000 - 10 * (ROUNDS - 1) - 1
     _assert_keys_unique(target)
@@ -163,8 +164,8 @@ def test_the_store_reads_and_writes_a_lake_like_a_file(lake_store: tuple[str, st
     assert store.unverified_citations(first) == []
     with pytest.raises(ReadOnlyQueryError):
         query_readonly(target, "DELETE FROM reports")
-    _, views = query_readonly(target, "SELECT count(*) FROM usage_by_batch")
-    assert views == [(0,)]
+    _, views = query_readonly(target, "SELECT batch_id, calls, cost_usd FROM usage_by_batch")
+    assert views == [("b1", 0, 0.0)]  # a batch shows whether or not it spent
     pages = PageStore(target)
     pages.put_page("u", PageRecord(status="refused", reason="404"))
     assert pages.get_page("u", 24).reason == "404"
@@ -318,3 +319,46 @@ def test_the_readmes_role_creates_the_lake_and_a_role_without_create_is_told_why
     store.save_result(make_result("Owned by its role?", batch="readme"), run_id="r",
                       engine="offline")
     assert store.counts()["reports"] == 1
+
+
+def test_an_older_lakes_ledger_moves_into_the_ledger_by_kind(
+        lake_store: tuple[str, str]) -> None:
+    """A v13 lake's table llm_calls (every kind of row) becomes the table ledger with each
+    row's kind, and llm_calls a view of the LLM calls; its reports gain their evidence
+    strength from their citations (LAKE_FILLS)."""
+    from core.store import SCHEMA_VERSION
+    from core.store.migrations import _V14_CALL_COLUMNS
+
+    target, _ = lake_store
+    store = ResultStore(target)
+    report_id = store.save_result(make_result(), run_id="r", engine="offline")
+    store.record_calls([_call("a", "plan", "ok"), _call("b", "search", "ok"),
+                        _call("c", "plan", "served"), _call("d", "condense", "fallback")])
+    backend = lake.backend_for(target)
+
+    def make_v13(con: Any) -> None:  # as the v13 code left it
+        con.execute("DROP VIEW llm_calls")
+        con.execute(f"CREATE TABLE llm_calls AS SELECT {_V14_CALL_COLUMNS} FROM ledger")
+        con.execute("DROP TABLE ledger")
+        for column in ("parts_unanswered", "quotes", "pages", "sections",
+                       "sections_without_evidence", "thin_evidence"):
+            con.execute(f"ALTER TABLE reports DROP COLUMN {column}")
+        con.execute("UPDATE meta SET value = '13' WHERE key = 'schema_version'")
+
+    backend.write(make_v13)
+    backend._ready = False
+    backend.ensure_schema()
+    assert store.schema_version() == SCHEMA_VERSION
+    assert query_readonly(target, "SELECT call_id, kind FROM ledger ORDER BY ALL")[1] == [
+        ("a", "llm"), ("b", "search"), ("c", "served"), ("d", "fallback")]
+    assert query_readonly(target, "SELECT call_id FROM llm_calls")[1] == [("a",)]
+    assert query_readonly(target, "SELECT quotes, pages, parts_unanswered, thin_evidence FROM "
+                                  "reports WHERE report_id = ?", [report_id])[1] == [
+        (1, 1, 0, False)]
+    assert store.usage().calls == 3
+
+
+def _call(call_id: str, role: str, outcome: str) -> CallRecord:
+    return CallRecord(call_id=call_id, run_id="r", batch_id="b1", topic_id=None,
+                      subquestion_index=None, role=role, provider="openai", model="gpt-x",
+                      outcome=outcome, cost_usd=0.0, created_at=datetime.now(timezone.utc))

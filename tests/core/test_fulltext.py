@@ -13,7 +13,7 @@ import pytest
 
 from core.models import Source
 from core.store import ResultStore, StoreError, StoreLockedError
-from core.store.connection import release_all
+from core.store.connection import live_path, release_all
 from core.store.fulltext import index_for, search_store, snippet
 from tests.core.test_store_views import cite, topic_result
 
@@ -110,7 +110,7 @@ def test_the_index_follows_reruns_and_is_only_a_cache(store: ResultStore, tmp_pa
     assert [h.title for h in search(store, "krill", tmp_path)] == ["Report: Antarctic wildlife"]
 
     # A report deleted behind researchflow's back (a DuckDB shell) leaves the index too.
-    con = duckdb.connect(str(store.path))
+    con = duckdb.connect(str(live_path(store.path)))
     con.execute("DELETE FROM reports WHERE topic = 'Seabirds'")
     con.close()
     assert [h.title for h in search(store, "penguins", tmp_path, kind="reports",
@@ -188,7 +188,7 @@ sys.stdin.readline()
 def test_a_store_locked_by_another_process_is_a_clear_error(store: ResultStore,
                                                             tmp_path: Path) -> None:
     release_all()  # the other process is the holder now
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(store.path)],
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(live_path(store.path))],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "ready"

@@ -33,7 +33,7 @@ def call(cost: float | None, *, run_id: str = "run-1", topic_id: str | None = "t
 def rows(path) -> list[tuple]:
     release_all()  # a read-only opener must wait for this process's held connection
     with duckdb.connect(str(path), read_only=True) as con:
-        return con.execute("SELECT call_id, cost_usd FROM llm_calls ORDER BY call_id").fetchall()
+        return con.execute("SELECT call_id, cost_usd FROM ledger ORDER BY call_id").fetchall()
 
 
 # --- scope and role ---------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from core.accounting.memo import MEMO_PATIENCE, CallMemo
 from core.accounting.usage import CallRecord
 from core.store import ResultStore
 from core.store.call_memo import MemoStore
-from core.store.connection import release_all
+from core.store.connection import live_path, release_all
 
 pytestmark = pytest.mark.slow
 
@@ -71,7 +71,7 @@ def test_a_store_locked_for_minutes_loses_no_usage_row_or_memo_answer(tmp_path: 
     ledger.spent("run-locked", "t")  # seeded as in a running process: records read nothing
     ledger.spent("run-locked")
 
-    locker = subprocess.Popen([sys.executable, "-c", HOLD, str(db), str(LOCK_SECONDS)],
+    locker = subprocess.Popen([sys.executable, "-c", HOLD, str(live_path(db)), str(LOCK_SECONDS)],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert locker.stdout is not None and locker.stdout.readline().strip() == "locked"
@@ -118,7 +118,7 @@ def test_a_store_locked_for_minutes_loses_no_usage_row_or_memo_answer(tmp_path: 
 
     assert locker.returncode == 0 and held_for >= LOCK_SECONDS - 1
     with duckdb.connect(str(db), read_only=True) as con:
-        stored_calls = {r[0] for r in con.execute("SELECT call_id FROM llm_calls").fetchall()}
+        stored_calls = {r[0] for r in con.execute("SELECT call_id FROM ledger").fetchall()}
         stored_answers = dict(con.execute("SELECT fingerprint, answer FROM call_memo").fetchall())
     assert len(recorded) > MAX_WAITING  # more rows than fit in the queue passed through it
     assert stored_calls == set(recorded), f"{len(set(recorded) - stored_calls)} usage rows lost"

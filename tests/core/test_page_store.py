@@ -16,7 +16,7 @@ import pytest
 from core.search.cache import CachedFetcher, CachedSearch
 from core.store import SCHEMA_VERSION, TABLES, PageRecord, PageStore, ResultStore
 from core.store import migrations
-from core.store.connection import release_all
+from core.store.connection import live_path, release_all
 from tests.core.test_page_cache import FakeBackend, FakeFetch, fetcher, norm, rows
 from tests.core.test_store_ledger import _V1_TABLES, dump, make_v1_file, schema_shape
 
@@ -41,7 +41,7 @@ def test_a_locked_store_degrades_to_fetching(path: Path, caplog: pytest.LogCaptu
                                              ) -> None:
     PageStore(path)  # the file exists, at v5
     release_all()  # the other process is the holder now
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path)],
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(live_path(path))],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "ready"
@@ -95,7 +95,7 @@ def test_an_unusable_store_path_degrades_to_fetching(tmp_path: Path) -> None:
 
 def test_a_newer_store_is_not_touched(path: Path) -> None:
     ResultStore(path)
-    con = duckdb.connect(str(path))
+    con = duckdb.connect(str(live_path(path)))
     con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     con.close()
     fetch = FakeFetch()

@@ -101,7 +101,7 @@ def test_a_v12_file_keeps_each_text_as_the_one_version_its_quotes_name(tmp_path:
     _, before = query_readonly(path, "SELECT source_id, url, title, text, first_seen, last_seen "
                                      "FROM sources ORDER BY source_id")
     store = ResultStore(path)
-    assert store.schema_version() == SCHEMA_VERSION == 13
+    assert store.schema_version() == SCHEMA_VERSION == 14
     _, after = query_readonly(path, "SELECT source_id, url, title, text, first_seen, last_seen "
                                     "FROM sources ORDER BY source_id")
     assert after == before

@@ -18,7 +18,7 @@ from core.models import (Citation, Claim, Evidence, Finding, Report, ResearchPla
 from core.settings import Settings
 from core.store import (SCHEMA_VERSION, TABLES, ReadOnlyQueryError, ResultStore, StoreError,
                         StoreLockedError, public_settings, query_readonly)
-from core.store.connection import release_all
+from core.store.connection import live_path, release_all
 
 SHARED = Source(url="https://example.org/duckdb", title="DuckDB concurrency",
                 text="DuckDB allows one process to write.\nMany threads may share it.")
@@ -70,7 +70,7 @@ def test_schema_created_once_and_versioned(tmp_path: Path) -> None:
 def test_newer_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "rf.duckdb"
     ResultStore(path)
-    con = duckdb.connect(str(path))
+    con = duckdb.connect(str(live_path(path)))  # what researchflow writes and reads
     con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     con.close()
     with pytest.raises(StoreError, match="schema version 99"):
@@ -84,7 +84,7 @@ def test_save_stores_every_part(store: ResultStore) -> None:
     counts = store.counts()
     assert counts == {"runs": 0, "topics": 1, "subquestions": 2, "sources": 1,
                       "topic_sources": 1, "findings": 3, "citations": 1, "reports": 1,
-                      "llm_calls": 0, "model_limits": 0, "pages": 0, "searches": 0,
+                      "ledger": 0, "model_limits": 0, "pages": 0, "searches": 0,
                               "changes": 0}
     report = store.get_report(report_id)
     assert report is not None
@@ -224,7 +224,7 @@ def test_concurrent_saves_from_threads(store: ResultStore) -> None:
     assert errors == []
     assert store.counts() == {"runs": 0, "topics": 4, "subquestions": 8, "sources": 1,
                               "topic_sources": 4, "findings": 12, "citations": 4, "reports": 4,
-                              "llm_calls": 0, "model_limits": 0, "pages": 0, "searches": 0,
+                              "ledger": 0, "model_limits": 0, "pages": 0, "searches": 0,
                               "changes": 0}
 
 
@@ -283,7 +283,7 @@ def test_other_process_lock_gives_clear_error(tmp_path: Path) -> None:
     assert reader.stdout.strip() == "[(1,)]"
 
     release_all()  # the other process is the holder now
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path)],
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(live_path(path))],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "ready"

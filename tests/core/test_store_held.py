@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from core.store import PageRecord, PageStore, ResultStore, query_readonly
-from core.store.connection import HOLD_SECONDS, release_all, writable
+from core.store.connection import HOLD_SECONDS, live_path, release_all, writable
 
 ROOT = Path(__file__).parents[2]
 
@@ -36,7 +36,7 @@ def test_consecutive_calls_share_one_connection_until_idle(tmp_path: Path) -> No
     # Idle: let go, so another process may open the file, even one that does not wait.
     opened = subprocess.run([sys.executable, "-c", "import sys, duckdb; "
                              "print(duckdb.connect(sys.argv[1]).execute('SELECT count(*) FROM t')"
-                             ".fetchone()[0])", str(path)],
+                             ".fetchone()[0])", str(live_path(path))],
                             capture_output=True, text=True, timeout=60)
     assert opened.returncode == 0, opened.stderr
     assert opened.stdout.strip() == "1"
@@ -45,7 +45,7 @@ def test_consecutive_calls_share_one_connection_until_idle(tmp_path: Path) -> No
 def _opens_elsewhere(path: Path) -> bool:
     """Whether another process can open the file for writing right now (it does not wait)."""
     code = "import sys, duckdb; duckdb.connect(sys.argv[1])"
-    opened = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+    opened = subprocess.run([sys.executable, "-c", code, str(live_path(path))], capture_output=True,
                             text=True, timeout=60)
     return opened.returncode == 0
 
@@ -54,8 +54,8 @@ def test_each_store_holds_its_file_as_long_as_its_own_settings_say(tmp_path: Pat
     """Before: the first run to build a store set how long every store of the process held its
     file (a global policy); now the hold travels with the store that asked for it."""
     brief, held = (tmp_path / "brief.duckdb").resolve(), (tmp_path / "held.duckdb").resolve()
-    ResultStore(held, hold_seconds=60)
-    ResultStore(brief, hold_seconds=0)
+    ResultStore(held, hold_seconds=60).counts()  # a new store lets go once, to publish
+    ResultStore(brief, hold_seconds=0).counts()
     assert _opens_elsewhere(brief)  # let go at once
     assert not _opens_elsewhere(held)  # still open in this process
     release_all()

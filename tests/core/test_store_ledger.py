@@ -13,6 +13,7 @@ import pytest
 from core.models import Topic
 from core.store import (SCHEMA_VERSION, TABLES, ResultStore, StoreError, query_readonly)
 from core.store import migrations
+from core.store.connection import live_path, release_all
 from core.accounting.usage import CallRecord, UsageTotals
 from core.store.source_versions import content_hash
 from tests.core.test_store import make_result
@@ -82,7 +83,9 @@ def make_v1_file(path: Path) -> None:
 # Columns later versions added to v1 tables, with the value an old row gets.
 _ADDED = {"subquestions": {"wave": 1, "why": None, "parent": None},
           "reports": {"language": None, "edition": None, "previous_report_id": None,
-                      "unanswered": None},
+                      "unanswered": None, "parts_unanswered": None, "quotes": None,
+                      "pages": None, "sections": None, "sections_without_evidence": None,
+                      "thin_evidence": None},
           "runs": {"host": None, "pid": None}, "topics": {"edition": None},
           "sources": {"content_hash": None}, "topic_sources": {"content_hash": None},
           "citations": {"content_hash": None}}
@@ -143,19 +146,21 @@ def test_v1_file_migrates_keeping_every_row(tmp_path: Path) -> None:
     before = {t: dump(path, t) for t in _V1_TABLES}
 
     store = ResultStore(path)
-    assert store.schema_version() == SCHEMA_VERSION == 13
+    assert store.schema_version() == SCHEMA_VERSION == 14
     assert {t: dump(path, t) for t in _V1_TABLES} == before
     # v4: every old sub-question was the plan's (wave 1); old reports name no language, and
     # (v12) no unanswered part: the gate did not exist when they were written.
     assert added_values(path, "subquestions") == {(1, None, None)}
-    assert added_values(path, "reports") == {(None, None, None, None)}
+    # (v14) evidence strength: counted from the citations and the header; sections unknown.
+    assert added_values(path, "reports") == {(None, None, None, None, 0, 1, 1, None, None,
+                                              False)}
     # v13: the stored text is the page's one version; what read or cited it names it.
     version = content_hash("text a")
     for table in ("sources", "topic_sources", "citations"):
         assert added_values(path, table) == {(version,)}
     assert store.unverified_citations("rep-ok") == []
     assert store.counts() == {t: len(before[t]) for t in _V1_TABLES} | {
-        "llm_calls": 0, "model_limits": 0, "pages": 0, "searches": 0,
+        "ledger": 0, "model_limits": 0, "pages": 0, "searches": 0,
                               "changes": 0}
     assert list(store.counts()) == list(TABLES)
     # The old rows behave as before: the failure keeps its error, the report is readable.
@@ -165,7 +170,8 @@ def test_v1_file_migrates_keeping_every_row(tmp_path: Path) -> None:
 
     # The new CHECK accepts 'skipped', still refuses nonsense; the ledger takes rows.
     store.record_skipped("b1", Topic(text="Skipped topic", batch_id="b1"), "over budget", "r2")
-    con = duckdb.connect(str(path))
+    release_all()
+    con = duckdb.connect(str(live_path(path)))
     try:
         with pytest.raises(duckdb.ConstraintException):
             con.execute("INSERT INTO topics VALUES ('x', 'b1', 'x', 'bogus', NULL, NULL, NULL, "
@@ -187,7 +193,7 @@ def test_migrated_file_has_the_schema_of_a_fresh_one(tmp_path: Path) -> None:
     assert {v[0] for v in fresh["views"]} == {
         "usage_by_topic", "usage_by_batch", "latest_reports", "report_sources",
         "citation_quotes", "failures", "cost_by_batch", "report_editions", "report_changes",
-        "fallbacks", "source_versions"}
+        "fallbacks", "source_versions", "llm_calls"}
 
 
 def test_failed_migration_leaves_the_v1_file_untouched(tmp_path: Path,
@@ -216,7 +222,7 @@ def test_failed_migration_leaves_the_v1_file_untouched(tmp_path: Path,
 def test_unknown_old_version_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "rf.duckdb"
     ResultStore(path)
-    con = duckdb.connect(str(path))
+    con = duckdb.connect(str(live_path(path)))
     con.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
     con.close()
     with pytest.raises(StoreError, match="cannot migrate"):
@@ -238,7 +244,7 @@ def test_record_calls_is_idempotent_and_round_trips(store: ResultStore) -> None:
     store.record_calls([first, failed, first])  # a duplicate inside one write, too
     store.record_calls([first, failed])  # a retried write
     store.record_calls([])
-    assert store.counts()["llm_calls"] == 2
+    assert store.counts()["ledger"] == 2
     # The first write wins: a changed record under a stored call_id is not applied.
     store.record_calls([replace(first, cost_usd=99.0)])
     assert store.spent_usd(run_id="r1") == pytest.approx(0.01)
@@ -254,7 +260,7 @@ def test_record_calls_is_one_transaction(store: ResultStore) -> None:
     broken = call("c9", run_id=None)  # run_id is NOT NULL
     with pytest.raises(duckdb.ConstraintException):
         store.record_calls([call("c1"), broken])
-    assert store.counts()["llm_calls"] == 0
+    assert store.counts()["ledger"] == 0
 
 
 def _ledger(store: ResultStore) -> dict[str, str]:
@@ -284,10 +290,11 @@ def test_usage_views_sum_the_ledger(store: ResultStore) -> None:
     ids = _ledger(store)
     cols, rows = query_readonly(store.path, "SELECT * FROM usage_by_topic ORDER BY batch_id, "
                                             "calls DESC")
-    assert cols == ["batch_id", "topic_id", "topic", "calls", "failed_calls", "searches",
-                    "input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens",
-                    "cost_usd", "unpriced_calls", "served_calls", "fallbacks",
-                    "fallback_roles", "first_call_at", "last_call_at"]
+    assert cols == ["batch_id", "topic_id", "topic", "edition", "status", "engine", "calls",
+                    "failed_calls", "searches", "input_tokens", "cached_input_tokens",
+                    "output_tokens", "reasoning_tokens", "cost_usd", "unpriced_calls",
+                    "served_calls", "fallbacks", "fallback_roles", "subquestions",
+                    "sources_read", "claims", "quotes", "first_call_at", "last_call_at"]
     by_topic = {row[1]: dict(zip(cols, row)) for row in rows}
     t1 = by_topic[ids["t1"]]
     assert (t1["batch_id"], t1["topic"]) == ("b1", "Saved topic one")
@@ -298,7 +305,7 @@ def test_usage_views_sum_the_ledger(store: ResultStore) -> None:
     assert t1["cost_usd"] == pytest.approx(0.025)
     assert (t1["first_call_at"], t1["last_call_at"]) == (T0, T0 + timedelta(seconds=60))
     t2 = by_topic[ids["t2"]]
-    assert t2["topic"] is None  # no topics row yet: the LEFT JOIN keeps the calls
+    assert t2["topic"] is None  # no topics row yet: the FULL JOIN keeps the calls
     assert (t2["calls"], t2["input_tokens"], t2["cached_input_tokens"]) == (1, 1000, 0)
 
     cols, rows = query_readonly(store.path, "SELECT * FROM usage_by_batch ORDER BY batch_id")
@@ -344,7 +351,7 @@ def test_report_carries_the_usage_of_its_topic(store: ResultStore) -> None:
     assert store.usage(report_id="no-such-report") == UsageTotals()
     # A rerun replaces the report but never the calls that were paid for.
     store.save_result(make_result("Saved topic one", batch="b1"), run_id="r4", engine="openai")
-    assert store.counts()["llm_calls"] == 6
+    assert store.counts()["ledger"] == 6
     assert store.get_report(ids["report_id"])["usage"] == usage
 
 
@@ -381,3 +388,69 @@ def test_record_skipped(store: ResultStore) -> None:
     assert (status["status"], status["error"]) == ("succeeded", None)
     with pytest.raises(ValueError):
         store.record_skipped("another-batch", result.topic, "x", run_id="r5")
+
+
+# -- schema version 14: the ledger by kind, offline usage --------------------------------------
+
+def test_the_ledger_says_what_each_row_is_and_llm_calls_holds_only_llm_calls(
+        store: ResultStore) -> None:
+    """Before: one table `llm_calls` held searches, served repeats and fallbacks too, so
+    `SELECT count(*) FROM llm_calls` overcounted the LLM calls."""
+    store.record_calls([
+        call("l1"), call("l2", outcome="RateLimited", cost_usd=None),
+        call("s1", role="search", provider="serpapi", model="google"),
+        call("m1", outcome="served", cost_usd=0.0),
+        call("m2", role="search", provider="serpapi", model="google", outcome="served"),
+        call("f1", role="condense", outcome="fallback", provider="offline", model="extractive"),
+    ])
+    assert query_readonly(store.path, "SELECT call_id, kind FROM ledger ORDER BY call_id")[1] == [
+        ("f1", "fallback"), ("l1", "llm"), ("l2", "llm"), ("m1", "served"), ("m2", "served"),
+        ("s1", "search")]
+    assert query_readonly(store.path, "SELECT call_id FROM llm_calls ORDER BY call_id")[1] == [
+        ("l1",), ("l2",)]
+    assert store.usage().calls == 5 and store.usage().fallbacks == 1  # the totals are as before
+
+
+def test_a_v13_ledger_migrates_to_rows_with_their_kind(tmp_path: Path) -> None:
+    path = tmp_path / "v13.duckdb"
+    make_v1_file(path)
+    con = duckdb.connect(str(path))
+    for step in range(1, 13):
+        migrations.MIGRATIONS[step](con)
+    con.execute("UPDATE meta SET value = '13' WHERE key = 'schema_version'")
+    for call_id, role, outcome in (("a", "plan", "ok"), ("b", "search", "ok"),
+                                   ("c", "plan", "served"), ("d", "plan", "fallback"),
+                                   ("e", "report", "ContextOverflow")):
+        con.execute("INSERT INTO llm_calls VALUES (?, 'r1', 'b1', NULL, NULL, ?, 'openai', "
+                    "'gpt-x', ?, 1, 0, 1, 0, false, 1.0, 0.001, NULL, now())",
+                    [call_id, role, outcome])
+    con.close()
+    store = ResultStore(path)
+    assert query_readonly(path, "SELECT call_id, kind FROM ledger ORDER BY call_id")[1] == [
+        ("a", "llm"), ("b", "search"), ("c", "served"), ("d", "fallback"), ("e", "llm")]
+    assert query_readonly(path, "SELECT count(*) FROM llm_calls")[1] == [(2,)]
+    assert store.usage().calls == 4  # what the old table summed, kept
+    _, kinds = query_readonly(path, "SELECT table_type FROM information_schema.tables "
+                                    "WHERE table_name = 'llm_calls'")
+    assert kinds == [("VIEW",)]
+
+
+def test_usage_views_show_an_offline_topic_with_nothing_spent_and_its_work_counted(
+        store: ResultStore) -> None:
+    """Before: usage_by_topic and usage_by_batch listed only ledger rows, and the offline
+    engine writes none, so an offline batch was missing from both."""
+    result = make_result("Offline topic", batch="nightly")
+    store.save_result(result, run_id="r1", engine="offline")
+    cols, rows = query_readonly(store.path, "SELECT * FROM usage_by_topic")
+    [topic] = [dict(zip(cols, row)) for row in rows]
+    assert (topic["batch_id"], topic["topic"], topic["status"], topic["engine"]) == (
+        "nightly", "Offline topic", "succeeded", "offline")
+    assert (topic["calls"], topic["cost_usd"], topic["fallback_roles"]) == (0, 0.0, "")
+    assert topic["subquestions"] == len(result.plan.subquestions) > 0
+    assert topic["sources_read"] == len(result.sources) and topic["claims"] > 0
+    assert topic["quotes"] == len(result.report.citations)
+    cols, rows = query_readonly(store.path, "SELECT * FROM usage_by_batch")
+    [batch] = [dict(zip(cols, row)) for row in rows]
+    assert (batch["batch_id"], batch["topics"], batch["calls"], batch["cost_usd"]) == (
+        "nightly", 1, 0, 0.0)
+    assert batch["subquestions"] == topic["subquestions"]

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from core.store import ResultStore, query_readonly
+from core.store.connection import live_path
 
 ROOT = Path(__file__).resolve().parents[2]
 KILLED = """
@@ -47,7 +48,7 @@ def test_runs_of_live_processes_and_other_hosts_are_left_running(tmp_path: Path)
     try:
         import duckdb
 
-        con = duckdb.connect(str(db))
+        con = duckdb.connect(str(live_path(db)))
         con.execute("INSERT INTO runs (run_id, batch_id, started_at, status, host, pid) VALUES "
                     "('alive', 'b1', now(), 'running', ?, ?), "
                     "('elsewhere', 'b1', now(), 'running', 'another-host', 999999)",

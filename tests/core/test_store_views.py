@@ -77,7 +77,7 @@ def test_latest_reports_keeps_the_newest_report_per_topic(store: ResultStore) ->
     assert rows(store.path, "SELECT count(*) FROM reports") == [(3,)]
     columns, _ = query_readonly(store.path, "SELECT * FROM latest_reports")
     assert columns == ["report_id", "batch_id", "topic", "title", "language", "created_at",
-                       "engine", "edition", "unanswered"]
+                       "engine", "edition", "unanswered", "thin_evidence"]
 
 
 def test_report_sources_lists_read_and_cited_sources(store: ResultStore) -> None:
@@ -158,7 +158,7 @@ def test_a_v6_file_gets_the_views_by_migrating(tmp_path: Path) -> None:
                           f"{VIEWS}")
 
     store = ResultStore(path)
-    assert store.schema_version() == SCHEMA_VERSION == 13
+    assert store.schema_version() == SCHEMA_VERSION == 14
     assert rows(path, "SELECT report_id, title FROM latest_reports") == [("rep-ok", "Title")]
     assert rows(path, "SELECT topic, error FROM failures") == [
         ("A bad topic", "ContextOverflow: 200000 > 128000")]

@@ -165,7 +165,7 @@ class EditionsScenario:
     def _cost(self) -> float:
         if not self.db.exists():
             return 0.0
-        return float(self._one("SELECT coalesce(sum(cost_usd), 0) FROM llm_calls"))
+        return float(self._one("SELECT coalesce(sum(cost_usd), 0) FROM ledger"))
 
     def _paid(self, run_id: str) -> tuple[tuple[str, int | None, str, int], ...]:
         if not self.db.exists():
@@ -173,7 +173,7 @@ class EditionsScenario:
         from core.store import query_readonly
 
         _, rows = query_readonly(self.db, "SELECT t.topic, c.subquestion_index, c.role, "
-                                 "count(*) FROM llm_calls c LEFT JOIN topics t USING (topic_id) "
+                                 "count(*) FROM ledger c LEFT JOIN topics t USING (topic_id) "
                                  "WHERE c.run_id = ? AND c.outcome = 'ok' GROUP BY ALL "
                                  "ORDER BY ALL", [run_id])
         return tuple((topic or "", index, role, int(n)) for topic, index, role, n in rows)

@@ -108,13 +108,13 @@ class FixScenario:
         _, failed = query_readonly(self.db, "SELECT count(*), max(error) FROM topics "
                                             "WHERE status = 'failed'")
         first_calls, repeated_before = self.provider.calls, self.provider.repeated_successes
-        _, served_before = query_readonly(self.db, "SELECT count(*) FROM llm_calls "
+        _, served_before = query_readonly(self.db, "SELECT count(*) FROM ledger "
                                                    "WHERE outcome = 'served'")
         self.fix()
         contexts.close()
         second = rerun()
         contexts.close()
-        _, served = query_readonly(self.db, "SELECT count(*) FROM llm_calls "
+        _, served = query_readonly(self.db, "SELECT count(*) FROM ledger "
                                             "WHERE outcome = 'served'")
         _, reports = query_readonly(self.db, "SELECT count(DISTINCT report_id) FROM reports "
                                              f"WHERE batch_id = '{self.batch_id}'")

@@ -81,9 +81,9 @@ def test_a_topic_survives_20_percent_faults_paying_for_nothing_twice(provider, p
     reported = provider_fake.input_tokens + provider_fake.output_tokens
     assert usage.input_tokens + usage.output_tokens == reported
     assert usage.cost_usd > 0 and usage.unpriced_calls == 0
-    _, rows = query_readonly(db_path, "SELECT DISTINCT role FROM llm_calls")
+    _, rows = query_readonly(db_path, "SELECT DISTINCT role FROM ledger")
     assert {r for (r,) in rows} >= {"plan", "queries", "condense", "compress", "report"}
-    _, rows = query_readonly(db_path, "SELECT count(*) FROM llm_calls WHERE role = "
+    _, rows = query_readonly(db_path, "SELECT count(*) FROM ledger WHERE role = "
                                       "'condense' AND subquestion_index IS NULL")
     assert rows == [(0,)]  # every page read is attributed to its sub-question
 
@@ -247,7 +247,7 @@ def test_a_batch_on_auto_condenses_on_the_cheaper_model(pages, db_path, tmp_path
     state = research_batch(csv_path=str(csv), batch_id="auto", search="corpus",
                            corpus_dir=str(pages), db_path=str(db_path), return_state=True)
     assert state.is_completed(), state.message
-    _, rows = query_readonly(db_path, "SELECT DISTINCT role, model FROM llm_calls ORDER BY role")
+    _, rows = query_readonly(db_path, "SELECT DISTINCT role, model FROM ledger ORDER BY role")
     models = dict(rows)
     assert models["condense"] == "claude-haiku-4-5"  # the cheaper sibling, on auto
     assert models["plan"] == models["report"] == "claude-sonnet-5"

@@ -186,7 +186,7 @@ def test_a_batch_on_dask_workers_writes_every_topic_once_into_one_lake(
     assert state.is_completed(), state.message
     _assert_every_topic_once(target, "lake", TOPICS)
     _assert_keys_unique(target)
-    assert ResultStore(target).counts()["llm_calls"] == provider.fake.successes - before
+    assert ResultStore(target).counts()["ledger"] == provider.fake.successes - before
     workers = {t["worker"] for t in stream.data if t["key"].startswith("research-subquestion-")}
     assert workers == set(client.run(os.getpid))  # both worker processes researched
 

@@ -105,7 +105,7 @@ def test_every_call_made_in_a_worker_reaches_the_ledger_under_its_topic(on_dask,
     run_id = str(state.state_details.flow_run_id)
     topic_id = Topic(text=topic, batch_id="dask-billed").topic_id
     _, rows = query_readonly(db_path, "SELECT role, run_id, batch_id, topic_id, "
-                                      "subquestion_index FROM llm_calls")
+                                      "subquestion_index FROM ledger")
     assert len(rows) == len(provider.requests) - before  # every call, once
     assert {(r[1], r[2], r[3]) for r in rows} == {(run_id, "dask-billed", topic_id)}
     in_workers = [r for r in rows if r[0] in ("choose", "condense", "queries", "compress")]
@@ -198,7 +198,7 @@ def test_workers_on_dask_write_one_ducklake(on_dask, provider, tmp_path, monkeyp
         report = store.get_report(state.result())
         assert report is not None and report["citations"]
         assert report["usage"].calls == len(provider.requests) - before
-        assert store.counts()["llm_calls"] == report["usage"].calls
+        assert store.counts()["ledger"] == report["usage"].calls
         _assert_keys_unique(target)
         _assert_ran_on_both_workers(on_dask, ran, store.counts()["subquestions"])
         from core.store import lake

@@ -86,10 +86,10 @@ def test_a_section_left_without_evidence_gets_a_second_wave(provider_server, pag
     assert cited and all(quote in text for quote, text in cited)  # verbatim, byte for byte
 
     # Condensing answers with sentence ids: a few tokens, never the page retyped.
-    _, [(calls, out)] = query_readonly(db_path, "SELECT count(*), sum(output_tokens) FROM llm_calls "
+    _, [(calls, out)] = query_readonly(db_path, "SELECT count(*), sum(output_tokens) FROM ledger "
                                               "WHERE role = 'condense' AND outcome = 'ok'")
     assert calls and out / calls < 40
-    _, roles = query_readonly(db_path, "SELECT DISTINCT role FROM llm_calls")
+    _, roles = query_readonly(db_path, "SELECT DISTINCT role FROM ledger")
     assert {"choose", "review"} <= {r for (r,) in roles}
 
     shown = artifacts(str(state_flow_run_id(db_path, report_id)))

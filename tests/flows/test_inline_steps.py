@@ -78,7 +78,7 @@ def test_a_search_and_a_page_that_fail_once_are_retried_as_task_runs(monkeypatch
     assert len([n for n, _ in runs if n.startswith(("search", "fetch"))]) == 2  # only those
     _, rows = query_readonly(db_path, "SELECT url FROM sources")
     assert web.url + "/threads" in {url for (url,) in rows}  # read on its retry
-    _, ledger = query_readonly(db_path, "SELECT outcome, count(*) FROM llm_calls WHERE "
+    _, ledger = query_readonly(db_path, "SELECT outcome, count(*) FROM ledger WHERE "
                                         "role = 'search' GROUP BY outcome ORDER BY outcome")
     assert dict(ledger)["ok"] == len(serp.answered) and dict(ledger)["Transient"] == 1
 

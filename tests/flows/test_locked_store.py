@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.store import query_readonly
+from core.store.connection import live_path
 from tests.fakes.http import ScriptedServer
 from tests.fakes.rerun_scenario import RefusingProvider, RerunScenario
 from tests.fakes.research_provider import SDK_ENV
@@ -42,7 +43,7 @@ class Locker:
 
     def __call__(self) -> None:
         if self.process is None:
-            self.process = subprocess.Popen([sys.executable, "-c", HOLD, str(self.db),
+            self.process = subprocess.Popen([sys.executable, "-c", HOLD, str(live_path(self.db)),
                                              str(self.seconds)], stdout=subprocess.PIPE,
                                             text=True)
             assert self.process.stdout.readline().strip() == "locked"

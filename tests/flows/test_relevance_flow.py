@@ -87,7 +87,7 @@ def test_a_model_quoting_off_subject_pages_cannot_pass_the_gate(weak_model, tmp_
                  model=TEST_MODELS["openai"])
     assert state.is_failed()
     # The model did read pages and quote them; the gate, not a lack of quotes, refused.
-    _, calls = query_readonly(db_path, "SELECT count(*) FROM llm_calls WHERE role = 'compress' "
+    _, calls = query_readonly(db_path, "SELECT count(*) FROM ledger WHERE role = 'compress' "
                                        "AND outcome = 'ok'")
     assert calls[0][0] >= 1, calls
     _, rows = query_readonly(db_path, "SELECT status, error FROM topics")

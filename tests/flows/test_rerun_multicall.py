@@ -29,7 +29,7 @@ def _assert_paid_once(scenario: RerunScenario, result) -> None:
     assert (result.reports, result.distinct_reports) == (2, 2), result
     # What the refused step had been answered was served from the memo, at no cost.
     _, served = query_readonly(scenario.db, "SELECT count(*), coalesce(sum(cost_usd), 0) "
-                                            "FROM llm_calls WHERE outcome = 'served'")
+                                            "FROM ledger WHERE outcome = 'served'")
     assert served[0][0] >= 1 and served[0][1] == 0, served
 
 

@@ -61,6 +61,6 @@ def test_web_topic_through_searxng(monkeypatch, db_path) -> None:
     report_id = state.result()
     assert store.get_report(report_id)["citations"]
     assert store.unverified_citations(report_id) == []
-    _, ledger = query_readonly(db_path, "SELECT provider, count(*), sum(cost_usd) FROM llm_calls "
+    _, ledger = query_readonly(db_path, "SELECT provider, count(*), sum(cost_usd) FROM ledger "
                                         "WHERE role = 'search' GROUP BY provider")
     assert ledger == [("searxng", len(searches), 0.0)]

@@ -85,5 +85,5 @@ def test_web_topic_completes_from_the_readable_pages(monkeypatch, db_path, tmp_p
     assert SERP_KEY.encode() not in db_path.read_bytes()  # ...but never stored
     # Searches are billed: each is a ledger row at SerpAPI's per-search price.
     _, searches = query_readonly(db_path, "SELECT provider, count(*), sum(cost_usd) FROM "
-                                          "llm_calls WHERE role = 'search' GROUP BY provider")
+                                          "ledger WHERE role = 'search' GROUP BY provider")
     assert searches == [("serpapi", len(serp.requests), pytest.approx(0.015 * len(serp.requests)))]

@@ -67,13 +67,13 @@ def test_a_topic_on_smollm2_through_the_cli(llama, corpus, tmp_path, local_env, 
             assert e.request["max_tokens"] <= max(ROLE_OUTPUT_TOKENS.values())
     # The ledger holds what the server reported, no more and no less.
     _, rows = query_readonly(db, "SELECT sum(input_tokens), sum(output_tokens), "
-                                 "count(*) FILTER (WHERE outcome = 'ok') FROM llm_calls "
+                                 "count(*) FILTER (WHERE outcome = 'ok') FROM ledger "
                                  "WHERE provider = 'openai-compatible'")
     assert rows[0] == (sum(e.usage["prompt_tokens"] for e in sent),
                        sum(e.usage["completion_tokens"] for e in sent), len(sent))
-    _, rows = query_readonly(db, "SELECT count(*) FROM llm_calls WHERE outcome = 'ContextOverflow'")
+    _, rows = query_readonly(db, "SELECT count(*) FROM ledger WHERE outcome = 'ContextOverflow'")
     assert rows == [(0,)]
-    _, rows = query_readonly(db, "SELECT DISTINCT role FROM llm_calls")
+    _, rows = query_readonly(db, "SELECT DISTINCT role FROM ledger")
     assert {"plan", "report"} <= {role for (role,) in rows}  # the roles test asks neither
     # A stored report whose every citation is verbatim.
     _, reports = query_readonly(db, "SELECT report_id, markdown FROM reports")

@@ -152,7 +152,7 @@ def test_a_flow_run_stores_and_ships_no_echoed_key(provider, tmp_path, session_d
     contexts.flush()
 
     errors = [e for (e,) in query_readonly(db, "SELECT error FROM topics")[1]]
-    calls = [e for (e,) in query_readonly(db, "SELECT error FROM llm_calls")[1]]
+    calls = [e for (e,) in query_readonly(db, "SELECT error FROM ledger")[1]]
     assert errors and "Incorrect API key provided" in errors[0]
     assert calls and all(KEY not in (e or "") for e in errors + calls), (errors, calls)
     assert KEY.encode() not in db.read_bytes()
