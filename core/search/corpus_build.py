@@ -54,8 +54,9 @@ log = logging.getLogger(__name__)
 # own headings (files.headings), indexed with each passage (passages.heads, head_grams); 5: names
 # that open with digits (2to3) in the exact-term index; 6: sections trafilatura dropped restored;
 # 7: headings placed by their own lines, not cross-references; 8: nor by table captions;
-# 9: the chapter a page belongs to (its "up" link) as its outermost heading
-SCHEMA_VERSION = "9"
+# 9: the chapter a page belongs to (its "up" link) as its outermost heading; 10: restored sections
+# in their place
+SCHEMA_VERSION = "10"
 PARALLEL_MIN = 48  # fewer files to extract than this: in-process beats spawning workers
 _TASK_FILES = 8  # files per worker task: fewer, larger messages
 _IN_FLIGHT = 4  # tasks queued per worker: keeps workers busy, bounds memory

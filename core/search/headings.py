@@ -73,12 +73,20 @@ class Squeezed:
     def find(self, needle: str, at: int) -> int | None:
         """The offset in the original text where `needle` (squeezed) first occurs at or after
         original offset `at`; None when it does not."""
+        span = self.span(needle, at)
+        return span[0] if span else None
+
+    def span(self, needle: str, at: int) -> tuple[int, int] | None:
+        """(start, stop) in the original text of the first occurrence of `needle` (squeezed)
+        at or after original offset `at`."""
         probe = "".join(needle.split())
         if not probe:
             return None
         lo = _first_at_or_after(self.origin, at)
         found = self.text.find(probe, lo)
-        return self.origin[found] if found >= 0 else None
+        if found < 0:
+            return None
+        return self.origin[found], self.origin[found + len(probe) - 1] + 1
 
 
 def _first_at_or_after(origin: Sequence[int], at: int) -> int:

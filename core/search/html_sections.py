@@ -19,11 +19,15 @@ import re
 
 import trafilatura
 
+from core.search.headings import Squeezed
+
 MIN_SECTIONS = 4  # fewer headings: a short page, which trafilatura reads whole
 _HEADING = re.compile(r"<h[1-3]\b", re.IGNORECASE)
 _SKIPPED = re.compile(r"<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 _SPACE = re.compile(r"\s+")
 _MIN_LINE = 8  # shorter lines ("Note", a bullet) say nothing about whether a section was kept
+_NEAR = 200  # characters past the cursor where a short line of a kept section is taken as its own
+_FAR = 3_000  # ... and a longer line
 _LOST = 0.5  # a section is lost when less than this share of its text is in the page's text
 _LINKED = 0.5  # a section is navigation when more than this share of its text is link text
 _LINK = re.compile(r"<a\b[^>]*>(.*?)</a\s*>", re.IGNORECASE | re.DOTALL)
@@ -37,22 +41,28 @@ def restore_sections(html: str, text: str) -> str:
     if len(cuts) < MIN_SECTIONS:
         return text
     squeezed = _SPACE.sub("", text)
+    placed = Squeezed(text)
     inserts: list[tuple[int, str]] = []
     cursor = 0
     for start, stop in zip(cuts, [*cuts[1:], len(html)]):
         fragment = html[start:stop]
-        lines = _section_lines(fragment) if not _mostly_links(fragment) else []
-        if not lines:
+        lines = _section_lines(fragment)
+        telling = [key for key in map(_key, lines) if len(key) >= _MIN_LINE]
+        if not telling:
             continue
-        kept = sum(len(key) for key in map(_key, lines) if key in squeezed)
-        if kept < _LOST * sum(len(_key(line)) for line in lines):
-            missing = [line for line in lines if _key(line) not in squeezed]
-            inserts.append((cursor, "\n".join(missing)))
+        kept = sum(len(key) for key in telling if key in squeezed)
+        if kept < _LOST * sum(map(len, telling)) and not _mostly_links(fragment):
+            inserts.append((cursor, "\n".join(lines)))
             continue
         for line in lines:  # advance past this section's lines, as the whole text has them
-            at = text.find(line, cursor)
-            if at >= 0:
-                cursor = _line_end(text, at + len(line))
+            if line.startswith("|"):
+                continue  # a table's rows repeat from table to table ("| 软件包 | 流行度 |")
+            found = placed.span(line, cursor)  # whatever line breaks the extractor kept
+            # a short line ("foo", "$ ls") only where it follows closely, any line within reach:
+            # the same words further on are another section's
+            reach = _FAR if len(_key(line)) >= _MIN_LINE else _NEAR
+            if found and found[0] - cursor <= reach:
+                cursor = _line_end(text, found[1])
     return _insert(text, inserts) if inserts else text
 
 
@@ -76,8 +86,7 @@ def _section_lines(fragment: str) -> list[str]:
     except Exception:  # noqa: BLE001 - a section we cannot parse is one we cannot restore
         return []
     found = (getattr(doc, "text", None) or "") if doc is not None else ""
-    return [line.strip() for line in found.splitlines()
-            if len(_key(line)) >= _MIN_LINE]
+    return [line.strip() for line in found.splitlines() if line.strip()]
 
 
 def _key(line: str) -> str:
