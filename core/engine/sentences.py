@@ -137,6 +137,7 @@ def stem(word: str) -> str:
     return word[:-1] if word.endswith("e") and len(word) > 4 else word
 
 
+_CONTENTS_ENTRY = re.compile(r"\s[-–]\s*[A-Z]?\d+(?:\.\d+)*\.?$|^[-–]\s+[A-Z]?\d+(?:\.\d+)+\.?\s")
 _ROW = re.compile(r"^\s*\||\|\s*$")  # a table row, or a row's end, as the extractor writes it
 _CELLS = re.compile(r"(?:\|[ \t]*)+")  # the empty cells before a cell's text
 
@@ -246,8 +247,9 @@ def _is_prose(span: str, min_chars: int, max_chars: int) -> bool:
         return False
     if re.match(r"^(?:#|[\w.]+ [-—] |[\w.]+\(.*?\)\s)", span):
         return False  # a heading, pydoc's "module - summary" line, a "func(args) Doc" line
-    if _LINK_LINE.match(span):
-        return False  # a reference link's caption ("Table options - in the PostgreSQL docs.")
+    if _LINK_LINE.match(span) or _CONTENTS_ENTRY.search(span):
+        return False  # a reference link's caption ("Table options - in the PostgreSQL docs."),
+        # or a table of contents' entry ("高级软件包管理操作 - 2.14.", "- 12.5. 在条件表达式中…")
     if _PARAMETER.search(span):
         return False  # a run of parameter docs ("workers. mp_context: A context to launch ...")
     if listed:  # the lead-in says it: "... you can extend SQL by adding:" and its items

@@ -33,7 +33,7 @@ import numpy as np
 from core.text.embedding import Embedder, embedder as shared_embedder
 from core.engine.sentences import Scorer, Sentence, overlap, sentences, terms
 from core.models import Source, SubQuestion, heading_chain
-from core.relevance.about import about as on_subject, naming, own_page, split_terms
+from core.relevance.about import about as on_subject, agree, naming, own_page, split_terms
 from core.search.headings import clean
 
 # Weights of the blend: words, meaning of the question, meaning of the subject, naming it,
@@ -122,6 +122,14 @@ def rank(subquestion: SubQuestion, sources: Sequence[Source],
     stray = stray_pages(focus, sources, embedder) if phrases else set()
     about &= np.array([page(src.url) not in stray or own[src.url] >= 1.0 for _, src in pool],
                       dtype=bool)
+    # Where the subject has its own page or section among those read, the answer is there, or
+    # in a sentence naming the subject as asked ("SSH 基础", not any SSH): another page's
+    # sentence naming one of its words is about something else that shares it.
+    home = own_here >= 1.0
+    if home.any() and asked_as:
+        whole = set(terms(asked_as[0]))
+        about &= home | np.array([all(any(agree(t, h) for h in d) for t in whole)
+                                  for d in docs], dtype=bool)
     # An answer shares a word with the question, its queries or its subject, or names the
     # subject in other words ("threads" for "threading") or stands on the subject's own page
     # (an API reference rarely repeats its own name), and is nearer the question in meaning
@@ -165,17 +173,19 @@ def pick(ranked: Sequence[Candidate], limit: int,
 
 
 def _own_section(source: Source, offset: int, asked_as: Sequence[str]) -> float:
-    """1.0 when the innermost heading over `offset` is the subject as the question words it
-    (its first query keeps the topic's phrase, in any order: "XML 数据提取" for "数据提取 XML"),
-    0.5 when it opens with a focus phrase alone ("SSH 故障排查" for SSH)."""
+    """1.0 when a heading over `offset` is the subject as the question words it (its first
+    query keeps the topic's phrase, in any order: "XML 数据提取" for "数据提取 XML"), so its
+    subsections are the subject's too; 0.5 when the innermost heading opens with a focus phrase
+    alone ("SSH 故障排查" for SSH)."""
     chain = heading_chain(source.headings, offset)
     if not chain or not asked_as:
         return 0.0
-    heading = chain[-1].text
-    said, asked = set(split_terms(heading)), set(split_terms(asked_as[0]))
-    if asked and asked <= said and len(said) <= len(asked) + _OWN_SLACK:
-        return 1.0
-    return 0.5 if any(own_page(heading, (p,)) >= 1.0 for p in asked_as[1:]) else 0.0
+    asked = set(split_terms(asked_as[0]))
+    for heading in chain:
+        said = set(split_terms(heading.text))
+        if asked and asked <= said and len(said) <= len(asked) + _OWN_SLACK:
+            return 1.0
+    return 0.5 if any(own_page(chain[-1].text, (p,)) >= 1.0 for p in asked_as[1:]) else 0.0
 
 
 def distinct_pages(sources: Sequence[Source]) -> list[Source]:
