@@ -60,4 +60,11 @@ def _own_words(text: str) -> list[str]:
     "pitfalls" included, a search engine makes use of it), Chinese cut into words."""
     if has_cjk(text):
         return [w for w, _, _ in content_words(text)]
-    return query_words(text)
+    return [w for w in query_words(text) if w.lower() not in _ASKING]
+
+
+# Words about the asking, not the subject: "What does the documentation say about Getting
+# Started?" searched "Getting Started documentation say", and found the documentation's own pages.
+_ASKING = frozenset("documentation docs doc say says said know knowing learn understand explain "
+                    "explained describe described tell work works working thing things main "
+                    "important should".split())
