@@ -218,11 +218,26 @@ def _write_hits(hits: list[Hit], fmt: SearchFormat) -> None:
     sys.stdout.flush()
 
 
+def _export_format(fmt: "ExportFormat | None", output: Optional[Path]) -> "ExportFormat":
+    """The format asked for, else the one the output's name says (`-o report.pdf` is a PDF,
+    not markdown in a file named .pdf); a format the name contradicts is refused."""
+    by_name = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html",
+               ".docx": "docx", ".pdf": "pdf"}.get(output.suffix.lower()) if output else None
+    if fmt is None:
+        return ExportFormat(by_name or "md")
+    if by_name and by_name != fmt.value:
+        fail(f"--format {fmt.value} does not match the output's name {output.name}: "
+             f"name it .{fmt.value}, or drop --format")
+    return fmt
+
+
 def export(report_id: str,
-           fmt: ExportFormat = typer.Option(ExportFormat.md, "--format", "-f",
-                                            help="md: the stored markdown; html: one "
-                                            "self-contained page; docx: a Word document; pdf: "
-                                            "a PDF (font: RESEARCHFLOW_PDF_FONT)."),
+           fmt: Optional[ExportFormat] = typer.Option(None, "--format", "-f",
+                                                      help="md: the stored markdown; html: one "
+                                                      "self-contained page; docx: a Word "
+                                                      "document; pdf: a PDF (font: "
+                                                      "RESEARCHFLOW_PDF_FONT). Default: the "
+                                                      "--output file's extension, else md."),
            output: Optional[Path] = typer.Option(None, "--output", "-o",
                                                  help="File to write (default: stdout); an "
                                                  "existing file only with --force."),
@@ -234,6 +249,7 @@ def export(report_id: str,
     from core.settings import Settings
     from core.store.query import read_report
 
+    fmt = _export_format(fmt, output)
     path = _existing_store(db)
     if output is not None:
         _check_output(output, path, force)

@@ -84,6 +84,17 @@ def test_export_markdown_to_stdout_and_html_to_a_file(db: Path, tmp_path: Path) 
     assert '<a href="#ref-1" class="cite">[1]</a>' in page and 'id="ref-1"' in page
 
 
+def test_export_writes_the_format_its_file_is_named_for(db: Path, tmp_path: Path) -> None:
+    rid = report_id(db)
+    pdf, docx = tmp_path / "report.pdf", tmp_path / "report.docx"
+    assert run("export", rid, "-o", str(pdf), "--db", str(db)).exit_code == 0
+    assert run("export", rid, "-o", str(docx), "--db", str(db)).exit_code == 0
+    assert pdf.read_bytes().startswith(b"%PDF") and docx.read_bytes().startswith(b"PK")
+    clash = run("export", rid, "-f", "md", "-o", str(tmp_path / "x.pdf"), "--db", str(db))
+    assert clash.exit_code == 2 and "does not match" in clash.output
+    assert not (tmp_path / "x.pdf").exists()
+
+
 def test_export_unknown_report_says_how_to_list_them(db: Path, tmp_path: Path) -> None:
     result = run("export", "r_nope", "--db", str(db))
     assert result.exit_code == 2
