@@ -151,11 +151,13 @@ def sentences(text: str, *, min_chars: int = 40, max_chars: int = 600) -> list[S
         raw = text[pos:end]
         lead = len(raw) - len(raw.lstrip())
         # Drop heading lines glued to the sentence (pydoc's NAME, DESCRIPTION, markdown #).
-        # And table rows: a sentence after a table, or inside an admonition that the
-        # extractor wrote as one ("|  | 注意 |"), starts after the rows and empty cells.
+        # And tables: a sentence after a table (its caption and rows), or inside an admonition
+        # that the extractor wrote as one ("|  | 注意 |"), starts after them and empty cells.
         while True:
             first, nl, rest = raw[lead:].partition("\n")
-            if nl and (_HEADING.match(first) or _is_title(first, rest) or _ROW.match(first)):
+            caption = _ROW.match(rest.lstrip().partition("\n")[0])  # a table's title line
+            if nl and (_HEADING.match(first) or _is_title(first, rest) or _ROW.match(first)
+                       or caption):
                 lead += len(first) + 1
                 lead += len(rest) - len(rest.lstrip())
                 continue

@@ -110,5 +110,10 @@ def test_a_followup_is_asked_in_the_topics_language() -> None:
                          ("循环", "循环语句会重复执行命令，直到条件不再成立为止。")))]
     engine = ExtractiveEngine(vocabulary=memory_vocabulary(corpus))
     plan = engine.plan(Topic(text="Shell 条件语句是如何工作的？", max_subquestions=2))
+    # searched by another word than its own, so a follow-up has something new to search
+    plan = plan.model_copy(update={"subquestions": tuple(
+        sq.model_copy(update={"queries": ("Shell",)}) for sq in plan.subquestions)})
     followups = engine.review(plan, [], [], 1, 3)
     assert followups and all(f.question.startswith("来源中关于") for f in followups), followups
+    # the topic's words, cut as Chinese is, not its whole question
+    assert all("如何" not in q for f in followups for q in f.queries), followups

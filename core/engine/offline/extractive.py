@@ -17,7 +17,7 @@ from typing import Sequence
 
 from core.text.embedding import Embedder
 from core.engine.base import ReportDraft, SectionDraft
-from core.engine.offline.outline import draft_plan
+from core.engine.offline.outline import draft_plan, search_words
 from core.engine.offline.words import words
 from core.engine.offline.selection import corroborated, pick, rank
 from core.relevance.about import about as on_subject, agree, names
@@ -156,7 +156,7 @@ class ExtractiveEngine:
             if covered:
                 continue
             # The section's words and the rest of the topic's, in one search.
-            terms_asked = list(dict.fromkeys(query_words(sq.question) + query_words(plan.topic)))
+            terms_asked = list(dict.fromkeys(search_words(sq.question) + search_words(plan.topic)))
             query = " ".join(terms_asked[:6])
             if not query or query.lower() in asked:
                 continue

@@ -50,12 +50,12 @@ def searches(part: Part, reading: Reading) -> tuple[str, ...]:
         subject = " ".join(part.about)
         words = reading.question.context
     said = subject.lower().split()
-    own = [w for w in _own_words(words) if w.lower() not in said and w not in subject]
+    own = [w for w in search_words(words) if w.lower() not in said and w not in subject]
     first = " ".join((subject.split() + own)[:MAX_QUERY_WORDS])
     return tuple(dict.fromkeys(q for q in (first, subject) if q.strip())) or (part.heading,)
 
 
-def _own_words(text: str) -> list[str]:
+def search_words(text: str) -> list[str]:
     """A part's words for a search: its content words as written (question wording such as
     "pitfalls" included, a search engine makes use of it), Chinese cut into words."""
     if has_cjk(text):
