@@ -103,6 +103,9 @@ class RunFields(BaseModel):
     max_calls_per_minute: int | None = Field(default=None, ge=1, exclude=True)  # per provider
     # Tokens asked of a provider per minute (a call's input estimate and output cap), None: no cap.
     max_tokens_per_minute: int | None = Field(default=None, ge=1, exclude=True)
+    # With a Prefect server in use, both caps and a rate limit's pause are held by the server for
+    # every process (tasks/shared_pacing.py); False keeps them per process.
+    shared_limits: bool = Field(default=True, exclude=True)
     max_fetches_per_host: int = Field(default=2, ge=1, le=16, exclude=True)  # at once, per host
     # Price overrides: JSON text or a JSON file's path (see core.accounting.prices).
     prices: str | None = Field(default=None, exclude=True)
