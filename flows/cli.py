@@ -22,6 +22,7 @@ from typer.core import TyperGroup
 from core.models import TopicOptions
 from core.settings import settings_error
 from flows.cli_reports import diff, export, query, search, show, verify
+from flows.cli_limits import limits
 from flows.cli_retry import retry
 from flows.console import (DbOpt, db_path, debugging, err, fail, flow_db, out, plain,
                            prefect_env, quiet_prefect_console, set_debug, store_exists)
@@ -358,6 +359,7 @@ app.command()(export)
 app.command()(diff)
 app.command()(verify)
 app.command()(retry)
+app.command()(limits)
 app.command()(serve)
 app.command()(ui)
 app.command()(query)

@@ -98,6 +98,21 @@ def test_the_limit_is_named_for_the_provider_and_one_set_in_the_ui_is_kept(
     assert (ui.limit, ui.slot_decay_per_second) == (5, 0.5)
 
 
+def test_researchflow_limits_sets_the_limits_every_worker_shares(prefect_server,
+                                                                  provider) -> None:
+    env = {**os.environ, "PREFECT_API_URL": prefect_server}
+    command = [str(BIN / "researchflow"), "limits", provider, "--calls-per-minute", "30"]
+    first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    again = subprocess.run(command[:-1] + ["45"], env=env, capture_output=True, text=True,
+                           timeout=120)
+
+    assert first.returncode == 0, first.stderr
+    assert f"researchflow-{provider}-calls: 30 calls a minute (created)" in first.stdout
+    assert f"researchflow-{provider}-calls: 45 calls a minute (updated)" in again.stdout
+    assert "0.75 freed a second (~45 a minute)" in again.stdout
+    assert f"researchflow-{provider}-tokens: none" in again.stdout
+
+
 # --- keys from Secret blocks ---------------------------------------------------------------------
 
 def _secret(name: str, value: str) -> None:
