@@ -135,6 +135,10 @@ class SharedGate:
         self._sleep = sleep
         self._wall = wall
         self._lock = threading.Lock()
+        # One thread of the process asks the server for a slot at a time, the others queue
+        # here: each denied ask lengthens the server's Retry-After for every asker (Prefect
+        # counts denied slots), so four threads polling got 45 calls a minute of a cap of 60.
+        self._asking = threading.Lock()
         self._limits: tuple[list[str], int | None] | None = None  # calls names, tokens slots
         self._offline: ProviderGate | None = None  # paces in-process while the server is away
         self._said_offline = False
@@ -172,10 +176,11 @@ class SharedGate:
 
         self._sit_out_pause()
         calls, token_slots = self._known_limits()
-        if calls:
-            rate_limit(calls, occupy=1)
-        if token_slots and tokens:
-            rate_limit(self.names.tokens, occupy=max(1, min(int(tokens), token_slots)))
+        with self._asking:
+            if calls:
+                rate_limit(calls, occupy=1)
+            if token_slots and tokens:
+                rate_limit(self.names.tokens, occupy=max(1, min(int(tokens), token_slots)))
         if calls or (token_slots and tokens):
             self._sit_out_pause()  # a pause that began while this call waited for its slot
 
