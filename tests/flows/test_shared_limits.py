@@ -220,3 +220,30 @@ def test_a_deployment_on_a_worker_without_a_key_uses_the_secret_block(
     assert len(places) > 5
     found = [where for where, data in places.items() if key.encode() in data]
     assert found == []
+
+
+def test_a_context_built_under_a_server_shares_its_gates_unless_told_not_to(
+        prefect_harness, tmp_path) -> None:
+    from core.accounting.pacing import ProviderGate
+    from core.settings import Settings, run_config
+    from tasks import contexts
+    from tasks.shared_pacing import SharedGate
+
+    def gate(**changes):
+        settings = Settings(_env_file=None, model="offline", search="searxng",
+                            searxng_url="http://127.0.0.1:9", max_calls_per_minute=7,
+                            cache_dir=os.environ["RESEARCHFLOW_CACHE_DIR"],
+                            db_path=tmp_path / "s.duckdb", **changes)
+        return contexts.context_for(run_config(settings)).gates["searxng"]
+
+    contexts.close()
+    try:
+        shared = gate(shared_limits=True)
+        assert isinstance(shared, SharedGate) and shared.calls_per_minute == 7
+        assert isinstance(gate(shared_limits=False), ProviderGate)
+        contexts.close()
+        contexts.alone()  # the CLI on its own API, tasks in its threads
+        assert isinstance(gate(shared_limits=True), ProviderGate)
+    finally:
+        contexts.close()
+        contexts._CONTEXTS._alone = False
