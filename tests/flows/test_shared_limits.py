@@ -247,3 +247,57 @@ def test_a_context_built_under_a_server_shares_its_gates_unless_told_not_to(
     finally:
         contexts.close()
         contexts._CONTEXTS._alone = False
+
+
+class RateLimitingFirst:
+    """The loopback research provider, answering its first call with a 429 (retry-after 2 s)."""
+
+    def __init__(self) -> None:
+        self.inner = ResearchProvider("openai")
+        self.times: list[float] = []
+
+    def __call__(self, rec: Recorded) -> Reply:
+        self.times.append(time.time())
+        if len(self.times) == 1:
+            return fake.rate_limit_error("openai", retry_after=2)
+        return self.inner(rec)
+
+
+def test_a_topic_flow_on_a_server_paces_through_its_limits(prefect_harness, tmp_path,
+                                                            monkeypatch) -> None:
+    from prefect.client.orchestration import get_client
+
+    from core.models import TopicOptions
+    from flows.topic import research_topic
+    from tasks import contexts
+    from tests.fakes.research_provider import write_pages
+
+    pages = write_pages(tmp_path / "pages", ("Memory", "Blocking"))
+    provider_fake = RateLimitingFirst()
+    key_var, url_var, suffix = SDK_ENV["openai"]
+    contexts.close()
+    with ScriptedServer(default=provider_fake) as llm:
+        monkeypatch.setenv(key_var, "sk-shared-limits-not-a-key")
+        monkeypatch.setenv(url_var, llm.url + suffix)
+        monkeypatch.setenv("RESEARCHFLOW_MAX_OUTPUT_TOKENS", "300")
+        monkeypatch.setenv("RESEARCHFLOW_SHARED_LIMITS", "true")
+        monkeypatch.setenv("RESEARCHFLOW_MAX_CALLS_PER_MINUTE", "600")
+        try:
+            state = research_topic(topic="Threading or asyncio, paced by the server",
+                                   batch_id="shared", options=TopicOptions(max_subquestions=2,
+                                                                           max_rounds=1),
+                                   model=TEST_MODELS["openai"], search="corpus",
+                                   corpus_dir=str(pages), db_path=str(tmp_path / "s.duckdb"),
+                                   return_state=True)
+        finally:
+            contexts.close()
+    assert state.is_completed(), state.message
+    told, *after = provider_fake.times
+    assert after and after[0] >= told + 2.0 - 0.05  # the retry waited out the retry-after
+    gaps = [b - a for a, b in zip(after, after[1:])]
+    with get_client(sync_client=True) as client:
+        limit = client.read_global_concurrency_limit_by_name("researchflow-openai-calls")
+        paused = client.read_variable_by_name("researchflow-openai-paused-until")
+    assert (limit.limit, limit.slot_decay_per_second) == (1, 10.0)  # made by the run's worker
+    assert paused is not None and float(paused.value) >= told + 2.0 - 0.5
+    assert min(gaps) >= 0.05  # 600 a minute: a call every 0.1 s at most (less loopback jitter)
