@@ -190,21 +190,16 @@ class SharedGate:
         with self._lock:
             if self._limits is not None:
                 return self._limits
-        if self.calls_per_minute:
-            self._made(ensure_limit(self.names.calls, *calls_limit(self.calls_per_minute)),
-                       self.names.calls)
-        if self.tokens_per_minute:
-            self._made(ensure_limit(self.names.tokens, *tokens_limit(self.tokens_per_minute)),
-                       self.names.tokens)
+        wanted = ((self.names.calls, self.calls_per_minute, calls_limit),
+                  (self.names.tokens, self.tokens_per_minute, tokens_limit))
+        for name, per_minute, shape in wanted:
+            if per_minute and ensure_limit(name, *shape(per_minute)) == "created":
+                log.info("created the Prefect concurrency limit %s", name)
         calls = [self.names.calls] if _existing_rate_limit(self.names.calls) else []
         limits = (calls, _existing_rate_limit(self.names.tokens))
         with self._lock:
             self._limits = limits
         return limits
-
-    def _made(self, done: str, name: str) -> None:
-        if done == "created":
-            log.info("created the Prefect concurrency limit %s", name)
 
     def _sit_out_pause(self) -> None:
         """Sleep until the provider's shared pause (if any) is over."""

@@ -151,6 +151,26 @@ def test_a_secret_block_stands_in_for_a_key_the_environment_lacks(prefect_harnes
     assert "Prefect Secret block researchflow-gemini-api-key" in line and "\n" not in line
 
 
+def test_the_lakes_password_comes_from_a_block_where_pgpassword_is_unset(prefect_harness,
+                                                                           monkeypatch) -> None:
+    from core import secrets
+    from tasks.secret_blocks import lake_password
+
+    password = f"lake-{uuid.uuid4().hex}"
+    _secret("researchflow-lake-password", password)
+    lake = "ducklake:postgres:dbname=rf host=127.0.0.1 user=rf"
+    monkeypatch.setenv("PGPASSWORD", "set-by-the-user")
+    lake_password(lake)
+    assert os.environ["PGPASSWORD"] == "set-by-the-user"  # the environment wins
+
+    monkeypatch.delenv("PGPASSWORD")
+    lake_password("/tmp/a-file.duckdb")
+    assert "PGPASSWORD" not in os.environ  # a file store needs none
+    lake_password(lake)
+    assert os.environ["PGPASSWORD"] == password  # where libpq reads it, in this process
+    assert password not in secrets.mask(f"connecting with {password}")
+
+
 class KeyCheckingProvider:
     """The loopback research provider, answering only a request that carries `key`."""
 
