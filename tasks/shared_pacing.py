@@ -75,7 +75,8 @@ def tokens_limit(tokens_per_minute: int) -> tuple[int, float]:
 
 def ensure_limit(name: str, slots: int, decay: float, *, update: bool = False) -> str:
     """Create the rate limit `name` on the server unless it exists (`update`: set it to these
-    figures if it does). Returns what was done: "created", "updated" or "kept"."""
+    figures if it does). Returns what was done: "created", "updated", "kept", or "differs"
+    (kept, with other figures)."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import (GlobalConcurrencyLimitCreate,
                                                 GlobalConcurrencyLimitUpdate)
@@ -91,11 +92,13 @@ def ensure_limit(name: str, slots: int, decay: float, *, update: bool = False) -
                 return "created"
             except ObjectAlreadyExists:  # another worker made it first: theirs stands
                 return "kept"
-        if update and (found.limit != slots or found.slot_decay_per_second != decay):
-            client.update_global_concurrency_limit(name, GlobalConcurrencyLimitUpdate(
-                limit=slots, slot_decay_per_second=decay))
-            return "updated"
-        return "kept"
+        if found.limit == slots and found.slot_decay_per_second == decay:
+            return "kept"
+        if not update:
+            return "differs"
+        client.update_global_concurrency_limit(name, GlobalConcurrencyLimitUpdate(
+            limit=slots, slot_decay_per_second=decay))
+        return "updated"
 
 
 def _existing_rate_limit(name: str) -> int | None:
@@ -193,8 +196,13 @@ class SharedGate:
         wanted = ((self.names.calls, self.calls_per_minute, calls_limit),
                   (self.names.tokens, self.tokens_per_minute, tokens_limit))
         for name, per_minute, shape in wanted:
-            if per_minute and ensure_limit(name, *shape(per_minute)) == "created":
+            done = ensure_limit(name, *shape(per_minute)) if per_minute else "kept"
+            if done == "created":
                 log.info("created the Prefect concurrency limit %s", name)
+            elif done == "differs":
+                log.warning("the Prefect concurrency limit %s is not this worker's %d a minute; "
+                            "the server's is used (`researchflow limits %s` changes it for "
+                            "every worker)", name, per_minute, self.provider)
         calls = [self.names.calls] if _existing_rate_limit(self.names.calls) else []
         limits = (calls, _existing_rate_limit(self.names.tokens))
         with self._lock:

@@ -76,7 +76,7 @@ def test_a_rate_limit_one_process_saw_pauses_the_other(prefect_harness, prefect_
 
 
 def test_the_limit_is_named_for_the_provider_and_one_set_in_the_ui_is_kept(
-        prefect_harness, provider) -> None:
+        prefect_harness, provider, caplog) -> None:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
 
@@ -92,10 +92,12 @@ def test_the_limit_is_named_for_the_provider_and_one_set_in_the_ui_is_kept(
     assert (calls.limit, calls.slot_decay_per_second) == (1, 1.5)  # 90 a minute
     assert (tokens.limit, tokens.slot_decay_per_second) == (6000, 100.0)
 
-    SharedGate(kept, 600).wait()  # a worker's own setting does not overwrite the UI's
+    with caplog.at_level("WARNING", logger="researchflow.pacing"):
+        SharedGate(kept, 600).wait()  # a worker's own setting does not overwrite the UI's
     with get_client(sync_client=True) as client:
         ui = client.read_global_concurrency_limit_by_name(f"researchflow-{kept}-calls")
     assert (ui.limit, ui.slot_decay_per_second) == (5, 0.5)
+    assert f"researchflow-{kept}-calls is not this worker's 600 a minute" in caplog.text
 
 
 def test_researchflow_limits_sets_the_limits_every_worker_shares(prefect_server,
