@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(PY) bench/local_model.py
 	$(PY) bench/overhead.py
 	$(PY) bench/scale.py
+	$(PY) bench/scale.py --pacing
 
 ui: $(STAMP)
 	$(VENV)/bin/researchflow ui --host 127.0.0.1 --port 4200

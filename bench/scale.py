@@ -23,6 +23,9 @@ machines. The machine's load average is printed beside the figures.
 
     python bench/scale.py                      # 12 topics, threads, dask-1, dask-2
     python bench/scale.py --topics 4 --only threads dask-2 --llm-ms 100
+
+`--pacing` runs bench/scale_pacing.py instead: one provider's cap and a 429's pause across two
+Dask workers, each worker's own gate against the one a Prefect server holds for both.
 """
 
 from __future__ import annotations
@@ -165,7 +168,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--page-ms", type=float, default=100)
     parser.add_argument("--hosts", type=int, default=8, help="sites serving the pages")
     parser.add_argument("--only", nargs="+", choices=list(MODES), default=list(MODES))
-    args = parser.parse_args(argv)
+    parser.add_argument("--pacing", action="store_true",
+                        help="the shared provider limits instead (bench/scale_pacing.py)")
+    args, rest = parser.parse_known_args(argv)
+    if args.pacing:
+        from bench.scale_pacing import main as pacing
+
+        return pacing(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.child:
         child(json.loads(args.child))
         return 0

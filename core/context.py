@@ -4,7 +4,10 @@ A task receives a RunConfig (Prefect's cache key hashes it) and works with what 
 its store, its ledger and call memo, its model limits and token estimates, a gate per provider,
 its search backend and its engine. `build(config)` makes all of them, each from the ones before
 it, in the one order below; nothing reaches back for a part after it is built, and nothing is
-read from the environment but API keys, where a client is built (core.settings.api_key):
+read from the environment but API keys, where a client is built (core.settings.api_key). The
+builder may hand two parts in: where keys are read (`keys`: a Prefect Secret block besides the
+environment, tasks/secret_blocks.py) and what makes a provider's gate (`gates`: limits held by
+a Prefect server for every process, tasks/shared_pacing.py); core knows neither:
 
     store, pages        the results store and the web cache of config.db_path
     ledger, memo        who pays for a call, and the answers no call pays for twice
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 from core.accounting.ledger import Ledger
 from core.accounting.memo import CallMemo
 from core.accounting.metering import Billing
-from core.accounting.pacing import ProviderGate
+from core.accounting.pacing import Gate, GateMaker
 from core.accounting.prices import PriceTable
 from core.accounting.usage import UsageTotals
 from core.engine.base import ResearchEngine
@@ -41,7 +44,7 @@ from core.overflow.windows import ContextLimits
 from core.search.base import SearchBackend
 from core.search.corpus import CorpusSearch
 from core.search.registry import search_for, vocabulary_of
-from core.settings import RunConfig
+from core.settings import EnvironmentKeys, RunConfig
 from core.store import PageStore, ResultStore, StoreError
 from core.store.call_memo import MemoStore
 
@@ -62,7 +65,7 @@ class RunContext:
     prices: PriceTable
     estimator: TokenEstimator
     limits: ContextLimits
-    gates: dict[str, ProviderGate]
+    gates: dict[str, Gate]
     search: SearchBackend
     engine: ResearchEngine
     fallback: FallbackEngine | None  # the engine itself, when a model's roles may fall back
@@ -98,9 +101,12 @@ class RunContext:
             self.search.close()
 
 
-def build(config: RunConfig, *, losable: bool = False) -> RunContext:
+def build(config: RunConfig, *, losable: bool = False, keys: EnvironmentKeys | None = None,
+          gates: GateMaker | None = None) -> RunContext:
     """Everything `config` names, each part from the ones before it. `losable`: this process
-    may be killed mid-call (a Dask worker), so the memo writes what waits before each call."""
+    may be killed mid-call (a Dask worker), so the memo writes what waits before each call.
+    `keys`: where clients read their keys (default: the environment); `gates`: what makes a
+    provider's gate (default: this process's own, core.accounting.pacing.ProviderGate)."""
     store = ResultStore(config.db_path, lock_timeout=config.store_lock_timeout,
                         hold_seconds=config.store_hold_seconds, data_path=config.lake_data_path)
     pages = PageStore(config.db_path, hold_seconds=config.store_hold_seconds)
@@ -111,14 +117,15 @@ def build(config: RunConfig, *, losable: bool = False) -> RunContext:
     memo.write_first = losable
     # A run's own estimator: another run's calibration never moves its page cuts.
     billing = Billing(ledger, PriceTable(config.prices), memo, TokenEstimator(),
-                      calls_per_minute=config.max_calls_per_minute)
+                      calls_per_minute=config.max_calls_per_minute,
+                      tokens_per_minute=config.max_tokens_per_minute, gates=gates)
     limits = ContextLimits.kept_in(store, dict(config.context_windows),
                                    config.default_context_window)
-    search = search_for(config, pages, billing)
+    search = search_for(config, pages, billing, keys)
     # What the corpus says of a topic's words (a web search knows no vocabulary).
     offline = ExtractiveEngine(vocabulary=vocabulary_of(search))
     fallback = None if config.model == "offline" else FallbackEngine(
-        model_engine(config, limits, billing), offline, policy=config.fallback,
+        model_engine(config, limits, billing, keys), offline, policy=config.fallback,
         on_fallback=ledger.record_fallback)
     return RunContext(config=config, store=store, pages=pages, ledger=ledger, memo=memo,
                       prices=billing.prices, estimator=billing.estimator, limits=limits,

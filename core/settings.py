@@ -101,6 +101,11 @@ class RunFields(BaseModel):
 
     # -- how the process runs (not hashed) -----------------------------------------------------
     max_calls_per_minute: int | None = Field(default=None, ge=1, exclude=True)  # per provider
+    # Tokens asked of a provider per minute (a call's input estimate and output cap), None: no cap.
+    max_tokens_per_minute: int | None = Field(default=None, ge=1, exclude=True)
+    # With a Prefect server in use, both caps and a rate limit's pause are held by the server for
+    # every process (tasks/shared_pacing.py); False keeps them per process.
+    shared_limits: bool = Field(default=True, exclude=True)
     max_fetches_per_host: int = Field(default=2, ge=1, le=16, exclude=True)  # at once, per host
     # Price overrides: JSON text or a JSON file's path (see core.accounting.prices).
     prices: str | None = Field(default=None, exclude=True)
@@ -304,6 +309,20 @@ def api_key(prefix: str) -> SecretStr | None:
         return None
     secrets.remember(found)  # masked wherever text leaves, in a process that loaded no Settings
     return SecretStr(found)
+
+
+class EnvironmentKeys:
+    """Where a run's clients find their keys, asked where each client is built: the environment
+    (`api_key`). A run's context may be handed another reader (tasks/secret_blocks.py: a Prefect
+    Secret block when the environment has none), which `elsewhere` names in a missing key's
+    hint."""
+
+    def read(self, prefix: str) -> SecretStr | None:
+        return api_key(prefix)
+
+    def elsewhere(self, prefix: str) -> str:
+        """Where else this reader looked for `prefix`'s key, for a hint ("" for nowhere)."""
+        return ""
 
 
 class RunConfig(RunFields):

@@ -22,6 +22,7 @@ from typer.core import TyperGroup
 from core.models import TopicOptions
 from core.settings import settings_error
 from flows.cli_reports import diff, export, query, search, show, verify
+from flows.cli_limits import limits
 from flows.cli_retry import retry
 from flows.console import (DbOpt, db_path, debugging, err, fail, flow_db, out, plain,
                            prefect_env, quiet_prefect_console, set_debug, store_exists)
@@ -131,6 +132,7 @@ def run(topic: str = typer.Argument(..., help="What to research."),
     _check_store(db)
     prefect_env()
     own_api = ensure_api()  # None: a Prefect server the user runs (its UI reviews plans)
+    _pace_alone(own_api)
     from flows.live import LiveProgress
     from flows.review_terminal import plan_reviews
     from flows.topic import research_topic
@@ -153,6 +155,24 @@ def run(topic: str = typer.Argument(..., help="What to research."),
     report_id = state.result()
     out.print(Text.assemble("report ", (report_id, "bold"), " stored in ", plain(db_path(db))))
     out.print(plain(f"read it: researchflow show {report_id}{_db_hint(db)}"), soft_wrap=True)
+
+
+def _pace_alone(own_api: Optional[str]) -> None:
+    """On the Prefect API this command started for itself, with the tasks in its own threads,
+    no other process calls the providers for its runs: their pacing stays in this process (no
+    request to the server per call). On a server the user runs, or with Dask workers (which
+    reach this command's API too), the limits are the server's (tasks/shared_pacing.py)."""
+    if own_api is None:
+        return
+    from core.settings import Settings
+    from tasks import contexts
+
+    try:
+        runner = Settings.load().task_runner
+    except ValueError:  # the flow says what is wrong with the settings
+        return
+    if runner == "threads":
+        contexts.alone()
 
 
 def _print_run(state, *, kept: bool) -> None:
@@ -233,6 +253,7 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
         err.print(plain(f"row {row.row}: {row.message} (recorded as invalid; the other rows run)"))
     prefect_env()
     own_api = ensure_api()
+    _pace_alone(own_api)
     from flows.batch import research_batch
     from flows.live import LiveProgress
     from flows.review_terminal import plan_reviews
@@ -338,6 +359,7 @@ app.command()(export)
 app.command()(diff)
 app.command()(verify)
 app.command()(retry)
+app.command()(limits)
 app.command()(serve)
 app.command()(ui)
 app.command()(query)

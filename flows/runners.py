@@ -18,12 +18,13 @@ worker never sees. So every function this runner hands to Dask is wrapped in `In
 and role of the submitting code, set around the call in the worker, whose ledger is flushed before
 the result goes back, so every usage row is in the store when the future resolves.
 
-Still per process, and a Dask worker is one: the pacing of calls per minute
-(core.accounting.pacing), the running spend the budget checks use (seeded from the store once, so a
-cap can be overshot by what other processes spend meanwhile), the learned model limits (read from
-the store when a process first needs them; every process writes what it learns), and the built
-clients. A worker must import the same researchflow, reach the store and the Prefect API, and find
-the provider keys in its own environment. With a single DuckDB file every worker process takes its
+Shared by every worker through the Prefect API: each provider's calls and tokens per minute and a
+rate limit's pause (tasks/shared_pacing.py), and the keys a worker's environment lacks, from Secret
+blocks (tasks/secret_blocks.py). Still per process, and a Dask worker is one: the running spend
+the budget checks use (seeded from the store once, so a cap can be overshot by what other
+processes spend meanwhile), the learned model limits (read from the store when a process first
+needs them; every process writes what it learns), and the built clients. A worker must import
+the same researchflow and reach the store and the Prefect API. With a single DuckDB file every worker process takes its
 turn at the file; across machines use a DuckLake store (core.store.lake).
 """
 

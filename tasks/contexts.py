@@ -7,10 +7,18 @@ start together build one context, not one each, while another config's tasks go 
 later task gets the same one. A Dask worker is a process of its own: it builds its contexts
 from the configs its tasks receive.
 
+With a Prefect server in use (PREFECT_API_URL), a context is built with what the server
+holds: keys the environment lacks come from Secret blocks (tasks/secret_blocks.py), and each
+provider's gate is one every process shares (tasks/shared_pacing.py), unless the config says
+`shared_limits=False` or this process was told it calls alone (`alone()`: the CLI on the API
+it started for itself, with its tasks in its own threads). Without a server, both stay this
+process's own (core.context's defaults).
+
     context_for(config)   the config's context, built once
     built()               every context built so far (benches read their counters)
     flush()               every context's waiting usage records and memo answers, written
     losable()             this process may be killed mid-call (a Dask worker: flows/attempts.py)
+    alone()               this process is the only one calling providers for its runs
     look_again()          every memo reads the store afresh (a lost worker's task run again)
     close()               every context closed and forgotten, the store's connections released
                           (at exit; a test's fresh start)
@@ -24,6 +32,8 @@ from core.context import RunContext, build
 from core.settings import RunConfig
 from core.store.connection import release_all
 from core.store.lake import close_all
+from tasks.secret_blocks import SecretBlockKeys, lake_password
+from tasks.shared_pacing import api_in_use, shared_gates
 
 
 class Contexts:
@@ -34,6 +44,7 @@ class Contexts:
         self._building: dict[RunConfig, threading.Lock] = {}
         self._lock = threading.Lock()  # guards the two dicts, never held while building
         self._losable = False
+        self._alone = False
 
     def context_for(self, config: RunConfig) -> RunContext:
         with self._lock:
@@ -47,11 +58,23 @@ class Contexts:
                 losable = self._losable
             if found is not None:
                 return found
-            made = build(config, losable=losable)
+            made = self._build(config, losable)
             with self._lock:
                 self._built[config] = made
                 self._building.pop(config, None)
             return made
+
+    def _build(self, config: RunConfig, losable: bool) -> RunContext:
+        if not api_in_use():
+            return build(config, losable=losable)
+        lake_password(config.db_path)
+        share = config.shared_limits and not self._alone
+        return build(config, losable=losable, keys=SecretBlockKeys(),
+                     gates=shared_gates() if share else None)
+
+    def alone(self) -> None:
+        with self._lock:
+            self._alone = True
 
     def all(self) -> list[RunContext]:
         with self._lock:
@@ -98,6 +121,11 @@ def flush() -> None:
 
 def losable() -> None:
     _CONTEXTS.losable()
+
+
+def alone() -> None:
+    """This process is the only one calling providers for its runs: its gates stay its own."""
+    _CONTEXTS.alone()
 
 
 def look_again() -> None:

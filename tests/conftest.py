@@ -37,6 +37,10 @@ _RUN_DIR = Path(os.environ["RESEARCHFLOW_TESTS_RUN_DIR"])
 # imported: that is when the tasks' delays are fixed. Subprocesses inherit it. The tests of
 # the backoff itself use `real_backoff`.
 os.environ["RESEARCHFLOW_RETRY_BACKOFF"] = "0"
+# Provider limits stay per process: the flow tests share one Prefect server and the provider
+# names, so a 429 one test provokes would pause the others' calls. The tests of the shared
+# limits (tests/flows/test_shared_limits.py) use them directly.
+os.environ["RESEARCHFLOW_SHARED_LIMITS"] = "false"
 for _key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
              "SERPAPI_API_KEY", "SERPAPI_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL",
              "PREFECT_API_URL"):

@@ -29,7 +29,7 @@ from typing import Any, Iterator, Sequence
 
 from core.accounting.ledger import Ledger, current_role, current_scope
 from core.accounting.memo import CallMemo, completion_answer, completion_from
-from core.accounting.pacing import ProviderGate
+from core.accounting.pacing import Gate, GateMaker, ProviderGate
 from core.accounting.prices import PriceTable
 from core.accounting.usage import CallRecord, CallRole
 from core.llm.base import ChatModel, Completion
@@ -47,7 +47,7 @@ class Meter:
 
     ledger: Ledger
     prices: PriceTable
-    gate: ProviderGate
+    gate: Gate
 
     @contextmanager
     def held(self, model: str, what: str, *, input_tokens: int = 0,
@@ -57,7 +57,7 @@ class Meter:
         projected = self.prices.cost(model, input_tokens=input_tokens, output_tokens=output_cap)
         reservation = self.ledger.reserve(current_scope(), projected, what)
         try:
-            self.gate.wait()
+            self.gate.wait(input_tokens + output_cap)  # what a tokens-per-minute limit counts
             yield
         finally:
             self.ledger.release(reservation)  # after the call's record: spent takes it over
@@ -94,7 +94,7 @@ class Meter:
 class MeteredModel:
     """A `ChatModel` that paces, budgets and records each call of the model it wraps."""
 
-    def __init__(self, inner: ChatModel, ledger: Ledger, prices: PriceTable, gate: ProviderGate,
+    def __init__(self, inner: ChatModel, ledger: Ledger, prices: PriceTable, gate: Gate,
                  estimator: TokenEstimator | None = None, memo: CallMemo | None = None) -> None:
         self.inner = inner
         self.meter = Meter(ledger, prices, gate)
@@ -180,24 +180,36 @@ class MeteredModel:
 
 class Billing:
     """What meters one run's billed calls: its ledger, prices, call memo and token estimates,
-    and a gate per provider at the run's per-minute cap. `model(m)` puts a chat model behind
+    and a gate per provider at the run's per-minute caps, made by `gates` (default: this
+    process's own, core.accounting.pacing.ProviderGate). `model(m)` puts a chat model behind
     them (a search goes behind them in core.search.metered). Safe to share between threads."""
 
     def __init__(self, ledger: Ledger, prices: PriceTable, memo: CallMemo | None,
-                 estimator: TokenEstimator, *, calls_per_minute: int | None = None) -> None:
+                 estimator: TokenEstimator, *, calls_per_minute: int | None = None,
+                 tokens_per_minute: int | None = None, gates: GateMaker | None = None) -> None:
         self.ledger = ledger
         self.prices = prices
         self.memo = memo
         self.estimator = estimator
         self.calls_per_minute = calls_per_minute
-        self.gates: dict[str, ProviderGate] = {}
+        self.tokens_per_minute = tokens_per_minute
+        self.gates: dict[str, Gate] = {}
+        self._make_gate: GateMaker = gates or _process_gate
         self._lock = threading.Lock()
 
-    def gate(self, provider: str) -> ProviderGate:
+    def gate(self, provider: str) -> Gate:
         """The provider's gate: every model and search of the run calling it waits at one."""
         with self._lock:
-            return self.gates.setdefault(provider, ProviderGate(self.calls_per_minute))
+            if provider not in self.gates:
+                self.gates[provider] = self._make_gate(provider, self.calls_per_minute,
+                                                       self.tokens_per_minute)
+            return self.gates[provider]
 
     def model(self, model: ChatModel) -> MeteredModel:
         return MeteredModel(model, self.ledger, self.prices, self.gate(model.provider),
                             estimator=self.estimator, memo=self.memo)
+
+
+def _process_gate(provider: str, calls_per_minute: int | None,
+                  tokens_per_minute: int | None) -> Gate:
+    return ProviderGate(calls_per_minute, tokens_per_minute=tokens_per_minute)

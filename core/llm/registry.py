@@ -19,7 +19,7 @@ from core.llm.anthropic import AnthropicChat
 from core.llm.base import ChatModel
 from core.llm.gemini import GeminiChat
 from core.llm.openai import OpenAIChat
-from core.settings import RunConfig, Settings, api_key, run_config
+from core.settings import EnvironmentKeys, RunConfig, Settings, run_config
 from core.signals import Fatal
 
 
@@ -64,9 +64,10 @@ def parse_spec(spec: str) -> tuple[str, str]:
 
 
 def make_model(spec: str, config: RunConfig | Settings, *, key: SecretStr | None = None,
-               **options: Any) -> ChatModel:
+               keys: EnvironmentKeys | None = None, **options: Any) -> ChatModel:
     """Build the chat model a spec names, with its base URL, timeout, reasoning effort and
-    thinking budget from `config`, and its key (`key`, else the environment's).
+    thinking budget from `config`, and its key (`key`, else what `keys` reads: by default the
+    environment's).
 
     Tasks pass their RunConfig; scripts and tests may pass Settings, whose own keys are used.
     The OpenAI backends get `config.json_mode` (RESEARCHFLOW_JSON_MODE; "auto" learns it).
@@ -79,17 +80,19 @@ def make_model(spec: str, config: RunConfig | Settings, *, key: SecretStr | None
         raise ValueError(f"unknown model provider {provider!r} in {spec!r}; "
                          f"known providers: {', '.join(sorted(BACKENDS))}")
     prefix = cls.settings_prefix
+    keys = keys or EnvironmentKeys()
     if isinstance(config, Settings):
         key = key or getattr(config, f"{prefix}_api_key", None)
         config = run_config(config)
     else:
-        key = key or api_key(prefix)
+        key = key or keys.read(prefix)
     if key is not None and not key.get_secret_value():
         key = None
     base_url = config.base_url(prefix)
     if key is None and cls.needs_key:
         raise Fatal(f"no API key for {provider} (model {spec!r})", provider=provider, model=model,
-                    hint=f"set {cls.key_env_var} or RESEARCHFLOW_{cls.key_env_var}")
+                    hint=f"set {cls.key_env_var} or RESEARCHFLOW_{cls.key_env_var}"
+                    + keys.elsewhere(prefix))
     if base_url is None and cls.needs_base_url:
         env = f"{prefix.upper()}_BASE_URL"
         raise Fatal(f"no base URL for {provider} (model {spec!r})", provider=provider,

@@ -15,7 +15,7 @@ from typing import Any
 from core.accounting.ledger import Ledger
 from core.accounting.memo import CallMemo, results_answer, results_from
 from core.accounting.metering import Meter
-from core.accounting.pacing import ProviderGate
+from core.accounting.pacing import Gate
 from core.accounting.prices import PriceTable
 from core.models import SearchResult, Source
 from core.search.base import SearchBackend
@@ -26,7 +26,7 @@ class MeteredSearch:
     """A billed `SearchBackend`: each search is a ledger row priced per call; reads are free."""
 
     def __init__(self, inner: SearchBackend, ledger: Ledger, prices: PriceTable,
-                 gate: ProviderGate, *, provider: str = "serpapi",
+                 gate: Gate, *, provider: str = "serpapi",
                  memo: CallMemo | None = None) -> None:
         self.inner = inner
         self.name = inner.name

@@ -33,7 +33,7 @@ from core.search.pydocs import materialize_pydocs
 from core.search.searxng import SearxngSearch, check_url
 from core.search.serpapi import KEY_HINT, SerpApiSearch
 from core.search.web import Fetcher, FetchPolicy
-from core.settings import RunConfig, Settings, api_key, run_config
+from core.settings import EnvironmentKeys, RunConfig, Settings, run_config
 from core.store.pages import PageStore
 from core.signals import Fatal
 
@@ -41,12 +41,14 @@ from core.signals import Fatal
 WEB_SEARCHES = ("serpapi", "searxng")  # search services that bill: a ledger row per search
 
 
-def search_for(config: RunConfig, pages: PageStore, billing: Billing) -> SearchBackend:
+def search_for(config: RunConfig, pages: PageStore, billing: Billing,
+               keys: EnvironmentKeys | None = None) -> SearchBackend:
     """The search a run works with: the corpus, or a web search behind its meter and, outside
-    the meter, the search cache (`pages`), so a search served from the cache is not billed."""
+    the meter, the search cache (`pages`), so a search served from the cache is not billed.
+    SerpAPI's key is what `keys` reads (default: the environment's)."""
     if config.search == "corpus":
         return corpus_search(config)
-    backend = make_search(config, pages=pages)
+    backend = make_search(config, pages=pages, keys=keys)
     if config.search not in WEB_SEARCHES:
         return backend
     params = backend.params
@@ -55,9 +57,11 @@ def search_for(config: RunConfig, pages: PageStore, billing: Billing) -> SearchB
     return CachedSearch(metered, pages, ttl_hours=config.page_ttl_hours, params=params)
 
 
-def make_search(config: RunConfig | Settings, *, pages: PageStore | None = None) -> SearchBackend:
+def make_search(config: RunConfig | Settings, *, pages: PageStore | None = None,
+                keys: EnvironmentKeys | None = None) -> SearchBackend:
     """The backend `config` names. Scripts and tests may pass Settings (with their own keys);
     `pages` is the web cache (None: a PageStore in the config's store)."""
+    keys = keys or EnvironmentKeys()
     key = None
     if isinstance(config, Settings):
         key = config.serpapi_api_key
@@ -65,11 +69,11 @@ def make_search(config: RunConfig | Settings, *, pages: PageStore | None = None)
     if config.search == "corpus":
         return corpus_search(config)
     if config.search == "serpapi":
-        key = key or api_key("serpapi")
+        key = key or keys.read("serpapi")
         secret = key.get_secret_value() if key else ""
         if not secret:
             raise Fatal("search=serpapi but no SerpAPI key is set", provider="serpapi",
-                        hint=KEY_HINT)
+                        hint=KEY_HINT + keys.elsewhere("serpapi"))
         return SerpApiSearch(secret, base_url=config.base_url("serpapi"),
                              fetcher=web_fetcher(config, pages), timeout=config.request_timeout,
                              engine=config.serpapi_engine, location=config.serpapi_location,

@@ -188,3 +188,22 @@ def test_a_fresh_context_has_fresh_gates(tmp_path) -> None:
         assert again.gates["searxng"].wait() == 0.0  # nothing of the first one's pause
     finally:
         again.close()
+
+
+# --- tokens per minute ----------------------------------------------------------------------------
+
+def test_tokens_per_minute_holds_the_call_that_would_cross_it(t) -> None:
+    g = gate(t, tokens_per_minute=1000)
+
+    assert g.wait(600) == 0.0
+    t.advance(20)
+    assert g.wait(300) == 0.0
+    assert g.wait(200) == pytest.approx(40.0)  # 1,100 > 1,000 until the first leaves the window
+    assert g.wait(0) == 0.0  # a call asking nothing (a search) never waits for tokens
+
+
+def test_a_call_over_a_minutes_tokens_goes_alone(t) -> None:
+    g = gate(t, tokens_per_minute=1000)
+
+    assert g.wait(5000) == 0.0
+    assert g.wait(10) == pytest.approx(60.0)

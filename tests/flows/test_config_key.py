@@ -36,7 +36,8 @@ CHANGED = {
 # RunConfig fields that hold several settings, or none (a refreshing run's salt, set by a flow).
 GATHERED = {"role_models": "model_condense", "base_urls": "openai_base_url", "refresh": None}
 # How the process runs: never a reason to pay for a cached call again.
-OPERATIONAL = {"max_calls_per_minute": 10, "max_fetches_per_host": 5, "prices": '{"m": {}}',
+OPERATIONAL = {"max_calls_per_minute": 10, "max_tokens_per_minute": 9000, "shared_limits": False,
+               "max_fetches_per_host": 5, "prices": '{"m": {}}',
                "store_lock_timeout": 1.0, "store_hold_seconds": 0.0, "lake_data_path": "/x",
                # the call memo's expiry says which repeats are served, not what is asked
                "memo_ttl_hours": 2.0}

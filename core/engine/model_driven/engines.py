@@ -17,14 +17,15 @@ from core.llm.base import ChatModel
 from core.llm.discovery import discover_window
 from core.llm.registry import OpenAICompatibleChat, make_model
 from core.overflow.windows import ContextLimits
-from core.settings import RunConfig
+from core.settings import EnvironmentKeys, RunConfig
 
 
-def model_engine(config: RunConfig, limits: ContextLimits,
-                 billing: Billing) -> LLMEngine | RoutedEngine:
-    """The engine of `config.model`, or one per role that differs, routed by role."""
+def model_engine(config: RunConfig, limits: ContextLimits, billing: Billing,
+                 keys: EnvironmentKeys | None = None) -> LLMEngine | RoutedEngine:
+    """The engine of `config.model`, or one per role that differs, routed by role; each model's
+    key is what `keys` reads (default: the environment's)."""
     def engine_for(spec: str) -> LLMEngine:
-        model = make_model(spec, config)
+        model = make_model(spec, config, keys=keys)
         _window_from_server(model, limits)
         return LLMEngine(billing.model(model), limits=limits, estimator=billing.estimator,
                          max_output_tokens=config.max_output_tokens,
