@@ -193,6 +193,17 @@ class Settings(BaseSettings, RunFields):
         # `RESEARCHFLOW_STORE=` (exported empty to switch the lake off) means no lake.
         return None if isinstance(value, str) and not value.strip() else value
 
+    @field_validator("db_path", mode="before")
+    @classmethod
+    def _db_path_as_typed(cls, value: Any) -> Any:
+        # As with --db: only "ducklake:..." as written is a lake. Path() drops a leading "./",
+        # which would turn the file "./ducklake:dir/x.duckdb" into a lake; made absolute, it
+        # stays a file.
+        if isinstance(value, str) and not value.startswith("ducklake:") \
+                and str(Path(value)).startswith("ducklake:"):
+            return Path(value).expanduser().resolve()
+        return value
+
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings],
                                    init_settings: PydanticBaseSettingsSource,

@@ -60,6 +60,18 @@ def _main(debug: bool = typer.Option(False, "--debug", help="Show tracebacks, Pr
                                      "console logs included, instead of one-line errors.")
           ) -> None:
     set_debug(debug)
+    _refuse_foreign_dotenv()
+
+
+def _refuse_foreign_dotenv() -> None:
+    """Prefect reads the working directory's .env itself: a PREFECT_API_URL planted there would
+    send every run, topic and parameter to the server it names (core.envfile.FOREIGN)."""
+    from core.envfile import foreign_destinations
+
+    found = foreign_destinations()
+    if found:
+        fail(f"{', '.join(found)} in ./.env would send traffic where that file says; "
+             "export it in the environment instead, or remove it from .env")
 
 
 ModelOpt = typer.Option(None, "--model", help="offline | openai:MODEL | anthropic:MODEL | "
