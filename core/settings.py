@@ -222,6 +222,8 @@ class Settings(BaseSettings, RunFields):
                 secrets.remember(value.get_secret_value())
         for name in secrets.ENVIRONMENT_SECRETS:
             secrets.remember(os.environ.get(name))
+        for target in (self.store, str(self.db_path)):  # refused where used; masked meanwhile
+            secrets.remember(secrets.target_password(target or ""))
 
     @classmethod
     def load(cls, **overrides: Any) -> "Settings":

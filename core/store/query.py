@@ -209,7 +209,9 @@ def check_target(target: Path) -> None:
     """Raise StoreError when `target` can never hold a store: a folder, a file DuckDB cannot
     open, a DuckDB database of someone else's. A missing file (a new store) and a lake pass;
     a file another process holds is taken to be a store at work."""
-    if lake_target(target) is not None:
+    spec = lake_target(target)
+    if spec is not None:
+        lake.check_spec(spec)  # before a password can reach Prefect's parameters
         return
     path = Path(target).expanduser().resolve()
     if path.is_dir():
