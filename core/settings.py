@@ -175,6 +175,9 @@ class Settings(BaseSettings, RunFields):
 
     max_topic_concurrency: int = Field(default=2, ge=1, le=16)
     max_subquestion_workers: int = Field(default=4, ge=1, le=32)
+    # `researchflow mcp`: topics its clients may have under way at once on this machine
+    # (running or waiting for one of max_topic_concurrency slots); more are refused, "busy".
+    mcp_max_queued: int = Field(default=8, ge=1, le=256)
     # Spending: caps in USD (None: no cap); pacing and prices are RunFields.
     max_cost_usd: float | None = Field(default=None, gt=0)  # per topic
     max_batch_cost_usd: float | None = Field(default=None, gt=0)
