@@ -212,3 +212,58 @@ def test_a_topic_over_a_hostile_corpus_completes_without_the_outside_text(corpus
     report = query_readonly(db, "SELECT markdown FROM reports")[1][0][0]
     assert texts and not [t for t in texts if SECRET in t]
     assert SECRET not in report
+
+
+DOCX_CHILD = r"""
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+from core.search.documents import document_text
+raw = open(sys.argv[2], "rb").read()
+began = time.perf_counter()
+try:
+    doc = document_text("paragraphs.docx", raw)
+    out = {"chars": len(doc.text), "refused": None}
+except Exception as exc:
+    out = {"refused": str(exc)}
+out["seconds"] = time.perf_counter() - began
+out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(out))
+"""
+
+
+def test_a_docx_of_millions_of_paragraphs_is_read_in_bounded_memory(tmp_path):
+    """Issue 35 (3): a 666 KB .docx whose document.xml unpacks to 190 MB of 2.2 million short
+    paragraphs cost 1.4 GB (2.5 GB measured with the bench) and over a minute per worker."""
+    from bench.corpus_limits import paragraph_bomb
+
+    bomb = paragraph_bomb(tmp_path / "paragraphs.docx")
+    assert bomb.stat().st_size < 1_000_000
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", DOCX_CHILD, str(root), str(bomb)],
+                          capture_output=True, text=True, timeout=300)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["rss_mb"] < 300, result
+    assert result["seconds"] < 30, result
+    assert result["refused"] is None and 0 < result["chars"] <= 2_000_000, result
+
+
+def test_a_deck_whose_xml_would_be_parsed_whole_past_its_cap_is_refused(tmp_path):
+    """python-pptx parses every XML part of a deck when it opens it: their total is capped."""
+    import io
+    import zipfile
+
+    from pptx import Presentation
+
+    from core.search.documents import MAX_DECK_XML, document_text
+    from core.search.fetch_types import PageRefused
+
+    deck = io.BytesIO()
+    Presentation().save(deck)
+    bloated = io.BytesIO()
+    with zipfile.ZipFile(deck) as source, zipfile.ZipFile(bloated, "w",
+                                                          zipfile.ZIP_DEFLATED) as out:
+        for info in source.infolist():
+            out.writestr(info, source.read(info.filename))
+        out.writestr("ppt/slides/slide99.xml", b"<a/>" * (MAX_DECK_XML // 4 + 1))
+    with pytest.raises(PageRefused, match="XML unpacks to"):
+        document_text("deck.pptx", bloated.getvalue())
