@@ -175,6 +175,8 @@ class Settings(BaseSettings, RunFields):
 
     max_topic_concurrency: int = Field(default=2, ge=1, le=16)
     max_subquestion_workers: int = Field(default=4, ge=1, le=32)
+    # `batch`: rows a CSV may hold, good or bad (checked before Prefect starts).
+    max_csv_rows: int = Field(default=10_000, ge=1)
     # `researchflow mcp`: topics its clients may have under way at once on this machine
     # (running or waiting for one of max_topic_concurrency slots); more are refused, "busy".
     mcp_max_queued: int = Field(default=8, ge=1, le=256)

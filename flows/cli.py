@@ -105,6 +105,9 @@ def _check_corpus(corpus: Optional[Path]) -> None:
         fail(f"{corpus}: no such folder; --corpus takes a folder of documents")
 
 
+SHOWN_BAD_ROWS = 20  # a CSV's bad rows printed one by one; the rest are counted
+
+
 def _check_topic(topic: str) -> None:
     """The topic's own checks (length above all), before Prefect spends seconds starting."""
     from pydantic import ValidationError
@@ -236,13 +239,19 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
 
     _check_corpus(corpus)
     _check_store(db)
+    from core.settings import Settings
+
     try:  # validate up front so a bad file costs no Prefect start-up
         rows, bad = read_topics_csv(csv_path, batch_id=batch_id or csv_path.stem,
-                                    warn=lambda line: err.print(plain(f"warning: {line}")))
+                                    warn=lambda line: err.print(plain(f"warning: {line}")),
+                                    max_rows=Settings.load().max_csv_rows)
     except BatchFileError as exc:
         fail(str(exc))
-    for row in bad:
+    for row in bad[:SHOWN_BAD_ROWS]:
         err.print(plain(f"row {row.row}: {row.message} (recorded as invalid; the other rows run)"))
+    if len(bad) > SHOWN_BAD_ROWS:
+        err.print(plain(f"... and {len(bad) - SHOWN_BAD_ROWS:,} more invalid rows (recorded "
+                        "as invalid, each with its reason; the other rows run)"))
     prefect_env()
     own_api = ensure_api()
     from flows.batch import research_batch
