@@ -69,6 +69,9 @@ class RunFields(BaseModel):
     # are skipped unless followed here, and larger files are skipped before they are read (HTML
     # has its own, smaller cap: parsing it costs many times its size in memory and time).
     corpus_follow_symlinks: bool = False
+    # Files with more than one hard link are skipped unless allowed: a hard link to a file
+    # outside the folder cannot be told from a file inside it.
+    corpus_allow_hardlinks: bool = False
     corpus_max_file_bytes: int = Field(default=20_000_000, ge=1)
     corpus_max_html_bytes: int = Field(default=2_000_000, ge=1)
 

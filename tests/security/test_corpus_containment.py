@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from core.models import TopicOptions
-from core.search import corpus_extract, page_text as textlib
+from core.search import corpus_extract, corpus_files, page_text as textlib
 from core.search.corpus import CorpusSearch
 
 SECRET = "TOPSECRET-hunter2-outside-the-corpus"
@@ -267,3 +267,19 @@ def test_a_deck_whose_xml_would_be_parsed_whole_past_its_cap_is_refused(tmp_path
         out.writestr("ppt/slides/slide99.xml", b"<a/>" * (MAX_DECK_XML // 4 + 1))
     with pytest.raises(PageRefused, match="XML unpacks to"):
         document_text("deck.pptx", bloated.getvalue())
+
+
+def test_a_hard_link_is_skipped_unless_allowed_and_reported_like_a_symlink(corpus, outside,
+                                                                          tmp_path):
+    """Issue 35 (9): a hard link to a file outside the corpus was indexed: a path check cannot
+    see it, so a file with more than one link is skipped unless allowed."""
+    os.link(outside, corpus / "notes.md")
+    search = CorpusSearch(corpus, tmp_path / "index.duckdb", workers=1)
+    stats = search.index()
+    assert SECRET not in _everything_found(search)
+    assert stats.files == 3 and stats.skipped == {"hard link": 1}
+    with pytest.raises(corpus_files.Skipped, match="hard link"):
+        corpus_files.read_file(corpus.resolve(), "notes.md", corpus_files.ReadLimits())
+    allowed = CorpusSearch(corpus, tmp_path / "b.duckdb", workers=1, allow_hardlinks=True)
+    assert allowed.index().skipped == {}
+    assert SECRET in _everything_found(allowed)
