@@ -283,3 +283,32 @@ def test_a_hard_link_is_skipped_unless_allowed_and_reported_like_a_symlink(corpu
     allowed = CorpusSearch(corpus, tmp_path / "b.duckdb", workers=1, allow_hardlinks=True)
     assert allowed.index().skipped == {}
     assert SECRET in _everything_found(allowed)
+
+
+def test_encrypted_pdfs_do_what_the_readme_says(tmp_path):
+    """Issue 35 (8): a PDF encrypted with an empty open password was decrypted and indexed,
+    while the README said encrypted files are indexed without text. Reading it is kept (any
+    viewer opens it without asking; most "protected" manuals are only print-restricted) and
+    the README now says so; a PDF that needs a password is still refused."""
+    from pypdf import PdfReader, PdfWriter
+
+    from core.search.documents import document_text
+    from core.search.fetch_types import PageRefused
+    from tests.fakes.documents import write_pdf
+
+    plain = write_pdf(tmp_path / "plain.pdf", "Locks", ["Threads share memory; a lock guards it."])
+
+    def encrypted(user_password: str) -> bytes:
+        writer = PdfWriter(clone_from=PdfReader(plain))
+        writer.encrypt(user_password=user_password, owner_password="owner-only-pw",
+                       algorithm="RC4-128")
+        path = tmp_path / f"locked-{len(user_password)}.pdf"
+        writer.write(path)
+        return path.read_bytes()
+
+    assert "a lock guards it" in document_text("open.pdf", encrypted("")).text
+    with pytest.raises(PageRefused, match="needs a password"):
+        document_text("locked.pdf", encrypted("a-real-password"))
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "encrypted with an empty open password" in readme
+    assert "a file that needs a password to open" in readme
