@@ -226,7 +226,10 @@ try:
 except Exception as exc:
     out = {"refused": str(exc)}
 out["seconds"] = time.perf_counter() - began
-out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# VmHWM: this process's own peak (ru_maxrss keeps the forking pytest worker's across exec)
+hwm = [line for line in open("/proc/self/status") if line.startswith("VmHWM:")]
+out["rss_mb"] = (int(hwm[0].split()[1]) if hwm else
+                 resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) / 1024
 print(json.dumps(out))
 """
 
