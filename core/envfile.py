@@ -18,10 +18,11 @@ beside it, so the rule is about where the user's credentials (and code) may be s
   (private addresses the fetcher may then read). A `RESEARCHFLOW_DB_PATH` naming a file may be
   set in a `.env`. tests/security/test_dotenv.py fails when a setting whose name says url,
   host, address, store, lake, proxy or path is on neither this list nor `LOCAL`.
-- Other programs read the same `.env`: Prefect takes its settings from it (PREFECT_API_URL
-  would send every run, topic and parameters to the server it names). `foreign_destinations`
-  lists such lines (`FOREIGN`: Prefect's addresses and databases, and proxy variables, which
-  nothing here reads from a `.env`); the commands refuse to start while one is there.
+- Other programs read the same folder: Prefect takes its settings from `.env`, `prefect.toml`
+  and `pyproject.toml` [tool.prefect] there (PREFECT_API_URL, or `api.url`, would send every
+  run, topic and parameters to the server it names). `foreign_destinations` lists such
+  settings (`FOREIGN`: Prefect's addresses and databases, and proxy variables, which nothing
+  here reads from a `.env`); the commands refuse to start while one is there.
 - Everything else may be set in a `.env`, keys included.
 
 A line a `.env` may not set is ignored, with one warning per process naming it.
@@ -102,20 +103,48 @@ def names_lake(value: Any) -> bool:
 
 
 def foreign_destinations(folder: Path | None = None) -> list[str]:
-    """The variables the `.env` in folder (the working directory) sets that other programs
-    would send traffic by (`FOREIGN`), unless the environment sets them itself."""
-    path = (folder or Path.cwd()) / ".env"
+    """What the working directory (folder) sets that other programs would send traffic by
+    (`FOREIGN`), each as "NAME in ./FILE", unless the environment sets it itself: lines of
+    `.env`, and Prefect's settings in `prefect.toml` or `pyproject.toml` [tool.prefect], which
+    Prefect reads from the working directory too."""
+    folder = folder or Path.cwd()
+    found = [f"{name} in ./.env" for name in _dotenv_names(folder / ".env")
+             if FOREIGN.match(name) and name not in os.environ]
+    for file, table in (("prefect.toml", ()), ("pyproject.toml", ("tool", "prefect"))):
+        for path in _toml_keys(folder / file, table):
+            name = "PREFECT_" + "_".join(path).upper()
+            if FOREIGN.match(name) and name not in os.environ:
+                found.append(f"{'.'.join(path)} in ./{file}")
+    return list(dict.fromkeys(found))
+
+
+def _dotenv_names(path: Path) -> list[str]:
     try:
         text = path.read_text(errors="replace") if path.is_file() else ""
     except OSError:
         return []
-    found = []
-    for line in text.splitlines():
-        name = line.strip().removeprefix("export ").split("=", 1)[0].strip()
-        if "=" in line and FOREIGN.match(name) and name not in os.environ \
-                and name not in found:
-            found.append(name)
-    return found
+    return [line.strip().removeprefix("export ").split("=", 1)[0].strip()
+            for line in text.splitlines() if "=" in line]
+
+
+def _toml_keys(path: Path, table: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Every key path under `table` of a TOML file (none when it is missing or unreadable)."""
+    import tomllib
+
+    try:
+        data: Any = tomllib.loads(path.read_text(errors="replace")) if path.is_file() else {}
+    except (OSError, ValueError):
+        return []
+    for name in table:
+        data = data.get(name, {}) if isinstance(data, dict) else {}
+    keys: list[tuple[str, ...]] = []
+    stack: list[tuple[tuple[str, ...], Any]] = [((), data)]
+    while stack:
+        prefix, node = stack.pop()
+        for key, value in (node.items() if isinstance(node, dict) else ()):
+            (stack.append((prefix + (str(key),), value)) if isinstance(value, dict)
+             else keys.append(prefix + (str(key),)))
+    return keys
 
 
 def _field_names(settings_cls: type[BaseSettings]) -> dict[str, str]:

@@ -64,14 +64,15 @@ def _main(debug: bool = typer.Option(False, "--debug", help="Show tracebacks, Pr
 
 
 def _refuse_foreign_dotenv() -> None:
-    """Prefect reads the working directory's .env itself: a PREFECT_API_URL planted there would
-    send every run, topic and parameter to the server it names (core.envfile.FOREIGN)."""
+    """Prefect reads the working directory's .env, prefect.toml and pyproject.toml itself: a
+    PREFECT_API_URL planted there would send every run, topic and parameter to the server it
+    names (core.envfile.FOREIGN)."""
     from core.envfile import foreign_destinations
 
     found = foreign_destinations()
     if found:
-        fail(f"{', '.join(found)} in ./.env would send traffic where that file says; "
-             "export it in the environment instead, or remove it from .env")
+        fail(f"{', '.join(found)} would send traffic where a file in this folder says; "
+             "export it in the environment instead, or remove it from that file")
 
 
 ModelOpt = typer.Option(None, "--model", help="offline | openai:MODEL | anthropic:MODEL | "

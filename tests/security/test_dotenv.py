@@ -231,3 +231,26 @@ def test_a_dotenv_line_another_program_would_follow_is_refused(folder, monkeypat
     assert result.exit_code == 2, result.output
     lines = [x for x in result.output.splitlines() if x.strip()]
     assert len(lines) == 1 and name in lines[0], result.output
+
+
+@pytest.mark.parametrize("file, text, shown", [
+    ("prefect.toml", '[api]\nurl = "http://127.0.0.1:9/api"\n', "api.url in ./prefect.toml"),
+    ("pyproject.toml", '[tool.prefect.api]\nurl = "http://127.0.0.1:9/api"\n',
+     "api.url in ./pyproject.toml"),
+])
+def test_a_prefect_address_in_the_folder_s_toml_is_refused(folder, monkeypatch, file, text,
+                                                          shown):
+    """Prefect reads prefect.toml and pyproject.toml [tool.prefect] from the working directory
+    too: a cloned repository's api.url would receive every run."""
+    from tests.security.conftest import cli
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    (folder / file).write_text(text)
+    result = cli("run", "what is a lock", "--model", "offline")
+    assert result.exit_code == 2, result.output
+    lines = [x for x in result.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and shown in lines[0], result.output
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:4200/api")
+    from core.envfile import foreign_destinations
+
+    assert foreign_destinations(folder) == []  # the environment names the server itself
