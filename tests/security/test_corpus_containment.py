@@ -315,3 +315,28 @@ def test_encrypted_pdfs_do_what_the_readme_says(tmp_path):
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     assert "encrypted with an empty open password" in readme
     assert "a file that needs a password to open" in readme
+
+
+def test_an_extraction_worker_has_a_memory_cap_and_a_file_past_it_is_skipped(corpus,
+                                                                             monkeypatch):
+    """The second line of defence behind each reader's caps: a worker's address space is
+    capped, and a file whose extraction runs out of it is skipped ("too large")."""
+    import resource
+    from concurrent.futures import ProcessPoolExecutor
+
+    from core.search import corpus_build
+    from core.search.corpus_extract import FileJob, extract_file
+
+    pool = corpus_build._pool(1)
+    assert isinstance(pool, ProcessPoolExecutor)
+    with pool:
+        soft, _ = pool.submit(resource.getrlimit, resource.RLIMIT_AS).result()
+    assert 0 < soft <= corpus_build.WORKER_MEMORY
+
+    def exhausted(rel, raw):
+        raise MemoryError
+
+    monkeypatch.setattr(corpus_extract, "extract_text", exhausted)
+    size = (corpus / "threads0.md").stat().st_size
+    done = extract_file(corpus.resolve(), FileJob("threads0.md", size, 0, None), 1500)
+    assert done.skipped == "too large"
