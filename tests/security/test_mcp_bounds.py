@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -17,8 +13,6 @@ import pytest
 
 from core.models import TopicOptions
 from core.settings import Settings
-
-BIN = Path(sys.executable).parent
 
 
 class _Researching:
@@ -56,27 +50,14 @@ HEADERS = {"accept": "application/json, text/event-stream", "content-type": "app
 
 
 def test_http_with_a_token_refuses_requests_without_it(tmp_path: Path) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    from tests.fakes.mcp_http import mcp_over_http
+
     token = "rf-mcp-token-5f1e2d3c4b5a"
-    log = (tmp_path / "mcp.log").open("wb")
     env = {**os.environ, "RESEARCHFLOW_MCP_TOKEN": token, "RESEARCHFLOW_CACHE_DIR": str(tmp_path),
            "RESEARCHFLOW_MODEL": "offline"}
-    server = subprocess.Popen([str(BIN / "researchflow"), "mcp", "--http", f"127.0.0.1:{port}",
-                               "--db", str(tmp_path / "store.duckdb")], env=env, cwd=tmp_path,
-                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert server.poll() is None, (tmp_path / "mcp.log").read_text()
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the MCP server did not listen"
-                time.sleep(0.3)
+    with mcp_over_http(["--db", str(tmp_path / "store.duckdb")], env=env, cwd=tmp_path,
+                       log=tmp_path / "mcp.log") as port:
+        url = f"http://127.0.0.1:{port}/mcp"
         anonymous = httpx.post(url, json=INITIALIZE, headers=HEADERS, timeout=10)
         assert anonymous.status_code == 401, anonymous.text
         wrong = httpx.post(url, json=INITIALIZE, timeout=10,
@@ -86,10 +67,3 @@ def test_http_with_a_token_refuses_requests_without_it(tmp_path: Path) -> None:
                              headers={**HEADERS, "authorization": f"Bearer {token}"})
         assert allowed.status_code == 200, allowed.text
         assert token not in (tmp_path / "mcp.log").read_text()
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
