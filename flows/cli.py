@@ -23,8 +23,8 @@ from core.models import TopicOptions
 from core.settings import settings_error
 from flows.cli_reports import diff, export, query, search, show, verify
 from flows.cli_retry import retry
-from flows.console import (DbOpt, db_path, debugging, err, fail, flow_db, out, plain,
-                           prefect_env, quiet_prefect_console, set_debug, store_exists)
+from flows.console import (DbOpt, check_store, db_path, debugging, err, fail, flow_db, out,
+                           plain, prefect_env, quiet_prefect_console, set_debug, store_exists)
 from flows.local_api import ensure_api
 from flows.mcp_server import mcp
 from flows.options import with_topic_options
@@ -123,13 +123,7 @@ def _check_topic(topic: str) -> None:
 
 def _check_store(db: Optional[str]) -> None:
     """A --db that can never be a store fails here, not inside the flow."""
-    from core.store import StoreError
-    from core.store.query import check_target
-
-    try:
-        check_target(db_path(db))
-    except StoreError as exc:
-        fail(str(exc))
+    check_store(db_path(db))
 
 
 @app.command()

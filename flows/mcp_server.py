@@ -47,7 +47,7 @@ import typer
 from pydantic import Field
 
 from core import secrets
-from flows.console import DbOpt, err, fail
+from flows.console import DbOpt, check_store, err, fail
 
 log = logging.getLogger("researchflow.mcp")
 
@@ -269,18 +269,6 @@ def build_server(settings, runs) -> Any:
     return server
 
 
-def _check_store(store: Path) -> None:
-    """A store that can never be one (or a lake target carrying a password) fails here, before
-    any topic's parameters could carry it."""
-    from core.store import StoreError
-    from core.store.query import check_target
-
-    try:
-        check_target(store)
-    except StoreError as exc:
-        fail(str(exc))
-
-
 def _one_line(error) -> str:
     """A pydantic ValidationError as `field: what it needs; ...` on one line."""
     parts = []
@@ -364,7 +352,7 @@ def mcp(http: Optional[str] = typer.Option(None, "--http", metavar="HOST:PORT",
     prefect_env()
     settings = Settings.load(model=model, search=search, corpus_dir=corpus, db_path=db)
     store = Path(settings.store_target())
-    _check_store(store)
+    check_store(store)
 
     def stored(report_id: str) -> bool:
         from core.store import StoreError, reads

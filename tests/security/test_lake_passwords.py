@@ -19,7 +19,8 @@ URI = f"ducklake:postgres:postgresql://rf:{PW}@127.0.0.1:15432/researchflow"
 
 @pytest.mark.parametrize("command", [("run", "what is a lock", "--model", "offline"),
                                      ("batch", "{csv}"), ("query", "SELECT 1"),
-                                     ("show", "r-1"), ("export", "r-1")])
+                                     ("show", "r-1"), ("export", "r-1"),
+                                     ("serve", "--csv", "{csv}"), ("mcp",)])
 def test_a_password_in_a_uri_target_is_refused_in_one_line(tmp_path: Path, command) -> None:
     csv = tmp_path / "topics.csv"
     csv.write_text("topic\nwhat is a lock\n")
