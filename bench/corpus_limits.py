@@ -2,7 +2,8 @@
 
 Writes a small corpus of good pages plus, each on its own, the entries that used to fail a topic
 or leak into it: one 20 MB HTML page, a file symlinked from outside the folder, folders nested
-1,000 deep, a binary file with a text name, a file of undecodable bytes and (when this process
+1,000 deep, a binary file with a text name, a file of undecodable bytes, a 666 KB .docx whose
+document.xml unpacks to 190 MB of 2.2 million short paragraphs and (when this process
 may drop CAP_DAC_OVERRIDE, or is not root) a file nobody may read. Then, in a fresh process per
 case (so high-water marks stay apart), it builds the index of the good pages plus that one entry
 and prints, per case: whether indexing finished, its peak RSS (getrusage RUSAGE_SELF and
@@ -79,6 +80,34 @@ def html_page(path: Path, megabytes: int) -> None:
         fh.write("</article></body></html>\n")
 
 
+def paragraph_bomb(path: Path, paragraphs: int = 2_200_000) -> Path:
+    """A .docx of about 666 KB whose word/document.xml unpacks to about 190 MB: millions of
+    short paragraphs (it passes the 200 MB unpack cap; python-docx parsed it as one tree)."""
+    import io
+    import zipfile
+
+    from docx import Document
+
+    template = io.BytesIO()
+    Document().save(template)
+    para = ('<w:p><w:pPr><w:jc w:val="left"/></w:pPr><w:r><w:t>'
+            'threads share mem</w:t></w:r></w:p>')
+    with zipfile.ZipFile(template) as source, \
+            zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as out:
+        for info in source.infolist():
+            if info.filename != "word/document.xml":
+                out.writestr(info, source.read(info.filename))
+                continue
+            head, _, tail = source.read(info.filename).decode().partition("<w:body>")
+            with out.open("word/document.xml", "w", force_zip64=True) as body:
+                body.write((head + "<w:body>").encode())
+                chunk = (para * 1000).encode()
+                for _ in range(paragraphs // 1000):
+                    body.write(chunk)
+                body.write(("<w:sectPr/></w:body></w:document>").encode())
+    return path
+
+
 def build(case: str, corpus: Path, outside: Path) -> None:
     if case == "html-20mb":
         html_page(corpus / "big.html", 20)
@@ -99,13 +128,16 @@ def build(case: str, corpus: Path, outside: Path) -> None:
         rng = random.Random(7)
         junk = bytes(rng.randrange(128, 256) for _ in range(4000))
         (corpus / "corrupt.txt").write_bytes(b"Threads share memory. " * 100 + junk)
+    elif case == "docx-bomb":
+        paragraph_bomb(corpus / "paragraphs.docx")
     elif case == "unreadable":
         locked = corpus / "locked.md"
         locked.write_text("# Locked\n\nThreads locked away.\n")
         locked.chmod(0)
 
 
-CASES = ("html-20mb", "symlink-out", "nested-1000", "binary", "undecodable", "unreadable")
+CASES = ("html-20mb", "symlink-out", "nested-1000", "binary", "undecodable", "unreadable",
+         "docx-bomb")
 
 
 def run_case(case: str, code: Path, scratch: Path) -> dict:

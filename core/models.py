@@ -8,6 +8,7 @@ the report task. Values that never change after creation are frozen. Nothing her
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import datetime
 from dataclasses import dataclass
 from typing import Literal
@@ -84,6 +85,10 @@ class TopicOptions(_Frozen):
 
 TOPIC_OPTIONS: tuple[str, ...] = tuple(TopicOptions.model_fields)
 MAX_TOPIC_CHARS = 2_000
+# C0 controls but tab, newline and carriage return; DEL; C1 controls.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_CONTROL_NAMES = {"\x00": "NUL", "\x07": "BEL", "\x08": "BS", "\x1b": "ESC", "\x7f": "DEL",
+                  "\x9b": "CSI"}
 
 
 class Topic(TopicOptions):
@@ -94,6 +99,17 @@ class Topic(TopicOptions):
     # A scheduled batch's run (core.reports.editions): each edition stores its own report. "": none
     # (a lone topic), the topic has one report that a rerun replaces.
     edition: str = Field(default="", max_length=MAX_EDITION_CHARS)
+
+    @field_validator("text")
+    @classmethod
+    def _no_control_characters(cls, v: str) -> str:
+        # A topic is printed, stored, logged and sent to models: ESC, BEL or NUL in it would act
+        # on a terminal or cut a string short somewhere downstream. Refused, not silently cut.
+        found = sorted({c for c in v if _CONTROL.fullmatch(c)})
+        if found:
+            names = ", ".join(_CONTROL_NAMES.get(c, f"U+{ord(c):04X}") for c in found[:5])
+            raise ValueError(f"holds control characters ({names}); remove them")
+        return v
 
     @classmethod
     def of(cls, text: str, options: TopicOptions, batch_id: str = "adhoc",

@@ -3,10 +3,11 @@
 One registry per process. `core.settings.Settings` feeds it every key it loads (the providers'
 and SerpAPI's, whichever variable or `.env` line they came from) and the few credentials other
 libraries read from the environment (`PGPASSWORD`, `PREFECT_API_KEY`); anything else may call
-`remember`. `mask(text)` then replaces each known value, and its URL-encoded form, with `***`
+`remember`. `mask(text)` then replaces each known value, its URL-encoded form and its base64
+forms (alone, or inside a longer base64 text such as a Basic credential), with `***`
 (after the value's well-known prefix, if it has one: `sk-proj-***`),
 and after that anything that merely looks like a key (a known prefix such as `sk-`, a bearer
-token, a `?key=` parameter): a provider or proxy that echoes a key back, in whatever quoting,
+token, a `?key=` parameter, a URI's `user:password@`): a provider or proxy that echoes a key back, in whatever quoting,
 is masked by what the key *is*, not by what it looks like.
 
 Where masking happens: signals and failure lines are masked when they are made
@@ -23,6 +24,7 @@ key-like patterns.
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 import threading
@@ -46,7 +48,44 @@ _PATTERN = re.compile(
     r"(?P<pre>" + _PREFIXES + r")"
     r"[A-Za-z0-9_\-*]{4,}"
     r"|(?P<pre2>(?i:bearer|api key provided:|x-api-key:|x-goog-api-key:)\s*)[^\s,;\"']{6,}"
-    r"|(?P<pre3>(?i:[?&](?:key|api_key|apikey)=))[^&\s\"']+")
+    r"|(?P<pre3>(?i:[?&](?:key|api_key|apikey)=))[^&\s\"']+"
+    r"|(?P<pre4>(?i:[a-z][\w+.-]*:/+[^/@\s:]*:))[^@\s/]+(?=@)")  # a URI's user:PASSWORD@
+# A password written into a connection target (a DuckLake catalog): libpq's `password=...`, or
+# a URI's userinfo (`postgresql://rf:PW@host`, also as Path() leaves it: `postgresql:/rf:PW@`).
+TARGET_PASSWORD = re.compile(r"(?P<key>password\s*=\s*)(?P<pw>\S+)"
+                             r"|(?P<uri>[a-z][\w+.-]*:/+[^/@\s:]*:)(?P<pw2>[^@\s]*)@", re.I)
+_B64_MIN = 16  # a base64 fragment shorter than this would blank out ordinary text
+
+
+def target_password(text: str) -> str | None:
+    """The password a connection target carries, or None."""
+    found = TARGET_PASSWORD.search(text)
+    return None if found is None else (found.group("pw") or found.group("pw2") or None)
+
+
+def mask_target(text: str) -> str:
+    """A connection target as it may be shown: its password, in either form, as ***."""
+    return TARGET_PASSWORD.sub(lambda m: (m.group("key") + MASK) if m.group("key") is not None
+                               else m.group("uri") + MASK + "@", text)
+
+
+def _encoded_forms(value: str) -> set[str]:
+    """The value as a proxy may echo it: URL-encoded, and base64 (standard and URL-safe, alone
+    or inside a longer base64 text such as `Basic base64(user:key)`: at each of the three
+    alignments, the characters that only the value's bytes decide)."""
+    forms = {quote(value, safe="")}
+    raw = value.encode()
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + raw).decode().rstrip("=")
+        start = 0 if offset == 0 else 4  # the first group also holds the padding bytes
+        end = len(encoded) - (len(encoded) % 4 or 4) if offset or len(raw) % 3 else len(encoded)
+        for form in (encoded, encoded.replace("+", "-").replace("/", "_")):
+            middle = form[start:end] if offset or len(raw) % 3 else form
+            if offset == 0:
+                forms.add(form)  # the value encoded alone, without its "=" padding
+            if len(middle) >= _B64_MIN:
+                forms.add(middle)
+    return forms
 
 
 def remember(value: str | None) -> None:
@@ -54,7 +93,7 @@ def remember(value: str | None) -> None:
     global _values
     if not value or len(value.strip()) < MIN_CHARS:
         return
-    forms = {value.strip(), quote(value.strip(), safe="")}
+    forms = {value.strip(), *_encoded_forms(value.strip())}
     with _lock:
         if forms <= set(_values):
             return
@@ -84,7 +123,8 @@ def _pattern_mask(m: re.Match[str]) -> str:
     found = m.group(0)
     if found.endswith(MASK) and _PREFIX.fullmatch(found[:-len(MASK)]):
         return found  # masked already, by value: "sk-proj-***" stays as it is
-    return (m.group("pre") or m.group("pre2") or m.group("pre3") or "") + MASK
+    return (m.group("pre") or m.group("pre2") or m.group("pre3") or m.group("pre4") or ""
+            ) + MASK
 
 
 def _holds_secret(text: str) -> bool:

@@ -69,6 +69,9 @@ class RunFields(BaseModel):
     # are skipped unless followed here, and larger files are skipped before they are read (HTML
     # has its own, smaller cap: parsing it costs many times its size in memory and time).
     corpus_follow_symlinks: bool = False
+    # Files with more than one hard link are skipped unless allowed: a hard link to a file
+    # outside the folder cannot be told from a file inside it.
+    corpus_allow_hardlinks: bool = False
     corpus_max_file_bytes: int = Field(default=20_000_000, ge=1)
     corpus_max_html_bytes: int = Field(default=2_000_000, ge=1)
 
@@ -180,6 +183,11 @@ class Settings(BaseSettings, RunFields):
 
     max_topic_concurrency: int = Field(default=2, ge=1, le=16)
     max_subquestion_workers: int = Field(default=4, ge=1, le=32)
+    # `batch`: rows a CSV may hold, good or bad (checked before Prefect starts).
+    max_csv_rows: int = Field(default=10_000, ge=1)
+    # `researchflow mcp`: topics its clients may have under way at once on this machine
+    # (running or waiting for one of max_topic_concurrency slots); more are refused, "busy".
+    mcp_max_queued: int = Field(default=8, ge=1, le=256)
     # Spending: caps in USD (None: no cap); pacing and prices are RunFields.
     max_cost_usd: float | None = Field(default=None, gt=0)  # per topic
     max_batch_cost_usd: float | None = Field(default=None, gt=0)
@@ -197,6 +205,17 @@ class Settings(BaseSettings, RunFields):
     def _blank_store_is_unset(cls, value: Any) -> Any:
         # `RESEARCHFLOW_STORE=` (exported empty to switch the lake off) means no lake.
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("db_path", mode="before")
+    @classmethod
+    def _db_path_as_typed(cls, value: Any) -> Any:
+        # As with --db: only "ducklake:..." as written is a lake. Path() drops a leading "./",
+        # which would turn the file "./ducklake:dir/x.duckdb" into a lake; made absolute, it
+        # stays a file.
+        if isinstance(value, str) and not value.startswith("ducklake:") \
+                and str(Path(value)).startswith("ducklake:"):
+            return Path(value).expanduser().resolve()
+        return value
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings],
@@ -216,6 +235,8 @@ class Settings(BaseSettings, RunFields):
                 secrets.remember(value.get_secret_value())
         for name in secrets.ENVIRONMENT_SECRETS:
             secrets.remember(os.environ.get(name))
+        for target in (self.store, str(self.db_path)):  # refused where used; masked meanwhile
+            secrets.remember(secrets.target_password(target or ""))
 
     @classmethod
     def load(cls, **overrides: Any) -> "Settings":

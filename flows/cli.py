@@ -24,8 +24,8 @@ from core.settings import settings_error
 from flows.cli_reports import diff, export, query, search, show, verify
 from flows.cli_limits import limits
 from flows.cli_retry import retry
-from flows.console import (DbOpt, db_path, debugging, err, fail, flow_db, out, plain,
-                           prefect_env, quiet_prefect_console, set_debug, store_exists)
+from flows.console import (DbOpt, check_store, db_path, debugging, err, fail, flow_db, out,
+                           plain, prefect_env, quiet_prefect_console, set_debug, store_exists)
 from flows.local_api import ensure_api
 from flows.mcp_server import mcp
 from flows.options import with_topic_options
@@ -61,6 +61,19 @@ def _main(debug: bool = typer.Option(False, "--debug", help="Show tracebacks, Pr
                                      "console logs included, instead of one-line errors.")
           ) -> None:
     set_debug(debug)
+    _refuse_foreign_dotenv()
+
+
+def _refuse_foreign_dotenv() -> None:
+    """Prefect reads the working directory's .env, prefect.toml and pyproject.toml itself: a
+    PREFECT_API_URL planted there would send every run, topic and parameter to the server it
+    names (core.envfile.FOREIGN)."""
+    from core.envfile import foreign_destinations
+
+    found = foreign_destinations()
+    if found:
+        fail(f"{', '.join(found)} would send traffic where a file in this folder says; "
+             "export it in the environment instead, or remove it from that file")
 
 
 ModelOpt = typer.Option(None, "--model", help="offline | openai:MODEL | anthropic:MODEL | "
@@ -94,6 +107,9 @@ def _check_corpus(corpus: Optional[Path]) -> None:
         fail(f"{corpus}: no such folder; --corpus takes a folder of documents")
 
 
+SHOWN_BAD_ROWS = 20  # a CSV's bad rows printed one by one; the rest are counted
+
+
 def _check_topic(topic: str) -> None:
     """The topic's own checks (length above all), before Prefect spends seconds starting."""
     from pydantic import ValidationError
@@ -108,13 +124,7 @@ def _check_topic(topic: str) -> None:
 
 def _check_store(db: Optional[str]) -> None:
     """A --db that can never be a store fails here, not inside the flow."""
-    from core.store import StoreError
-    from core.store.query import check_target
-
-    try:
-        check_target(db_path(db))
-    except StoreError as exc:
-        fail(str(exc))
+    check_store(db_path(db))
 
 
 @app.command()
@@ -244,13 +254,19 @@ def batch(csv_path: Path = typer.Argument(..., help="CSV with a 'topic' column."
 
     _check_corpus(corpus)
     _check_store(db)
+    from core.settings import Settings
+
     try:  # validate up front so a bad file costs no Prefect start-up
         rows, bad = read_topics_csv(csv_path, batch_id=batch_id or csv_path.stem,
-                                    warn=lambda line: err.print(plain(f"warning: {line}")))
+                                    warn=lambda line: err.print(plain(f"warning: {line}")),
+                                    max_rows=Settings.load().max_csv_rows)
     except BatchFileError as exc:
         fail(str(exc))
-    for row in bad:
+    for row in bad[:SHOWN_BAD_ROWS]:
         err.print(plain(f"row {row.row}: {row.message} (recorded as invalid; the other rows run)"))
+    if len(bad) > SHOWN_BAD_ROWS:
+        err.print(plain(f"... and {len(bad) - SHOWN_BAD_ROWS:,} more invalid rows (recorded "
+                        "as invalid, each with its reason; the other rows run)"))
     prefect_env()
     own_api = ensure_api()
     _pace_alone(own_api)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
+import stat
 import sys
 from enum import Enum
 from pathlib import Path
@@ -270,15 +272,24 @@ def export(report_id: str,
         else:
             sys.stdout.write(printable(page))
         return
-    binary = isinstance(page, bytes)
-    try:  # "x": an existing file is never replaced without --force
-        with output.open(("w" if force else "x") + ("b" if binary else ""),
-                         encoding=None if binary else "utf-8") as fh:
-            fh.write(page)
+    data = page if isinstance(page, bytes) else page.encode("utf-8")
+    try:  # O_EXCL: an existing file is never replaced without --force
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(output, flags | (os.O_TRUNC if force else os.O_EXCL), 0o666)
     except FileExistsError:
         fail(f"{output} already exists; pass --force to replace it, or choose another -o")
+    except OSError as exc:  # a named pipe nobody reads: ENXIO, at once (O_NONBLOCK)
+        fail(f"cannot write {output}: {exc.strerror or exc}")
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped in after the check
+            fail(f"{output} is not a regular file; -o writes a regular file or a new path")
+        os.set_blocking(fd, True)
+        with os.fdopen(os.dup(fd), "wb") as fh:
+            fh.write(data)
     except OSError as exc:
         fail(f"cannot write {output}: {exc.strerror or exc}")
+    finally:
+        os.close(fd)
     err.print(plain(f"wrote {output}"))
 
 
@@ -305,6 +316,9 @@ def _check_output(output: Path, store: Path, force: bool) -> None:
         fail(f"{output} is a folder; -o takes a file name")
     if not target.exists():
         return
+    if not target.is_file():  # stat only: opening a named pipe would wait for a reader
+        fail(f"{output} is not a regular file (a named pipe or a device); -o writes a regular "
+             "file or a new path")
     if _is_duckdb_file(target):
         fail(f"{output} is a DuckDB database; export never writes over one, even with --force")
     if not force:

@@ -71,6 +71,18 @@ def db_path(db: Optional[str | Path]) -> Path:
     return Path(Settings.load(db_path=Path(db) if db is not None else None).store_target())
 
 
+def check_store(target: Path) -> None:
+    """A store that can never be one (a folder, someone else's DuckDB file) or a lake target
+    carrying a password fails here, in one line, before any flow's parameters could carry it."""
+    from core.store import StoreError
+    from core.store.query import check_target
+
+    try:
+        check_target(target)
+    except StoreError as exc:
+        fail(str(exc))
+
+
 def flow_db(db: Optional[str | Path]) -> str | None:
     """The --db to hand a flow: the store `db_path` chose, or None when --db was not given."""
     return None if db is None else str(db_path(db))

@@ -14,7 +14,10 @@ How a topic runs:
   its own so that it outlives this server and its client. The run id is ours, a UUID; the run's
   record, `<cache>/mcp-runs/<run_id>.json`, is written here before the process starts and by
   that process after, so any later server finds the run by its id. Starting one needs no
-  Prefect API here: the call returns at once.
+  Prefect API here: the call returns at once. At most `mcp_max_queued` detached topics are
+  under way at once (their records say so, whichever server started them); one more is refused
+  with `Busy` ("busy ... try later"), not queued: twelve calls at the largest options were all
+  accepted and all ran before.
 
 The parameters are the topic's options plus this server's model, search, corpus and store, so
 the report lands in the store the server reads. A report id is deterministic
@@ -59,6 +62,10 @@ class RunInfo:
 
 class RunNotFound(LookupError):
     pass
+
+
+class Busy(RuntimeError):
+    """As many topics as `mcp_max_queued` are under way: a new one is refused, not queued."""
 
 
 def runs_dir(settings: Settings) -> Path:
@@ -133,6 +140,11 @@ class TopicRuns:
         under_way = self.under_way(parameters["topic"], parameters["db_path"])
         if under_way is not None:  # a second run would only write the same report again
             return under_way
+        cap = self.settings.mcp_max_queued
+        if self.count_under_way() >= cap:
+            raise Busy(f"busy: {cap} topics are already under way here (running or waiting, "
+                       "RESEARCHFLOW_MCP_MAX_QUEUED); try later, or poll run_status for one "
+                       "of them")
         run_id = str(uuid.uuid4())
         self._records.mkdir(parents=True, exist_ok=True)
         path = self._records / f"{run_id}.json"
@@ -170,6 +182,21 @@ class TopicRuns:
                 return RunInfo(run_id=info.run_id, status=info.status, how=info.how,
                                topic=topic, message="already under way: this is its run")
         return None
+
+    def count_under_way(self) -> int:
+        """Detached runs still researching or waiting for a slot, started by any server that
+        shares this cache (a crashed one no longer counts)."""
+        if not self._records.is_dir():
+            return 0
+        count = 0
+        for path in self._records.glob("*.json"):
+            try:
+                record = read_record(path)
+            except (OSError, ValueError):
+                continue
+            if record.get("status") not in FINAL and self._detached(record).status not in FINAL:
+                count += 1
+        return count
 
     def status(self, run_id: str) -> RunInfo:
         try:

@@ -24,7 +24,8 @@ server. The model, search backend, corpus and store are the server's own (its co
 environment): a client cannot point research at another folder or file. Reads go through
 core.store.reads.
 
-Streamable HTTP has no authentication: it listens on loopback unless --allow-remote.
+Streamable HTTP listens on loopback unless --allow-remote; with RESEARCHFLOW_MCP_TOKEN set, every
+request must carry `Authorization: Bearer <token>` (BearerOnly), else it is answered 401.
 """
 
 # No `from __future__ import annotations`: the SDK reads the tools' annotations at run time.
@@ -45,7 +46,8 @@ from typing import Annotated, Any, Literal, Optional
 import typer
 from pydantic import Field
 
-from flows.console import DbOpt, err, fail
+from core import secrets
+from flows.console import DbOpt, check_store, err, fail
 
 log = logging.getLogger("researchflow.mcp")
 
@@ -297,12 +299,14 @@ def _prefect_errors() -> Iterator[None]:
     imported only when something failed: a detached start never loads it (seconds)."""
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from flows.mcp_runs import RunNotFound
+    from flows.mcp_runs import Busy, RunNotFound
 
     try:
         yield
     except (ToolError, RunNotFound):
         raise
+    except Busy as exc:
+        raise ToolError(str(exc)) from exc
     except Exception as exc:
         import httpx
         from prefect.exceptions import PrefectHTTPStatusError
@@ -326,7 +330,8 @@ def mcp(http: Optional[str] = typer.Option(None, "--http", metavar="HOST:PORT",
                                            "instead of stdio."),
         allow_remote: bool = typer.Option(False, "--allow-remote",
                                           help="Let --http listen on a non-loopback address "
-                                          "(there is no authentication)."),
+                                          "(set RESEARCHFLOW_MCP_TOKEN to require a bearer "
+                                          "token)."),
         deployment: str = typer.Option("research-topic/adhoc-served", "--deployment",
                                        envvar="RESEARCHFLOW_MCP_DEPLOYMENT",
                                        help="With PREFECT_API_URL: run topics as runs of this "
@@ -347,6 +352,7 @@ def mcp(http: Optional[str] = typer.Option(None, "--http", metavar="HOST:PORT",
     prefect_env()
     settings = Settings.load(model=model, search=search, corpus_dir=corpus, db_path=db)
     store = Path(settings.store_target())
+    check_store(store)
 
     def stored(report_id: str) -> bool:
         from core.store import StoreError, reads
@@ -370,11 +376,51 @@ def mcp(http: Optional[str] = typer.Option(None, "--http", metavar="HOST:PORT",
             host, port = address
             _free(host, port)
             shown = f"[{host}]" if ":" in host else host
-            err.print(f"researchflow MCP at http://{shown}:{port}/mcp (streamable HTTP); "
+            token = os.environ.get(TOKEN_ENV, "").strip()
+            err.print(f"researchflow MCP at http://{shown}:{port}/mcp (streamable HTTP"
+                      f"{', bearer token from ' + TOKEN_ENV if token else ''}); "
                       "Ctrl-C stops it", highlight=False)
-            server.run("streamable-http", host=host, port=port)
+            if not token:
+                server.run("streamable-http", host=host, port=port)
+            else:
+                _serve_with_token(server, host, port, token)
     finally:
         runs.close()
+
+
+TOKEN_ENV = "RESEARCHFLOW_MCP_TOKEN"
+
+
+class BearerOnly:
+    """An ASGI app that passes on only HTTP requests carrying `Authorization: Bearer <token>`
+    (compared in constant time); anything else is answered 401."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        import hmac
+
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body",
+                            "body": b"a bearer token is required (" + TOKEN_ENV.encode()
+                            + b")\n"})
+                return
+        await self.app(scope, receive, send)
+
+
+def _serve_with_token(server: Any, host: str, port: int, token: str) -> None:
+    """The SDK's streamable-HTTP app behind BearerOnly, on uvicorn as the SDK runs it."""
+    import uvicorn
+
+    secrets.remember(token)
+    app = BearerOnly(server.streamable_http_app(host=host), token)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 # What one query answer may weigh: an assistant's context is the budget, and the SDK sends a

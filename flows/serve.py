@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from flows.console import db_path, fail, out, plain
+from flows.console import check_store, db_path, fail, out, plain
 
 if TYPE_CHECKING:
     from prefect.deployments.runner import RunnerDeployment
@@ -58,6 +58,7 @@ def serve(csv: Optional[Path] = CsvOpt, cron: str = CronOpt, timezone: str = Zon
     from core.store.backend import lake_target
 
     target = db_path(db)
+    check_store(target)  # a lake's password would travel in every run's parameters
     # A lake is named, not a path: resolving would glue it to the current directory.
     store = Path(lake_target(target) or target.expanduser().resolve())
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")

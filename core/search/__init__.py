@@ -3,7 +3,8 @@
     base          SearchBackend, the protocol: search, then read a result into a Source
     registry      the backend a RunConfig names (search_for: behind its meter and cache)
     corpus        a folder of documents, indexed in DuckDB (corpus_build, corpus_files,
-                  corpus_extract, corpus_rank, documents, pdf, page_text, pydocs below it)
+                  corpus_extract, corpus_rank, documents, wordml, pdf, page_text, pydocs
+                  below it)
     web_search    what every web search service shares: pages read through the guarded fetcher
     serpapi       SerpAPI (Google, Bing, DuckDuckGo, Scholar, News)
     searxng       a SearXNG instance's JSON API

@@ -88,7 +88,8 @@ class CorpusSearch:
     semantic_weight: share of the embedding's cosine in a result's score (0: BM25 only).
     max_file_bytes, max_html_bytes: larger files are skipped before they are read ("too large";
     HTML costs far more to parse than its size). follow_symlinks: index file symlinks whose
-    target is outside the folder too (folder symlinks are never followed).
+    target is outside the folder too (folder symlinks are never followed). allow_hardlinks:
+    index files with more than one hard link too (skipped by default: "hard link").
     """
 
     name = "corpus"
@@ -96,7 +97,7 @@ class CorpusSearch:
     def __init__(self, corpus_dir: Path, index_path: Path, *, read_chars: int = 20_000,
                  passage_chars: int = 1500, max_file_bytes: int = 20_000_000,
                  max_html_bytes: int = 2_000_000, follow_symlinks: bool = False,
-                 workers: int | None = None, batch_size: int = 256,
+                 allow_hardlinks: bool = False, workers: int | None = None, batch_size: int = 256,
                  semantic_weight: float = corpus_rank.SEMANTIC_WEIGHT) -> None:
         self.corpus_dir = Path(corpus_dir).resolve()
         self.index_path = Path(index_path)
@@ -105,7 +106,8 @@ class CorpusSearch:
         self.max_file_bytes = max_file_bytes
         self.semantic_weight = semantic_weight
         self.limits = ReadLimits(max_file_bytes=max_file_bytes, max_html_bytes=max_html_bytes,
-                                 follow_symlinks=follow_symlinks)
+                                 follow_symlinks=follow_symlinks,
+                                 allow_hardlinks=allow_hardlinks)
         self._build = BuildOptions(passage_chars=passage_chars,
                                    workers=default_workers() if workers is None else workers,
                                    batch_size=max(1, batch_size), limits=self.limits)

@@ -9,9 +9,10 @@ the files found on disk (path -> size, mtime):
   passages, so it is not read again until it changes;
 - extraction runs in a process pool once there are enough files to pay for starting it (about
   a second to spawn workers that import trafilatura), with a bounded number of tasks in flight;
-  results are consumed in submission order and written `batch_size` files per transaction, so
-  memory stays flat however large the corpus, the rows land in the same order as a serial run,
-  and an interrupted build keeps its finished batches;
+  each worker's address space is capped (WORKER_MEMORY: a file that would need more is skipped,
+  "too large"); results are consumed in submission order and written `batch_size` files per
+  transaction, so memory stays flat however large the corpus, the rows land in the same order
+  as a serial run, and an interrupted build keeps its finished batches;
 - files with the same content key (the same words once markup and whitespace are gone, e.g. a
   page as .html and as its .txt source) are indexed once: the smallest path is the
   representative, the others are recorded with `dup_of` and have no passages, and a duplicate is
@@ -59,6 +60,10 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = "10"
 PARALLEL_MIN = 48  # fewer files to extract than this: in-process beats spawning workers
 _TASK_FILES = 8  # files per worker task: fewer, larger messages
+# The address space a worker may use: a second line of defence behind each reader's own caps
+# (a file that would need more is skipped, "too large", instead of swapping the machine).
+# A worker holds ~100 MB of virtual memory once its readers are imported.
+WORKER_MEMORY = 2_000_000_000
 _IN_FLIGHT = 4  # tasks queued per worker: keeps workers busy, bounds memory
 
 
@@ -196,10 +201,26 @@ def _pool(workers: int) -> ProcessPoolExecutor | None:
         return None
     try:
         # spawn, not fork: the parent holds DuckDB's and maybe Prefect's threads and locks.
-        return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=limit_memory, initargs=(WORKER_MEMORY,))
     except (OSError, ValueError, RuntimeError) as exc:
         log.warning("extracting the corpus in-process: no worker pool (%s)", exc)
         return None
+
+
+def limit_memory(limit: int) -> None:
+    """Cap this (worker) process's address space at `limit` bytes (never raising a lower cap
+    already set): past it an allocation fails with MemoryError, which extract_file turns into
+    a skipped file."""
+    import resource
+
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        cap = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+        if soft == resource.RLIM_INFINITY or soft > cap:
+            resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    except (ValueError, OSError) as exc:  # not permitted here: the readers' caps still hold
+        log.warning("corpus workers run without a memory cap (%s)", exc)
 
 
 # ---- rows --------------------------------------------------------------------------------------

@@ -82,10 +82,14 @@ def extract_file(root: Path, job: FileJob, passage_chars: int,
         return Extraction(job.rel, job.size, job.mtime_ns, digest, unchanged=True)
     try:
         title, body, headings = extract_text(job.rel, raw)
+        cut = passages(title, body, passage_chars, headings)
     except Skipped as skip:
         return Extraction(job.rel, job.size, job.mtime_ns, digest, unchanged=False,
                           skipped=skip.reason)
-    cut = passages(title, body, passage_chars, headings)
+    except MemoryError:  # past a worker's memory cap (corpus_build.WORKER_MEMORY)
+        log.warning("corpus file skipped: %s needs more memory than a worker may use", job.rel)
+        return Extraction(job.rel, job.size, job.mtime_ns, digest, unchanged=False,
+                          skipped="too large")
     return Extraction(job.rel, job.size, job.mtime_ns, digest, unchanged=False, title=title,
                       text=body, content_key=content_key(body), spans=cut.spans,
                       grams=cut.grams, headings=headings, heads=cut.heads,

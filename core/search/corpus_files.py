@@ -10,7 +10,9 @@ its reason and reported once per index build:
 - `walk(root, limits)` lists the files to index without recursion (any depth is safe to look
   at), skipping hidden entries, folders deeper than `limits.max_depth` ("too deep"), folders it
   cannot list and files it cannot stat ("unreadable"), file symlinks whose target is outside the
-  folder ("outside the folder", unless `limits.follow_symlinks`) and files over their size cap
+  folder ("outside the folder", unless `limits.follow_symlinks`), files with more than one hard
+  link ("hard link", unless `limits.allow_hardlinks`: a hard link to a file outside the folder
+  looks like any file inside it, so no path check can tell) and files over their size cap
   ("too large": HTML has a smaller one, since parsing it costs memory and time far beyond its
   size). Folder symlinks are never followed.
 - `read_file(root, rel, limits)` opens a listed file and checks again on what it opened (a file
@@ -36,7 +38,8 @@ from core.search.page_text import looks_binary
 EXTENSIONS = frozenset({".html", ".htm", ".md", ".txt", ".pdf", ".docx", ".pptx"})
 HTML = (".html", ".htm")
 # The order reasons are listed in; each is a key of the `skipped` counts.
-REASONS = ("unreadable", "outside the folder", "too deep", "too large", "binary", "undecodable")
+REASONS = ("unreadable", "outside the folder", "hard link", "too deep", "too large", "binary",
+           "undecodable")
 _REPLACED_SHARE = 0.01  # more U+FFFD than this once decoding gave up: not text worth indexing
 
 
@@ -50,12 +53,14 @@ class Skipped(Exception):
 
 @dataclass(frozen=True)
 class ReadLimits:
-    """What may be read: sizes in bytes, folder depth below the root, symlinks out."""
+    """What may be read: sizes in bytes, folder depth below the root, symlinks out, files
+    with more than one hard link."""
 
     max_file_bytes: int = 20_000_000
     max_html_bytes: int = 2_000_000
     max_depth: int = 32
     follow_symlinks: bool = False
+    allow_hardlinks: bool = False
 
     def cap(self, rel: str) -> int:
         return self.max_html_bytes if rel.lower().endswith(HTML) else self.max_file_bytes
@@ -103,6 +108,9 @@ def walk(root: Path, limits: ReadLimits) -> tuple[dict[str, FileStat], Counter[s
                 continue
             if not stat.S_ISREG(st.st_mode):
                 continue  # a folder symlink, a FIFO, a device: not a document
+            if st.st_nlink > 1 and not limits.allow_hardlinks:
+                skipped["hard link"] += 1
+                continue
             if st.st_size > limits.cap(rel):
                 skipped["too large"] += 1
                 continue
@@ -131,6 +139,8 @@ def read_file(root: Path, rel: str, limits: ReadLimits) -> bytes:
             raise Skipped("unreadable")
         if not limits.follow_symlinks and not inside(root, _opened_path(fd, path)):
             raise Skipped("outside the folder")
+        if st.st_nlink > 1 and not limits.allow_hardlinks:
+            raise Skipped("hard link")
         cap = limits.cap(rel)
         if st.st_size > cap:
             raise Skipped("too large")

@@ -13,10 +13,14 @@ cells joined by " | "), not headers, footers, comments or text boxes; PowerPoint
 text frames, tables and grouped shapes, not speaker notes. Titles come from the document's own
 properties, else its first heading (a slide's title placeholder), else its first line.
 
+Memory: a Word body is streamed (core.search.wordml: one paragraph at a time, at most
+wordml.MAX_BLOCKS paragraphs and rows); a deck is parsed whole by python-pptx, so its XML parts
+may unpack to at most MAX_DECK_XML bytes (slides' XML is small; pictures do not count).
+
 Refusals (`PageRefused`, with a reason): a file that is not the zip container these formats are,
-one that would unpack to more than MAX_UNPACKED bytes (a zip bomb), one the library cannot parse,
-and one without any text. XML entities are never resolved (python-docx and python-pptx parse
-with resolve_entities off).
+one that would unpack to more than MAX_UNPACKED bytes (a zip bomb), a deck whose XML passes
+MAX_DECK_XML, one the library cannot parse, and one without any text. XML entities are never
+resolved (wordml and python-pptx parse with resolve_entities off).
 """
 
 from __future__ import annotations
@@ -29,14 +33,17 @@ from dataclasses import dataclass
 
 from core.models import Heading
 from core.search import pdf as pdflib
+from core.search import wordml
 from core.search import page_text as textlib
 from core.search.fetch_types import PageRefused
 from core.search.headings import Squeezed, clean
+from core.search.wordml import row as _row
 
 log = logging.getLogger(__name__)
 
 PAGE_BREAK = "\f"  # never inside a page's text: every reader here splits lines on it
 MAX_UNPACKED = 200_000_000  # bytes a .docx or .pptx may unpack to
+MAX_DECK_XML = 32_000_000  # bytes a .pptx's XML parts may unpack to (parsed whole)
 MAX_CHARS = 2_000_000  # text kept per document (a PDF stops at the page that crosses it)
 PAGED = {".pdf": "page", ".pptx": "slide"}  # the URL fragment that names a page: #page=3
 
@@ -80,15 +87,26 @@ def document_text(name: str, raw: bytes, *, max_chars: int = MAX_CHARS) -> Docum
     raise PageRefused(name, "not a PDF, Word or PowerPoint document")
 
 
-def _opened(name: str, raw: bytes, load):
-    """Check the zip container, then parse it with `load` (python-docx or python-pptx)."""
+def _archive(name: str, raw: bytes) -> zipfile.ZipFile:
+    """The zip container, checked: a zip, and not one that unpacks past MAX_UNPACKED."""
     try:
-        with zipfile.ZipFile(io.BytesIO(raw)) as archive:
-            unpacked = sum(info.file_size for info in archive.infolist())
+        archive = zipfile.ZipFile(io.BytesIO(raw))
+        unpacked = sum(info.file_size for info in archive.infolist())
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
         raise PageRefused(name, "not a valid Office document (bad zip)") from exc
     if unpacked > MAX_UNPACKED:
         raise PageRefused(name, f"unpacks to {unpacked:,} bytes (more than {MAX_UNPACKED:,})")
+    return archive
+
+
+def _opened(name: str, raw: bytes, load):
+    """Check the zip container, then parse it with `load` (python-pptx). A deck's XML parts
+    are parsed whole when it is opened, so their total is capped (MAX_DECK_XML)."""
+    with _archive(name, raw) as archive:
+        xml = sum(i.file_size for i in archive.infolist() if i.filename.endswith(".xml"))
+    if xml > MAX_DECK_XML:
+        raise PageRefused(name, f"its XML unpacks to {xml:,} bytes (more than "
+                                f"{MAX_DECK_XML:,}: a deck's text is parsed whole)")
     try:
         return load(io.BytesIO(raw))
     except Exception as exc:  # noqa: BLE001 - the libraries raise many types on broken files
@@ -96,34 +114,29 @@ def _opened(name: str, raw: bytes, load):
 
 
 def _docx(name: str, raw: bytes, max_chars: int) -> Document:
-    from docx import Document as open_docx
-    from docx.table import Table
-
-    doc = _opened(name, raw, open_docx)
+    """Word's body streamed (core.search.wordml): memory is one paragraph's, whatever the
+    size of document.xml."""
     blocks: list[str] = []
     heading = ""
     marks: list[tuple[int, int, int, str]] = []
     size = 0
-    for item in doc.iter_inner_content():
-        if isinstance(item, Table):
-            text = "\n".join(_row(cell.text for cell in row.cells) for row in item.rows)
-        else:
-            text = _line(item.text)
-            style = (item.style.name if item.style is not None else "") or ""
-            if text and not heading and style.startswith(("Title", "Heading")):
-                heading = text
-            level = _heading_level(style)
-            if text and level:
-                marks.append((0, size, level, clean(text)))
-        if text.strip():
-            blocks.append(text)
-            size += len(text) + 2
-            if size > max_chars:
-                break
+    with _archive(name, raw) as archive:
+        try:
+            for block in wordml.blocks(archive, max_chars):
+                if block.style and not heading and block.style.startswith(("Title", "Heading")):
+                    heading = block.text
+                level = _heading_level(block.style)
+                if level:
+                    marks.append((0, size, level, clean(block.text)))
+                blocks.append(block.text)
+                size += len(block.text) + 2
+            title = wordml.core_title(archive)
+        except Exception as exc:  # noqa: BLE001 - a broken part: lxml and zipfile raise many
+            raise PageRefused(name, f"unreadable document ({type(exc).__name__})") from exc
     body = textlib.trim_text("\n\n".join(blocks), max_chars)
     if not body.strip():
         raise PageRefused(name, "document without text")
-    title = _line(doc.core_properties.title or "") or heading or textlib.first_line_title(body)
+    title = _line(title) or heading or textlib.first_line_title(body)
     return Document(title[:300], (body,), tuple(m for m in marks if m[1] < len(body)))
 
 
@@ -185,16 +198,6 @@ def _shape_text(shape) -> str:
         lines = [_line(p.text) for p in shape.text_frame.paragraphs]
         return "\n".join(line for line in lines if line)
     return ""
-
-
-def _row(cells) -> str:
-    """A table row as its cells joined by " | ", a merged cell (repeated by the library) once."""
-    out: list[str] = []
-    for cell in cells:
-        text = _line(cell)
-        if not out or text != out[-1]:
-            out.append(text)
-    return " | ".join(out)
 
 
 def _line(text: str) -> str:

@@ -116,7 +116,8 @@ def corpus_search(config: RunConfig | Settings) -> CorpusSearch:
     return CorpusSearch(corpus_dir, index_path, read_chars=min(config.max_source_chars, 20_000),
                         max_file_bytes=config.corpus_max_file_bytes,
                         max_html_bytes=config.corpus_max_html_bytes,
-                        follow_symlinks=config.corpus_follow_symlinks)
+                        follow_symlinks=config.corpus_follow_symlinks,
+                        allow_hardlinks=config.corpus_allow_hardlinks)
 
 
 def vocabulary_of(backend: SearchBackend) -> Callable[[Sequence[str]], Vocabulary] | None:

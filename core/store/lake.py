@@ -42,7 +42,6 @@ import importlib
 import logging
 import os
 import random
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -52,6 +51,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
+from core import secrets
 from core.store import dialect
 from core.store.connection import StoreError
 from core.store.lake_schema import GUARD, ensure, lake_schema
@@ -75,8 +75,16 @@ class StoreConflictError(StoreError):
 
 
 def masked(spec: str) -> str:
-    """The target as it may be printed."""
-    return re.sub(r"(password\s*=\s*)\S+", r"\1***", spec, flags=re.I)
+    """The target as it may be printed: no password, in either form (core.secrets)."""
+    return secrets.mask_target(spec)
+
+
+def check_spec(spec: str) -> None:
+    """Raise StoreError when the target carries a password (`password=`, or `user:PW@` in a
+    URI): a target travels in Prefect parameters, state messages and logs."""
+    if secrets.target_password(spec) is not None:
+        raise StoreError("keep the password out of the DuckLake target (it travels in Prefect "
+                         "parameters and logs): set PGPASSWORD or use ~/.pgpass instead")
 
 
 def _extension(package: str, name: str) -> str:
@@ -112,9 +120,7 @@ def attach(spec: str, data_path: str | None, *, read_only: bool = False
     Two processes that attach a lake nobody created yet race to create DuckLake's own catalog
     tables; the loser's CREATE fails on PostgreSQL's catalog, and it attaches again.
     """
-    if re.search(r"password\s*=", spec, re.I):
-        raise StoreError("keep the password out of the DuckLake target (it travels in Prefect "
-                         "parameters and logs): set PGPASSWORD or use ~/.pgpass instead")
+    check_spec(spec)
     for attempt in range(1, ATTEMPTS + 1):
         try:
             return _attach_once(spec, data_path, read_only)

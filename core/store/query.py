@@ -6,7 +6,10 @@ What it does: opens the store on a connection of its own that can only read it. 
 access beyond the store itself, no extension installed or loaded on demand, no spilling to
 disk, a memory limit, and its configuration locked. A user's SQL must be exactly one query
 (`check_query`: SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE, or EXPLAIN of one);
-anything else is refused with a line naming what was refused, before it reaches DuckDB. It
+anything else is refused with a line naming what was refused, before it reaches DuckDB. The
+statements are extracted on an empty connection locked down the same way (`_parser`):
+parsing expands a PRAGMA, so it must not reach a file, the network or an extension. DuckDB's
+errors reach a user as one line (`one_line`: never an internal error's stack trace). It
 runs with `?` parameters, under a time limit (the connection is interrupted from a timer), and
 its rows are fetched a batch at a time (`open_query`), so a million-row answer is never built
 in memory unless asked for. A DuckLake target gets the same rules on its own instance.
@@ -57,6 +60,8 @@ SANDBOX: tuple[tuple[str, str], ...] = (
     ("lock_configuration", "true"),
 )
 _EXPLAIN = re.compile(r"^\s*EXPLAIN\s+(?:ANALYZE\s+)?", re.IGNORECASE)
+_STACK = re.compile(r"\s*Stack Trace:", re.IGNORECASE)
+_ADVICE = ("Please try", "Alternatively", "INSTALL ", "LOAD ", "SET autoinstall")
 
 
 def _existing(path: Path) -> Path:
@@ -74,18 +79,44 @@ def _shown(path: Path) -> str:
 
 
 def one_line(exc: BaseException) -> str:
-    """DuckDB's message without the caret picture it draws under the SQL."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    head = [line for line in lines if not line.startswith("LINE ") and set(line) != {"^"}]
+    """DuckDB's message without the caret picture it draws under the SQL, the advice it
+    appends (INSTALL ...) or, for an internal error, its C++ stack trace (which names the
+    install paths): what a user or an MCP client may read."""
+    text = _STACK.split(str(exc), maxsplit=1)[0]
+    if isinstance(exc, duckdb.InternalException) or text.lstrip().startswith("INTERNAL"):
+        return "DuckDB failed inside (an internal error) on this statement"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    head = []
+    for line in lines:
+        if line.startswith(_ADVICE):
+            break
+        if not line.startswith("LINE ") and set(line) != {"^"}:
+            head.append(line)
     return " ".join(head[:3]) or type(exc).__name__
+
+
+def _parser() -> duckdb.DuckDBPyConnection:
+    """An empty in-memory DuckDB, locked down before it parses anything: parsing expands a
+    PRAGMA (import_database reads a folder's SQL, create_fts_index installs an extension), so
+    the statements are extracted where no file, network or extension can be reached."""
+    return duckdb.connect(":memory:", config={
+        "autoinstall_known_extensions": False, "autoload_known_extensions": False,
+        "enable_external_access": False, "memory_limit": "64MB", "threads": 1,
+        "lock_configuration": True})
 
 
 def check_query(sql: str) -> None:
     """Raise ReadOnlyQueryError unless `sql` is exactly one statement that only reads."""
+    con = _parser()
     try:
-        statements = duckdb.extract_statements(sql)
+        statements = con.extract_statements(sql)
+    except duckdb.PermissionException as exc:
+        raise ReadOnlyQueryError(f"refused: a query may read the store only ({one_line(exc)})"
+                                 ) from exc
     except duckdb.Error as exc:
         raise StoreError(f"query failed: {one_line(exc)}") from exc
+    finally:
+        con.close()
     if len(statements) != 1:
         raise ReadOnlyQueryError(
             "no statement to run" if not statements else
@@ -178,7 +209,9 @@ def check_target(target: Path) -> None:
     """Raise StoreError when `target` can never hold a store: a folder, a file DuckDB cannot
     open, a DuckDB database of someone else's. A missing file (a new store) and a lake pass;
     a file another process holds is taken to be a store at work."""
-    if lake_target(target) is not None:
+    spec = lake_target(target)
+    if spec is not None:
+        lake.check_spec(spec)  # before a password can reach Prefect's parameters
         return
     path = Path(target).expanduser().resolve()
     if path.is_dir():

@@ -14,9 +14,10 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from core import secrets
+
 _SENSITIVE_NAME = re.compile(r"(_api_key$|secret|password|(^|_)token($|_)|(^|_)key$)", re.I)
 _KEY_LIKE_VALUE = re.compile(r"^(sk|pk|rk)-[A-Za-z0-9_\-]{6,}")
-_PASSWORD_IN_VALUE = re.compile(r"(password\s*=\s*)\S+", re.I)  # a connection string's
 
 
 def public_settings(settings: dict[str, Any]) -> dict[str, Any]:
@@ -36,8 +37,8 @@ def public_settings(settings: dict[str, Any]) -> dict[str, Any]:
             continue
         elif isinstance(value, str) and _KEY_LIKE_VALUE.match(value):
             continue
-        elif isinstance(value, str) and _PASSWORD_IN_VALUE.search(value):
-            out[name] = _PASSWORD_IN_VALUE.sub(r"\1***", value)
+        elif isinstance(value, str) and secrets.target_password(value) is not None:
+            out[name] = secrets.mask_target(value)  # a connection string's password, any form
         else:
             out[name] = value
     return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.models import ResearchPlan, SubQuestion
+from core.text.escaping import printable
 
 MAX_REVIEWED = 10  # sub-questions a reviewer may leave in a plan (the planner asks at most 6)
 
@@ -28,12 +29,13 @@ class PlannedQuestion(BaseModel):
     @field_validator("question")
     @classmethod
     def _one_line(cls, v: str) -> str:
-        return " ".join(v.split())
+        # What a reviewer typed at the prompt: no control character or escape sequence stays.
+        return " ".join(printable(v).split())
 
     @field_validator("searches")
     @classmethod
     def _searches(cls, v: list[str]) -> list[str]:
-        kept = [" ".join(s.split())[:300] for s in v]
+        kept = [" ".join(printable(s).split())[:300] for s in v]
         return [s for s in kept if s]
 
 

@@ -53,10 +53,11 @@ class TopicRow:
 
 def read_topics_csv(path: Path, *, batch_id: str, defaults: TopicOptions | None = None,
                     warn: Callable[[str], None] | None = None, edition: str = "",
-                    ) -> tuple[list[TopicRow], list[RowError]]:
+                    max_rows: int | None = None) -> tuple[list[TopicRow], list[RowError]]:
     """The CSV's topics, of `edition` when given; `defaults` (the CLI's --max-waves and
     friends) apply to every row that does not set its own. `warn` hears about columns that are
-    not read."""
+    not read. A file of more than `max_rows` rows (RESEARCHFLOW_MAX_CSV_ROWS), good or bad, is
+    refused whole: BatchFileError."""
     path = Path(path)
     defaults = (defaults or TopicOptions()).model_dump()
     if not path.is_file():
@@ -84,6 +85,9 @@ def read_topics_csv(path: Path, *, batch_id: str, defaults: TopicOptions | None 
                              f"name the column of topics 'topic'{hint}")
     if not rows:
         raise BatchFileError(f"{path}: no topics below the header; add one topic per line")
+    if max_rows is not None and len(rows) > max_rows:
+        raise BatchFileError(f"{path}: {len(rows):,} rows, more than the {max_rows:,} a batch "
+                             "takes (RESEARCHFLOW_MAX_CSV_ROWS); split the file or raise the cap")
     unknown = [f for f in dict.fromkeys(fields) if f and f != "topic" and f not in OVERRIDES]
     if unknown and warn is not None:
         warn(f"{path}: column(s) {', '.join(unknown)} are not read (a row may set topic, "

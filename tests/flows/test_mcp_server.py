@@ -15,7 +15,6 @@ import asyncio
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -144,24 +143,10 @@ def test_stdio_tools_resources_and_errors(store: Path, corpus: Path, tmp_path: P
 
 
 def test_streamable_http_serves_the_same_tools(store: Path, tmp_path: Path) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    log = (tmp_path / "mcp.log").open("wb")
-    server = subprocess.Popen([str(BIN / "researchflow"), "mcp", "--http", f"127.0.0.1:{port}",
-                               "--db", str(store)], env=env(tmp_path), cwd=tmp_path,
-                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert server.poll() is None, (tmp_path / "mcp.log").read_text()
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the MCP server did not listen"
-                time.sleep(0.3)
+    from tests.fakes.mcp_http import mcp_over_http
 
+    with mcp_over_http(["--db", str(store)], env=env(tmp_path), cwd=tmp_path,
+                       log=tmp_path / "mcp.log") as port:
         async def session() -> None:
             async with Client(f"http://127.0.0.1:{port}/mcp") as client:
                 await read_back(client)
@@ -171,14 +156,6 @@ def test_streamable_http_serves_the_same_tools(store: Path, tmp_path: Path) -> N
         asyncio.run(session())
         said = (tmp_path / "mcp.log").read_text()
         assert f"researchflow MCP at http://127.0.0.1:{port}/mcp" in said, said
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
 
 
 def test_a_port_in_use_is_one_line(store: Path) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from core.models import TopicOptions
-from core.search import corpus_extract, page_text as textlib
+from core.search import corpus_extract, corpus_files, page_text as textlib
 from core.search.corpus import CorpusSearch
 
 SECRET = "TOPSECRET-hunter2-outside-the-corpus"
@@ -212,3 +212,131 @@ def test_a_topic_over_a_hostile_corpus_completes_without_the_outside_text(corpus
     report = query_readonly(db, "SELECT markdown FROM reports")[1][0][0]
     assert texts and not [t for t in texts if SECRET in t]
     assert SECRET not in report
+
+
+DOCX_CHILD = r"""
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+from core.search.documents import document_text
+raw = open(sys.argv[2], "rb").read()
+began = time.perf_counter()
+try:
+    doc = document_text("paragraphs.docx", raw)
+    out = {"chars": len(doc.text), "refused": None}
+except Exception as exc:
+    out = {"refused": str(exc)}
+out["seconds"] = time.perf_counter() - began
+# VmHWM: this process's own peak (ru_maxrss keeps the forking pytest worker's across exec)
+hwm = [line for line in open("/proc/self/status") if line.startswith("VmHWM:")]
+out["rss_mb"] = (int(hwm[0].split()[1]) if hwm else
+                 resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) / 1024
+print(json.dumps(out))
+"""
+
+
+def test_a_docx_of_millions_of_paragraphs_is_read_in_bounded_memory(tmp_path):
+    """Issue 35 (3): a 666 KB .docx whose document.xml unpacks to 190 MB of 2.2 million short
+    paragraphs cost 1.4 GB (2.5 GB measured with the bench) and over a minute per worker."""
+    from bench.corpus_limits import paragraph_bomb
+
+    bomb = paragraph_bomb(tmp_path / "paragraphs.docx")
+    assert bomb.stat().st_size < 1_000_000
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", DOCX_CHILD, str(root), str(bomb)],
+                          capture_output=True, text=True, timeout=300)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["rss_mb"] < 300, result
+    assert result["seconds"] < 30, result
+    assert result["refused"] is None and 0 < result["chars"] <= 2_000_000, result
+
+
+def test_a_deck_whose_xml_would_be_parsed_whole_past_its_cap_is_refused(tmp_path):
+    """python-pptx parses every XML part of a deck when it opens it: their total is capped."""
+    import io
+    import zipfile
+
+    from pptx import Presentation
+
+    from core.search.documents import MAX_DECK_XML, document_text
+    from core.search.fetch_types import PageRefused
+
+    deck = io.BytesIO()
+    Presentation().save(deck)
+    bloated = io.BytesIO()
+    with zipfile.ZipFile(deck) as source, zipfile.ZipFile(bloated, "w",
+                                                          zipfile.ZIP_DEFLATED) as out:
+        for info in source.infolist():
+            out.writestr(info, source.read(info.filename))
+        out.writestr("ppt/slides/slide99.xml", b"<a/>" * (MAX_DECK_XML // 4 + 1))
+    with pytest.raises(PageRefused, match="XML unpacks to"):
+        document_text("deck.pptx", bloated.getvalue())
+
+
+def test_a_hard_link_is_skipped_unless_allowed_and_reported_like_a_symlink(corpus, outside,
+                                                                          tmp_path):
+    """Issue 35 (9): a hard link to a file outside the corpus was indexed: a path check cannot
+    see it, so a file with more than one link is skipped unless allowed."""
+    os.link(outside, corpus / "notes.md")
+    search = CorpusSearch(corpus, tmp_path / "index.duckdb", workers=1)
+    stats = search.index()
+    assert SECRET not in _everything_found(search)
+    assert stats.files == 3 and stats.skipped == {"hard link": 1}
+    with pytest.raises(corpus_files.Skipped, match="hard link"):
+        corpus_files.read_file(corpus.resolve(), "notes.md", corpus_files.ReadLimits())
+    allowed = CorpusSearch(corpus, tmp_path / "b.duckdb", workers=1, allow_hardlinks=True)
+    assert allowed.index().skipped == {}
+    assert SECRET in _everything_found(allowed)
+
+
+def test_encrypted_pdfs_do_what_the_readme_says(tmp_path):
+    """Issue 35 (8): a PDF encrypted with an empty open password was decrypted and indexed,
+    while the README said encrypted files are indexed without text. Reading it is kept (any
+    viewer opens it without asking; most "protected" manuals are only print-restricted) and
+    the README now says so; a PDF that needs a password is still refused."""
+    from pypdf import PdfReader, PdfWriter
+
+    from core.search.documents import document_text
+    from core.search.fetch_types import PageRefused
+    from tests.fakes.documents import write_pdf
+
+    plain = write_pdf(tmp_path / "plain.pdf", "Locks", ["Threads share memory; a lock guards it."])
+
+    def encrypted(user_password: str) -> bytes:
+        writer = PdfWriter(clone_from=PdfReader(plain))
+        writer.encrypt(user_password=user_password, owner_password="owner-only-pw",
+                       algorithm="RC4-128")
+        path = tmp_path / f"locked-{len(user_password)}.pdf"
+        writer.write(path)
+        return path.read_bytes()
+
+    assert "a lock guards it" in document_text("open.pdf", encrypted("")).text
+    with pytest.raises(PageRefused, match="needs a password"):
+        document_text("locked.pdf", encrypted("a-real-password"))
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "encrypted with an empty open password" in readme
+    assert "a file that needs a password to open" in readme
+
+
+def test_an_extraction_worker_has_a_memory_cap_and_a_file_past_it_is_skipped(corpus,
+                                                                             monkeypatch):
+    """The second line of defence behind each reader's caps: a worker's address space is
+    capped, and a file whose extraction runs out of it is skipped ("too large")."""
+    import resource
+    from concurrent.futures import ProcessPoolExecutor
+
+    from core.search import corpus_build
+    from core.search.corpus_extract import FileJob, extract_file
+
+    pool = corpus_build._pool(1)
+    assert isinstance(pool, ProcessPoolExecutor)
+    with pool:
+        soft, _ = pool.submit(resource.getrlimit, resource.RLIMIT_AS).result()
+    assert 0 < soft <= corpus_build.WORKER_MEMORY
+
+    def exhausted(rel, raw):
+        raise MemoryError
+
+    monkeypatch.setattr(corpus_extract, "extract_text", exhausted)
+    size = (corpus / "threads0.md").stat().st_size
+    done = extract_file(corpus.resolve(), FileJob("threads0.md", size, 0, None), 1500)
+    assert done.skipped == "too large"

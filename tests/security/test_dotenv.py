@@ -133,3 +133,124 @@ def test_a_client_built_from_a_run_config_finds_its_key_without_loading_settings
     monkeypatch.delenv("OPENAI_API_KEY")
     (folder / ".env").unlink()
     assert api_key("openai") is None
+
+
+# Issue 35 (1, 4): a .env named a lake (and so where PGPASSWORD goes) through
+# RESEARCHFLOW_DB_PATH, and where every search goes through RESEARCHFLOW_SEARXNG_URL.
+PGPASSWORD = "rf-catalog-password-0042"
+
+
+@pytest.fixture()
+def catalog():
+    from tests.fakes.pg_listener import PasswordListener
+
+    with PasswordListener() as listener:
+        yield listener
+
+
+@pytest.mark.parametrize("command", [("query", "SELECT 1"), ("show", "r-1"),
+                                     ("export", "r-1")])
+def test_a_dotenv_lake_never_receives_the_environment_password(folder, catalog, monkeypatch,
+                                                               command):
+    from tests.security.conftest import cli
+
+    (folder / ".env").write_text('RESEARCHFLOW_DB_PATH="ducklake:postgres:dbname=researchflow '
+                                 f'host=127.0.0.1 port={catalog.port} user=rf"\n')
+    monkeypatch.delenv("RESEARCHFLOW_DB_PATH", raising=False)
+    monkeypatch.setenv("PGPASSWORD", PGPASSWORD)
+    cli(*command)
+    assert catalog.received == [] and not catalog.saw(PGPASSWORD)
+
+
+def test_a_dotenv_lake_is_named_in_one_warning(folder, monkeypatch, caplog):
+    from core import envfile
+
+    monkeypatch.setattr(envfile, "_warned", set())
+    (folder / ".env").write_text("RESEARCHFLOW_DB_PATH=ducklake:postgres:dbname=rf host=x\n")
+    settings = Settings.load()
+    assert settings.store_target() == str((folder / "researchflow.duckdb").resolve())
+    lines = [r.getMessage() for r in caplog.records if "RESEARCHFLOW_DB_PATH" in r.getMessage()]
+    assert len(lines) == 1 and "PGPASSWORD" in lines[0], lines
+
+
+def test_a_dotenv_db_path_naming_a_file_is_still_read_as_a_file(folder):
+    (folder / ".env").write_text("RESEARCHFLOW_DB_PATH=./ducklake:dir/x.duckdb\n")
+    assert Settings.load().store_target() == str(folder / "ducklake:dir" / "x.duckdb")
+    (folder / ".env").write_text("RESEARCHFLOW_DB_PATH=results/mine.duckdb\n")
+    assert Settings.load().store_target() == str(folder / "results" / "mine.duckdb")
+
+
+def test_the_environment_may_still_read_a_relative_ducklake_folder_as_a_file(folder,
+                                                                             monkeypatch):
+    monkeypatch.setenv("RESEARCHFLOW_DB_PATH", "./ducklake:dir/x.duckdb")
+    assert Settings.load().store_target() == str(folder / "ducklake:dir" / "x.duckdb")
+
+
+@pytest.mark.parametrize("line, field", [
+    ("RESEARCHFLOW_SEARXNG_URL=http://127.0.0.1:18082", "searxng_url"),
+    ("RESEARCHFLOW_LAKE_DATA_PATH=/mnt/elsewhere", "lake_data_path"),
+])
+def test_where_searches_and_lake_files_go_is_read_from_the_environment_only(folder, monkeypatch,
+                                                                             line, field):
+    (folder / ".env").write_text(line + "\n")
+    assert getattr(Settings.load(), field) is None
+    assert Settings.load().resolved_search() == "corpus"
+    name, value = line.split("=", 1)
+    monkeypatch.setenv(name, value)
+    assert getattr(Settings.load(), field) == value
+
+
+def test_every_destination_setting_is_on_the_list():
+    """A new setting that names a host, a URL, an address, a store or a path must be decided:
+    environment-only (`DESTINATIONS`), keyed to its provider's key (`KEYED_URLS`), or a folder of
+    this machine (`LOCAL`)."""
+    import re
+
+    from core import envfile
+
+    destination = re.compile(r"(^|_)(urls?|hosts?|address(es)?|store|lake|proxy|path|dir|"
+                             r"endpoint|server|dsn|catalog)$", re.I)
+    decided = set(envfile.DESTINATIONS) | set(envfile.KEYED_URLS) | set(envfile.LOCAL)
+    undecided = [name for name in Settings.model_fields
+                 if destination.search(name) and name not in decided]
+    assert undecided == [], f"decide in core/envfile.py whether a .env may set {undecided}"
+
+
+@pytest.mark.parametrize("line", ["PREFECT_API_URL=http://127.0.0.1:9/api",
+                                  "HTTPS_PROXY=http://127.0.0.1:9",
+                                  "PREFECT_SERVER_DATABASE_CONNECTION_URL=postgresql://x@h/db"])
+def test_a_dotenv_line_another_program_would_follow_is_refused(folder, monkeypatch, line):
+    """Prefect reads the working directory's .env itself: PREFECT_API_URL there would send every
+    run, topic and parameter to the server it names."""
+    from tests.security.conftest import cli
+
+    name = line.split("=", 1)[0]
+    monkeypatch.delenv(name, raising=False)
+    (folder / ".env").write_text(line + "\n")
+    result = cli("run", "what is a lock", "--model", "offline")
+    assert result.exit_code == 2, result.output
+    lines = [x for x in result.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and name in lines[0], result.output
+
+
+@pytest.mark.parametrize("file, text, shown", [
+    ("prefect.toml", '[api]\nurl = "http://127.0.0.1:9/api"\n', "api.url in ./prefect.toml"),
+    ("pyproject.toml", '[tool.prefect.api]\nurl = "http://127.0.0.1:9/api"\n',
+     "api.url in ./pyproject.toml"),
+])
+def test_a_prefect_address_in_the_folder_s_toml_is_refused(folder, monkeypatch, file, text,
+                                                          shown):
+    """Prefect reads prefect.toml and pyproject.toml [tool.prefect] from the working directory
+    too: a cloned repository's api.url would receive every run."""
+    from tests.security.conftest import cli
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    (folder / file).write_text(text)
+    result = cli("run", "what is a lock", "--model", "offline")
+    assert result.exit_code == 2, result.output
+    lines = [x for x in result.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and shown in lines[0], result.output
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:4200/api")
+    from core.envfile import foreign_destinations
+
+    assert foreign_destinations(folder) == []  # the environment names the server itself

@@ -132,3 +132,44 @@ def test_a_folder_named_ducklake_is_a_folder(store: Path, tmp_path: Path,
     assert json.loads(result.output) == [{"n": 1}]
     shown = cli("query", "SELECT count(*) FROM reports", "--db", str(folder / "x.duckdb"))
     assert shown.exit_code == 0, shown.output
+
+
+def test_a_pragma_cannot_install_an_extension_while_it_is_parsed(store: Path) -> None:
+    """Issue 35 (2): parsing expanded `create_fts_index` on DuckDB's default connection, which
+    tried to download the fts extension before the allow-list saw the statement."""
+    result = cli("query", "PRAGMA create_fts_index('reports','report_id','markdown')",
+                 "--db", str(store))
+    _refused(result)
+    assert "download" not in result.output.lower() and "http" not in result.output.lower()
+    assert "INSTALL" not in result.output
+
+
+@pytest.fixture
+def planted_dump(tmp_path: Path) -> Path:
+    """A folder another user could write: import_database would run its SQL."""
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "schema.sql").write_text("CREATE TABLE pwned(x INT);\n")
+    (dump / "load.sql").write_text("INSERT INTO pwned VALUES (1);\n")
+    return dump
+
+
+def test_import_database_never_reads_a_folder_and_shows_no_stack_trace(
+        store: Path, planted_dump: Path) -> None:
+    """Issue 35 (2): the folder's schema.sql was read while parsing, and DuckDB's INTERNAL
+    Error arrived with a C++ stack trace naming the install paths."""
+    result = cli("query", f"PRAGMA import_database('{planted_dump}')", "--db", str(store))
+    _refused(result)
+    for leak in ("Stack Trace", "INTERNAL", ".so(", "site-packages"):
+        assert leak not in result.output, result.output
+    assert "file system operations are disabled" in result.output  # never opened
+
+
+def test_an_mcp_client_gets_the_same_one_line(store: Path, planted_dump: Path) -> None:
+    from core.store import StoreError
+    from core.store.reads import query
+
+    with pytest.raises(StoreError) as caught:
+        query(store, f"PRAGMA import_database('{planted_dump}')")
+    message = str(caught.value)
+    assert "\n" not in message and "Stack Trace" not in message and "INTERNAL" not in message

@@ -181,3 +181,25 @@ def test_store_errors_are_one_line(tmp_path: Path) -> None:
     with pytest.raises(StoreError) as info:
         store_query.query_readonly(foreign, "SELECT * FROM reports")
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("force", [(), ("--force",)])
+def test_export_to_a_named_pipe_is_refused_at_once(store: Path, report_id: str, tmp_path: Path,
+                                                   force: tuple[str, ...]) -> None:
+    """Issue 35 (10): `export -o` to a named pipe blocked forever (--force opened it to look
+    for a DuckDB header, then to write); -o writes a regular file or a new path."""
+    import os
+    import subprocess
+
+    from tests.security.conftest import researchflow
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    try:
+        done = researchflow("export", report_id, "--db", str(store), "-o", str(pipe), *force,
+                            timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("export blocked on the named pipe")
+    assert done.returncode == 2, done.stderr
+    lines = [x for x in done.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "not a regular file" in lines[0], done.stderr

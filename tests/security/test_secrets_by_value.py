@@ -187,3 +187,20 @@ def test_the_cli_prints_no_echoed_key(provider, tmp_path):
     assert done.returncode == 1, shown
     assert "Incorrect API key provided" in shown
     assert KEY not in shown, shown
+
+
+def test_a_key_echoed_in_base64_is_masked_too() -> None:
+    """Issue 35 (10): masking by value missed a key echoed base64-encoded, alone or inside a
+    Basic credential (user:key), standard or URL-safe."""
+    import base64
+
+    from core import secrets
+
+    secrets.remember(KEY)
+    for text in (base64.b64encode(KEY.encode()).decode(),
+                 "Basic " + base64.b64encode(f"user:{KEY}".encode()).decode(),
+                 base64.b64encode(f"ab:{KEY}".encode()).decode(),
+                 base64.urlsafe_b64encode(f"x{KEY}?".encode()).decode()):
+        shown = secrets.mask(text)
+        assert "***" in shown, text
+        assert base64.b64encode(KEY.encode()).decode()[4:-4] not in shown
