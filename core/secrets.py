@@ -116,7 +116,7 @@ def mask(text: str) -> str:
     for value in _values:
         if value in text:
             text = text.replace(value, _shown.get(value, MASK))
-    return _PATTERN.sub(_pattern_mask, text)
+    return mask_target(_PATTERN.sub(_pattern_mask, text))  # and a target's password=...
 
 
 def _pattern_mask(m: re.Match[str]) -> str:

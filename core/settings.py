@@ -397,6 +397,8 @@ FLOW_SETTINGS = frozenset({
     "serpapi_base_url",
     "pdf_font",  # read by `export`, which no task runs
     "retry_backoff",  # fixed when tasks/retry.py defines the tasks, not a task input
+    "max_csv_rows",  # checked by `batch` before Prefect starts
+    "mcp_max_queued",  # the MCP server's own queue
 })
 _BASE_URLS = ("openai", "anthropic", "gemini", "serpapi")
 

@@ -322,4 +322,7 @@ def test_a_topic_flow_on_a_server_paces_through_its_limits(prefect_harness, tmp_
         paused = client.read_variable_by_name("researchflow-openai-paused-until")
     assert (limit.limit, limit.slot_decay_per_second) == (1, 10.0)  # made by the run's worker
     assert paused is not None and float(paused.value) >= told + 2.0 - 0.5
-    assert min(gaps) >= 0.05  # 600 a minute: a call every 0.1 s at most (less loopback jitter)
+    # 600 a minute: a call every 0.1 s, as the slots are handed out. The provider sees them
+    # later by a loopback hop whose delay varies on a loaded machine, so one gap may look short;
+    # over the run the calls cannot come faster than the slots decay.
+    assert min(gaps) >= 0.02 and after[-1] - after[0] >= 0.09 * len(gaps), gaps
