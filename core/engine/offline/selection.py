@@ -40,7 +40,9 @@ from core.search.headings import clean
 # and being on the subject's own page (its title opens with the subject's name).
 _W_WORDS, _W_QUESTION, _W_FOCUS, _W_NAMED, _W_OWN = 0.35, 0.35, 0.15, 0.15, 0.2
 _HAN = re.compile(r"[\u4e00-\u9fff]")
-_OWN_SLACK = 1  # terms a section's heading may have beyond the subject's and still be its own
+# Terms a section's heading may have beyond the subject's and still be its own: one, or as many
+# as the subject has ("对包管理问题的第一个回应" for "第一个回应 包管理": Chinese counts bigrams).
+_OWN_SLACK = 1
 # Near-duplicates: the same statement from two pages (or twice on one) is quoted once.
 DUPLICATE_COSINE, DUPLICATE_OVERLAP = 0.92, 0.5
 # Another page saying nearly the same thing corroborates a claim.
@@ -183,7 +185,7 @@ def _own_section(source: Source, offset: int, asked_as: Sequence[str]) -> float:
     asked = set(split_terms(asked_as[0]))
     for heading in chain:
         said = set(split_terms(heading.text))
-        if asked and asked <= said and len(said) <= len(asked) + _OWN_SLACK:
+        if asked and asked <= said and len(said) <= len(asked) + max(_OWN_SLACK, len(asked)):
             return 1.0
     return 0.5 if any(own_page(chain[-1].text, (p,)) >= 1.0 for p in asked_as[1:]) else 0.0
 
