@@ -28,7 +28,7 @@ from core.models import Heading, heading_chain
 
 _HTML_HEADING = re.compile(r"<h([1-3])\b[^>]*>(.*?)</h\1\s*>", re.S | re.I)
 _ANY_HEADING = re.compile(r"<h[1-6]\b[^>]*>.*?</h[1-6]\s*>", re.S | re.I)
-_SKIPPED = re.compile(r"<(script|style|nav|noscript)\b.*?</\1\s*>", re.S | re.I)
+SKIPPED = re.compile(r"<(script|style|nav|noscript)\b.*?</\1\s*>", re.S | re.I)
 _TAG = re.compile(r"<[^>]+>")
 _NUMBERING = re.compile(r"^(?:(?:chapter|part|appendix|section)\s+[\dIVXLC]+[.:]?\s+|"
                         r"[A-Z]?\d+(?:\.\d+)*\.?\s+|[A-Z]\.\d+(?:\.\d+)*\.?\s+|第\s*\d+\s*章\s*)",
@@ -100,7 +100,8 @@ def _first_at_or_after(origin: Sequence[int], at: int) -> int:
     return lo
 
 
-def _plain(fragment: str) -> str:
+def plain_text(fragment: str) -> str:
+    """Markup as its text: tags as spaces, entities decoded."""
     return htmllib.unescape(_TAG.sub(" ", fragment))
 
 
@@ -109,9 +110,9 @@ def html_headings(html: str, text: str) -> tuple[Heading, ...]:
     itself when the extractor kept it as a line, else the first words that follow it in the
     markup. A heading whose section cannot be placed (boilerplate the extractor dropped) is
     left out; placed headings keep document order."""
-    html = _SKIPPED.sub(" ", html)
+    html = SKIPPED.sub(" ", html)
     squeezed = Squeezed(text)
-    found = [(int(m.group(1)), clean(_plain(m.group(2))), html[m.end():m.end() + LOOKAHEAD])
+    found = [(int(m.group(1)), clean(plain_text(m.group(2))), html[m.end():m.end() + LOOKAHEAD])
              for m in _HTML_HEADING.finditer(html)]
     found = [f for f in found if f[1]]
     out: list[Heading] = []
@@ -145,7 +146,7 @@ def parent_title(html: str) -> str:
             if href and _BOOK_ROOT.search(href.group(1)):
                 return ""  # the whole book ("Debian 参考手册") is every page's parent: no subject
             title = _TITLE_ATTR.search(attrs)
-            name = clean(_plain(title.group(1) if title else label))
+            name = clean(plain_text(title.group(1) if title else label))
             if name and name.lower() not in ("up", "home"):
                 return name
     return ""
@@ -174,7 +175,7 @@ def _first_words(squeezed: Squeezed, after: str, at: int) -> int | None:
     """The first words under the heading, found in the text. A probe from their very start can
     miss: an admonition's label ("警告", "Note") or a table the extractor wrote otherwise
     opens the section, so later starts and a shorter probe are tried too."""
-    body = " ".join(_plain(_ANY_HEADING.sub(" ", after)).split())
+    body = " ".join(plain_text(_ANY_HEADING.sub(" ", after)).split())
     starts = [0] + [m.end() for m in re.finditer(" ", body[:_PROBE_SPAN])][:_PROBE_STARTS]
     for start in starts:
         for size in (_PROBE, _SHORT_PROBE):

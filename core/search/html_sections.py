@@ -14,16 +14,14 @@ sections are often boilerplate that trafilatura was right to drop.
 
 from __future__ import annotations
 
-import html as htmllib
 import re
 
 import trafilatura
 
-from core.search.headings import Squeezed
+from core.search.headings import SKIPPED, Squeezed, plain_text
 
 MIN_SECTIONS = 4  # fewer headings: a short page, which trafilatura reads whole
 _HEADING = re.compile(r"<h[1-3]\b", re.IGNORECASE)
-_SKIPPED = re.compile(r"<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 _SPACE = re.compile(r"\s+")
 _MIN_LINE = 8  # shorter lines ("Note", a bullet) say nothing about whether a section was kept
 _NEAR = 200  # characters past the cursor where a short line of a kept section is taken as its own
@@ -31,12 +29,14 @@ _FAR = 3_000  # ... and a longer line
 _LOST = 0.5  # a section is lost when less than this share of its text is in the page's text
 _LINKED = 0.5  # a section is navigation when more than this share of its text is link text
 _LINK = re.compile(r"<a\b[^>]*>(.*?)</a\s*>", re.IGNORECASE | re.DOTALL)
-_TAG = re.compile(r"<[^>]+>")
+# A lost section worth restoring says something: a line ending as a sentence does. A navigation
+# bar ("Navigation / index / modules / 3.11.2 Documentation / »") only names places.
+_SENTENCE_END = tuple(".。!?！？:：;；)）\"”")
 
 
 def restore_sections(html: str, text: str) -> str:
     """`text` (trafilatura's text of the whole page) with the sections it dropped put back."""
-    html = _SKIPPED.sub(" ", html)
+    html = SKIPPED.sub(" ", html)
     cuts = [m.start() for m in _HEADING.finditer(html)]
     if len(cuts) < MIN_SECTIONS:
         return text
@@ -51,8 +51,9 @@ def restore_sections(html: str, text: str) -> str:
         if not telling:
             continue
         kept = sum(len(key) for key in telling if key in squeezed)
-        if kept < _LOST * sum(map(len, telling)) and not _mostly_links(fragment):
-            inserts.append((cursor, "\n".join(lines)))
+        if kept < _LOST * sum(map(len, telling)):
+            if _says_something(telling) and not _mostly_links(fragment):
+                inserts.append((cursor, "\n".join(lines)))
             continue
         for line in lines:  # advance past this section's lines, as the whole text has them
             if line.startswith("|"):
@@ -66,16 +67,16 @@ def restore_sections(html: str, text: str) -> str:
     return _insert(text, inserts) if inserts else text
 
 
+def _says_something(keys: list[str]) -> bool:
+    return any(key.endswith(_SENTENCE_END) for key in keys)
+
+
 def _mostly_links(fragment: str) -> bool:
     """A table of contents or a navigation bar: most of its words are link text. trafilatura
     was right to drop it, and its lines would hold every heading of the page."""
-    words = len(_SPACE.sub("", _plain(fragment)))
-    linked = sum(len(_SPACE.sub("", _plain(m.group(1)))) for m in _LINK.finditer(fragment))
+    words = len(_SPACE.sub("", plain_text(fragment)))
+    linked = sum(len(_SPACE.sub("", plain_text(m.group(1)))) for m in _LINK.finditer(fragment))
     return words > 0 and linked > _LINKED * words
-
-
-def _plain(fragment: str) -> str:
-    return htmllib.unescape(_TAG.sub(" ", fragment))
 
 
 def _section_lines(fragment: str) -> list[str]:

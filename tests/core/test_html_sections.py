@@ -52,3 +52,17 @@ def test_a_chapter_is_the_outermost_heading_of_the_pages_it_lists() -> None:
     # the book itself is every page's parent, and no subject
     root = page.replace("tutorial-start.html", "index.html")
     assert all(h.level > 0 for h in extract_text("x.html", root.encode())[2])
+
+
+def test_a_navigation_bar_trafilatura_dropped_stays_out() -> None:
+    # Sphinx's top bar sits under its own "Navigation" heading: it names places, says nothing
+    nav = ('<h3>Navigation</h3><div class="related"><ul><li><a href="i.html">index</a> |</li>'
+           '<li><a href="m.html">modules</a> |</li><li>Python &#187;</li><li>3.11.2 '
+           'Documentation &#187;</li><li>The Python Standard Library &#187;</li>'
+           '<li>Theme Auto Light Dark</li></ul></div>')
+    body = "".join(f"<h2>Part {i}</h2><p>Paragraph {i} says something long enough to keep, "
+                   f"and then a little more.</p>" for i in range(5))
+    html = f"<html><body>{nav}<div class='body'>{body}</div></body></html>"
+    text = "\n".join(f"Paragraph {i} says something long enough to keep, and then a little more."
+                     for i in range(5))
+    assert restore_sections(html, text) == text
