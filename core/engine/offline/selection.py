@@ -104,10 +104,11 @@ def rank(subquestion: SubQuestion, sources: Sequence[Source],
     named = np.array([naming(phrases, d) for d in docs])
     own = {src.url: own_page(src.title, focus) for src in sources}
     # A manual that keeps many subjects on one page (a chapter per page) gives each its own
-    # section: a sentence under a heading that opens with the subject as asked ("SSH 基础", not
-    # any heading naming SSH) is on the subject's own page as much as one under such a title.
+    # section: a sentence under a heading that is the subject as asked ("SSH 基础", not any
+    # heading naming SSH) is on the subject's own page as much as one under such a title.
     asked_as = [p for p in dict.fromkeys([*subquestion.queries[:1], *focus]) if terms(p)]
-    own_here = np.array([max(own[src.url], _own_section(src, sent.start, asked_as))
+    judged: dict[str, float] = {}  # a heading's verdict, once per call (pages hold hundreds)
+    own_here = np.array([max(own[src.url], _own_section(src, sent.start, asked_as, judged))
                          for sent, src in pool])
     blend = (_W_WORDS * _unit(words) + _W_QUESTION * _minmax(q_sim)
              + _W_FOCUS * _minmax(f_sim) + _W_NAMED * named + _W_OWN * own_here)
@@ -174,20 +175,27 @@ def pick(ranked: Sequence[Candidate], limit: int,
     return sorted(chosen, key=lambda c: order[id(c)])
 
 
-def _own_section(source: Source, offset: int, asked_as: Sequence[str]) -> float:
+def _own_section(source: Source, offset: int, asked_as: Sequence[str],
+                 judged: dict[str, float]) -> float:
     """1.0 when a heading over `offset` is the subject as the question words it (its first
     query keeps the topic's phrase, in any order: "XML 数据提取" for "数据提取 XML"), so its
     subsections are the subject's too; 0.5 when the innermost heading opens with a focus phrase
-    alone ("SSH 故障排查" for SSH)."""
+    alone ("SSH 故障排查" for SSH). `judged` keeps each heading's verdict for the call."""
     chain = heading_chain(source.headings, offset)
     if not chain or not asked_as:
         return 0.0
-    asked = set(split_terms(asked_as[0]))
     for heading in chain:
-        said = set(split_terms(heading.text))
-        if asked and asked <= said and len(said) <= len(asked) + max(_OWN_SLACK, len(asked)):
-            return 1.0
-    return 0.5 if any(own_page(chain[-1].text, (p,)) >= 1.0 for p in asked_as[1:]) else 0.0
+        if heading.text not in judged:
+            judged[heading.text] = _heading_is(heading.text, asked_as)
+    verdicts = [judged[h.text] for h in chain]
+    return 1.0 if 1.0 in verdicts else verdicts[-1]
+
+
+def _heading_is(heading: str, asked_as: Sequence[str]) -> float:
+    asked, said = set(split_terms(asked_as[0])), set(split_terms(heading))
+    if asked and asked <= said and len(said) <= len(asked) + max(_OWN_SLACK, len(asked)):
+        return 1.0
+    return 0.5 if any(own_page(heading, (p,)) >= 1.0 for p in asked_as[1:]) else 0.0
 
 
 def distinct_pages(sources: Sequence[Source]) -> list[Source]:
