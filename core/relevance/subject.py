@@ -37,20 +37,24 @@ from core.relevance.question import Question, read_question
 
 VocabularyOf = Callable[[Sequence[str]], Vocabulary]
 
+# Words about the asking itself ("what does the documentation say about", "how does X work"):
+# no search or subject is made of them.
+ASKING = frozenset("""
+documentation docs doc say says said tell know knowing learn understand explain explained describe
+described work works working worked thing things main important
+""".split())
 # Words that ask about an aspect of any subject, never name one: what a question is made of.
-FRAME = frozenset("""
-pitfall pitfalls gotcha gotchas caveat caveats drawback drawbacks downside downsides
-disadvantage disadvantages advantage advantages benefit benefits limitation limitations risk
-risks problem problems issue issues mistake mistakes tip tips trick tricks tradeoff tradeoffs
-trade-off trade-offs pro pros con cons alternative alternatives example examples purpose
-purposes overview basics introduction practice practices step steps feature features aspect
-aspects detail details documentation docs doc say says said know knowing learn understand
-explain explained describe described main important things thing watch out careful work works
-working worked make makes made making happen happens module modules library libraries
-package packages long often far soon quick quickly big large small little mean means meaning
-matter matters need needs want wants help helps good bad better worst simple easy easiest hard
-common typical right proper correct recommended usual usually generally general kind kinds type types sort lot lots much many
-really actually exactly also even still within without across around idea ideas
+FRAME = ASKING | frozenset("""
+pitfall pitfalls gotcha gotchas caveat caveats drawback drawbacks downside downsides disadvantage
+disadvantages advantage advantages benefit benefits limitation limitations risk risks problem
+problems issue issues mistake mistakes tip tips trick tricks tradeoff tradeoffs trade-off trade-
+offs pro pros con cons alternative alternatives example examples purpose purposes overview basics
+introduction practice practices step steps feature features aspect aspects detail details watch out
+careful make makes made making happen happens module modules library libraries package packages
+long often far soon quick quickly big large small little mean means meaning matter matters need
+needs want wants help helps good bad better worst simple easy easiest hard common typical right
+proper correct recommended usual usually generally general kind kinds type types sort lot lots much
+many really actually exactly also even still within without across around idea ideas
 """.split())
 # The same for Chinese: cut out of a run of Han characters like function characters are.
 FRAME_CJK = ("什么", "哪些", "哪个", "如何", "怎么", "怎样", "为什么", "为何", "是否", "可以", "应该",

@@ -18,7 +18,7 @@ from core.text.cjk import has_cjk
 from core.engine.sentences import query_words
 from core.text.language import resolve_language
 from core.models import Part, ResearchPlan, SubQuestion, Topic
-from core.relevance.subject import Reading, VocabularyOf, content_words, read_topic
+from core.relevance.subject import ASKING, Reading, VocabularyOf, content_words, read_topic
 
 MAX_QUERY_WORDS = 8
 
@@ -60,11 +60,5 @@ def search_words(text: str) -> list[str]:
     "pitfalls" included, a search engine makes use of it), Chinese cut into words."""
     if has_cjk(text):
         return [w for w, _, _ in content_words(text)]
-    return [w for w in query_words(text) if w.lower() not in _ASKING]
+    return [w for w in query_words(text) if w.lower() not in ASKING]
 
-
-# Words about the asking, not the subject: "What does the documentation say about Getting
-# Started?" searched "Getting Started documentation say", and found the documentation's own pages.
-_ASKING = frozenset("documentation docs doc say says said know knowing learn understand explain "
-                    "explained describe described tell work works working thing things main "
-                    "important should".split())
