@@ -2,11 +2,12 @@
 
 `extract_files` reads each file (core.search.corpus_files: inside the folder, under its size
 cap, decodable text; otherwise the record says why it was skipped), hashes its bytes, extracts
-(title, text) — trafilatura for HTML (with the sections it dropped put back), the text itself for .md/.txt, core.search.documents for
-.pdf/.docx/.pptx (pages joined by a form feed, so passages never cross a page) — cuts the text
-into passages, lists the CJK bigrams of each passage (core.text.cjk) and computes the file's content
-key: a hash of its words, case-folded, without markup or whitespace, so a page saved as HTML and
-as its plain-text or markdown source gets one key.
+(title, text) — trafilatura for HTML (the sections it dropped put back, the page's chapter as
+its outermost heading), the text itself for .md/.txt, core.search.documents for .pdf/.docx/.pptx
+(pages joined by a form feed, so passages never cross a page) — cuts the text into passages,
+lists the CJK bigrams of each passage (core.text.cjk) and computes the file's content key: a hash
+of its words, case-folded, without markup or whitespace, so a page saved as HTML and as its
+plain-text or markdown source gets one key.
 
 It is a pure function of the files' bytes, picklable both ways, and imports no database, so a
 process pool can run it (core.search.corpus_build decides where it runs and stores the results).
