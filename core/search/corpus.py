@@ -127,9 +127,9 @@ class CorpusSearch:
         if sql is None:
             return []
         candidates = [corpus_rank.Candidate(path, ord_, title or "", body, float(score),
-                                            float(titled))
-                      for path, ord_, title, body, score, titled in self._query(sql.sql,
-                                                                                sql.params)]
+                                            float(titled), heads)
+                      for path, ord_, title, body, score, titled, heads
+                      in self._query(sql.sql, sql.params)]
         ranked = corpus_rank.rerank(query, candidates, k, embedder=self._embedder(),
                                     weight=self.semantic_weight)
         return [SearchResult(url=self._hit_url(r.candidate.path, r.candidate.ord),

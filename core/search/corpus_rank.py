@@ -9,11 +9,14 @@ sum of both. It keeps the best few passages of each document and about
 `rerank(query, candidates, k, ...)` blends each candidate's BM25, divided by the best candidate's
 (so 1.0 is "the best keyword match"), with the cosine similarity of its text to the query from
 the shared offline embedder (core.text.embedding), also divided by the best candidate's, and
-the share of the query its page's title says: `(1 - w)·bm25/bm25_max + w·max(cos, 0)/cos_max +
-t·named²`. Keyword counts
+the share of the query its page's title says (or half the share its chapter's name says, the
+heading over the whole page): `(1 - w)·bm25/bm25_max + w·max(cos, 0)/cos_max +
+t·max(named², h·chapter²)`. Keyword counts
 say a passage mentions the words; the embedding says it is about them, which demotes a passage
-stuffed with the query's words on another subject. Then one passage per document, best first;
-ties break on (path, passage) so equal inputs always give equal outputs.
+stuffed with the query's words on another subject. Then one passage per document, best first:
+a document ranks by its best passage and is shown by the passage whose headings say most of the
+query (the section named for it, in a long page). Ties break on (path, passage) so equal inputs
+always give equal outputs.
 
 `snippet(body, query)` picks the passage's sentence that best matches the query — by shared
 bigrams for a CJK query, whose sentences end in 。 without a following space — verbatim.
@@ -40,6 +43,7 @@ SEMANTIC_WEIGHT = 0.5
 # What a page's title matching the query adds to its blend, against the best title's match:
 # a reference page named for the subject beats pages that only repeat its words.
 TITLE_WEIGHT = 0.5
+CHAPTER_SHARE = 0.5  # a chapter's name over a page, against the page's own title
 TITLED_CANDIDATES = 30  # passages of the best-titled pages added to the body's candidates
 _MAX_WORDS = 32
 _MAX_GRAMS = 64
@@ -57,7 +61,8 @@ class Candidate:
     title: str
     body: str
     bm25: float
-    titled: float = 0.0  # the BM25 of the query against the page's title alone
+    titled: float = 0.0  # the BM25 of the query against the page's title and headings alone
+    heads: str = ""  # the headings over the passage and in it (its chapter's among them)
 
 
 @dataclass(frozen=True)
@@ -74,10 +79,11 @@ class CandidateQuery:
 
 
 def candidate_query(query: str, k: int) -> CandidateQuery | None:
-    """The SQL and parameters that list candidates as (path, ord, title, body, bm25, titled);
-    None when the query has nothing to search for. `titled` is the BM25 of the query against
-    the page's title alone: a page named for what is asked ("MERGE", "WAL Configuration") is
-    a candidate however often other pages say the words, and ranks by it (`rerank`)."""
+    """The SQL and parameters that list candidates as (path, ord, title, body, bm25, titled,
+    heads); None when the query has nothing to search for. `titled` is the BM25 of the query
+    against the page's title and the passage's headings alone: a page named for what is asked
+    ("MERGE", "WAL Configuration"), or a page of a chapter so named ("Getting Started"), is a
+    candidate however often other pages say the words, and ranks by it (`rerank`)."""
     words = [w for w in textlib.query_terms(query) if not cjk.RUN.fullmatch(w)][:_MAX_WORDS]
     grams = list(dict.fromkeys(cjk.bigrams(query) + textlib.code_names(query)))[:_MAX_GRAMS]
     parts, named, params, named_params = [], [], [], []
@@ -85,7 +91,7 @@ def candidate_query(query: str, k: int) -> CandidateQuery | None:
         parts.append("SELECT passage_id, fts_main_passages.match_bm25(passage_id, ?) AS s "
                      "FROM passages")
         named.append("SELECT passage_id, fts_main_passages.match_bm25(passage_id, ?, "
-                      "fields := 'title') AS s FROM passages")
+                      "fields := 'title,heads') AS s FROM passages")
         params.append(" ".join(words))
         named_params.append(" ".join(words))
     if grams:
@@ -109,7 +115,7 @@ def candidate_query(query: str, k: int) -> CandidateQuery | None:
             UNION SELECT passage_id FROM (SELECT passage_id FROM titled ORDER BY t DESC
                                           LIMIT {TITLED_CANDIDATES}))
         SELECT p.path, p.ord, p.title, p.body, coalesce(scored.score, 0) AS score,
-               coalesce(titled.t, 0) AS t
+               coalesce(titled.t, 0) AS t, coalesce(p.heads, '') AS heads
         FROM ids JOIN passages p USING (passage_id)
         LEFT JOIN scored USING (passage_id) LEFT JOIN titled USING (passage_id)
         QUALIFY row_number() OVER (PARTITION BY p.path ORDER BY score DESC, p.ord)
@@ -135,26 +141,38 @@ def rerank(query: str, candidates: Sequence[Candidate], k: int, *,
     # (0.3-0.7 on topic), and dividing by the best spreads them like BM25's share of the top.
     best_cos = max(float(cosines.max(initial=0.0)), 1e-6)
     asked = _title_terms(query)
-    scored = []
+    scored, headed = [], {}
     for c, cos in zip(candidates, cosines.tolist()):
         # How much of the query the page's title says, squared so that a title naming all of
         # it counts ("CREATE INDEX" for "create index") and one naming a word of three little
         # ("Python snakes" for "python memory leak").
         named = len(asked & _title_terms(c.title)) / len(asked) if asked and c.titled else 0.0
+        # What the page's title and the headings over this passage say of the query together:
+        # under a title that says all of it, every passage says as much.
+        headed[(c.path, c.ord)] = round(len(asked & _title_terms(f"{c.title}\n{c.heads}"))
+                                        / len(asked), 9) if asked and c.titled else 0.0
+        # A page of a chapter named for what is asked ("1.1. Installation" in "Getting
+        # Started", whose own page only lists its sections) counts half a page so titled.
+        chapter = (len(asked & _title_terms(c.heads.split(" · ", 1)[0])) / len(asked)
+                   if asked and c.titled else 0.0)
         blend = ((1 - weight) * c.bm25 / top + weight * max(cos, 0.0) / best_cos
-                 + titles * named ** 2)
+                 + titles * max(named ** 2, CHAPTER_SHARE * chapter ** 2))
         # Rounded so float noise never decides an order that the tie-break should.
         scored.append((-round(blend, 9), c.path, c.ord, Ranked(c, blend, cos)))
     scored.sort(key=lambda row: row[:3])
-    seen: set[str] = set()
+    # A document ranks by its best passage, and is read from the passage whose headings say
+    # most of the query: in a chapter of fifty sections, the one under "Debian 档案库基础"
+    # rather than a sentence elsewhere that refers to it.
+    shown: dict[str, Ranked] = {}
+    for _neg, path, ord_, ranked in scored:
+        if path not in shown or headed[(path, ord_)] > headed[(path, shown[path].candidate.ord)]:
+            shown[path] = ranked
     best: list[Ranked] = []
     for _neg, path, _ord, ranked in scored:
-        if path in seen:
-            continue
-        seen.add(path)
-        best.append(ranked)
         if len(best) == k:
             break
+        if path in shown:
+            best.append(Ranked(shown.pop(path).candidate, ranked.score, ranked.cosine))
     return best
 
 

@@ -98,3 +98,39 @@ def test_candidates_leave_room_for_other_documents() -> None:
     chinese = corpus_rank.candidate_query("并发写入", 2)
     assert chinese is not None and chinese.params[0] == "并发 发写 写入"
     assert "fts_main_passages" not in chinese.sql  # no words: the word index is not scanned
+
+
+def test_a_long_page_is_read_from_the_section_its_headings_name() -> None:
+    """Debian Reference keeps fifty sections on a page: a cross-reference to "Debian 档案库基础"
+    pages away scores best on words, but the section itself is what the search shows."""
+    title = "第 2 章 Debian 软件包管理"
+    xref = Candidate("ch02.html", 13, title, "参考 第 2.1.4 节 “Debian 档案库基础”。", 5.0, 1.7,
+                     "Debian 软件包管理 · 档案库元数据")
+    section = Candidate("ch02.html", 2, title, "让我们从系统用户的角度来看看 Debian 档案库。",
+                        4.8, 3.4, "Debian 软件包管理 · Debian 档案库基础")
+    other = Candidate("ch09.html", 0, "第 9 章 系统技巧", "系统技巧。", 4.9, 0.0, "系统技巧")
+    ranked = corpus_rank.rerank("档案库基础 Debian", [xref, section, other], 5,
+                                embedder=_Cosines([0.5, 0.4, 0.3]), weight=0.5)
+    assert [(r.candidate.path, r.candidate.ord) for r in ranked] == [("ch02.html", 2),
+                                                                      ("ch09.html", 0)]
+    # the document keeps the rank its best passage earned
+    alone = corpus_rank.rerank("档案库基础 Debian", [xref], 5, embedder=_Cosines([0.5]))
+    assert ranked[0].score == pytest.approx(alone[0].score)
+
+
+def test_a_page_of_the_chapter_named_for_the_query_ranks_with_it() -> None:
+    """PostgreSQL's "Getting Started" page only lists its sections; "1.1. Installation" links up
+    to it, and outranks a page that merely says "start" more often."""
+    toc = Candidate("tutorial-start.html", 0, "Chapter 1. Getting Started",
+                    "1.1. Installation 1.2. Architectural Fundamentals", 3.0, 3.0,
+                    "Getting Started")
+    install = Candidate("tutorial-install.html", 0, "1.1. Installation",
+                        "Before you can use PostgreSQL you need to install it.", 0.5, 1.0,
+                        "Getting Started · Installation")
+    server = Candidate("server-start.html", 1, "19.3. Starting the Database Server",
+                       "Start the server before clients connect.", 1.5, 0.0,
+                       "Server Setup and Operation · Starting the Database Server")
+    ranked = corpus_rank.rerank("Getting Started", [toc, install, server], 5,
+                                embedder=_Cosines([0.5, 0.5, 0.5]), weight=0.5)
+    assert [r.candidate.path for r in ranked] == ["tutorial-start.html", "tutorial-install.html",
+                                                  "server-start.html"]
