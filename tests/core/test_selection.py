@@ -244,3 +244,25 @@ def test_options_compared_in_one_respect_are_quoted_only_where_it_is_named() -> 
     # The premise: about the options alone, these sentences are answers.
     assert any("JSON" not in c.sentence.text for c in rank(options, [sqlite, postgres]))
     assert not any("JSON" not in c.sentence.text for c in rank(json, [sqlite, postgres]))
+
+
+def test_the_page_titled_as_asked_leads_over_the_page_of_its_key() -> None:
+    """"Database Access from PL/Tcl" is keyed by PL/Tcl, whose chapter page opens with the key;
+    the page titled with the whole subject as asked is where the answer is (PostgreSQL's report
+    quoted only the chapter and its settings)."""
+    chapter = Source(url="file:///pg/pltcl.html", title="Chapter 44. PL/Tcl — Tcl Procedural "
+                     "Language", text=(
+                         "PL/Tcl is a loadable procedural language for the PostgreSQL database "
+                         "system that enables the Tcl language to be used to write functions. "
+                         "PL/Tcl provides a trusted and an untrusted variant of the language."))
+    access = Source(url="file:///pg/pltcl-dbaccess.html", title="44.5. Database Access from "
+                    "PL/Tcl", text=(
+                        "The following commands are available to access the database from the "
+                        "body of a PL/Tcl function. "
+                        "The spi_exec command executes an SQL command given as a string."))
+    asked = SubQuestion(index=0, question="What does the documentation say about Database "
+                        "Access from PL/Tcl?", queries=("PL Tcl database access pl/tcl",
+                                                        "PL Tcl"), focus=("PL Tcl",))
+    ranked = rank(asked, [chapter, access])
+    # the chapter's sentences name PL/Tcl, not the database access asked about
+    assert ranked and {c.source.url for c in ranked} == {access.url}

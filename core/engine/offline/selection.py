@@ -33,7 +33,8 @@ import numpy as np
 from core.text.embedding import Embedder, embedder as shared_embedder
 from core.engine.sentences import Scorer, Sentence, overlap, sentences, terms
 from core.models import Source, SubQuestion, heading_chain
-from core.relevance.about import about as on_subject, agree, naming, own_page, split_terms
+from core.relevance.about import (about as on_subject, agree, naming, own_page, said,
+                                  split_terms)
 from core.search.headings import clean
 
 # Weights of the blend: words, meaning of the question, meaning of the subject, naming it,
@@ -100,7 +101,10 @@ def rank(subquestion: SubQuestion, sources: Sequence[Source],
     query = terms(" ".join([subquestion.question, *subquestion.queries, *focus]))
     words = np.array([scorer.score(i, query) for i in range(len(pool))])
     phrases = [terms(f) for f in focus]
-    docs = [scorer.docs[i].keys() for i in range(len(pool))]
+    # What a sentence names, its cross-references left out: "参见 第 2.1.4 节 “Debian 档案库基础”"
+    # says where the subject is treated, not anything about it.
+    docs = [scorer.docs[i].keys() if said(t) == t else set(terms(said(t)))
+            for i, t in enumerate(texts)]
     named = np.array([naming(phrases, d) for d in docs])
     own = {src.url: own_page(src.title, focus) for src in sources}
     # A manual that keeps many subjects on one page (a chapter per page) gives each its own
@@ -108,8 +112,17 @@ def rank(subquestion: SubQuestion, sources: Sequence[Source],
     # heading naming SSH) is on the subject's own page as much as one under such a title.
     asked_as = [p for p in dict.fromkeys([*subquestion.queries[:1], *focus]) if terms(p)]
     judged: dict[str, float] = {}  # a heading's verdict, once per call (pages hold hundreds)
-    own_here = np.array([max(own[src.url], _own_section(src, sent.start, asked_as, judged))
-                         for sent, src in pool])
+    section = np.array([_own_section(src, sent.start, asked_as, judged) for sent, src in pool])
+    own_here = np.maximum([own[src.url] for _, src in pool], section)
+    # The subject as asked may say more than its key: "Database Access from PL/Tcl", keyed by
+    # PL/Tcl. Where a page or section titled as asked was read, the key's own page (the PL/Tcl
+    # chapter) is a neighbour of the answer, not its home.
+    if asked_as and focus and len(set(split_terms(asked_as[0]))) > max(
+            len(set(split_terms(f))) for f in focus):
+        titled = {src.url: _heading_is(src.title, asked_as) == 1.0 for src in sources}
+        exact = (section == 1.0) | np.array([titled[src.url] for _, src in pool], dtype=bool)
+        if exact.any():
+            own_here = np.where(exact, 1.0, np.minimum(own_here, 0.5))
     blend = (_W_WORDS * _unit(words) + _W_QUESTION * _minmax(q_sim)
              + _W_FOCUS * _minmax(f_sim) + _W_NAMED * named + _W_OWN * own_here)
     # About the subject: a sentence naming it, under a heading that names it, or on a page
