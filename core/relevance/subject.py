@@ -115,6 +115,7 @@ def content_words(text: str) -> list[tuple[str, bool, int]]:
     Han runs cut at function characters and question wording; stop words and question-frame
     words left out."""
     out: list[tuple[str, bool, int]] = []
+    framed: list[tuple[str, bool, int]] = []  # frame words written as names ("TYPE", "Types")
     at = 0
     labels = [m.span() for m in _BOOK_LABEL.finditer(text)]
     for match in _WORD.finditer(text):
@@ -129,10 +130,15 @@ def content_words(text: str) -> list[tuple[str, bool, int]]:
                 at += 2  # the cut between two runs is never "side by side"
             continue
         low = token.lower()
-        if low not in STOPWORDS and low not in FRAME and terms(token):
-            out.append((token, _named(token, at == 0), at))
+        if low not in STOPWORDS and terms(token):
+            word = (token, _named(token, at == 0), at)
+            (framed if low in FRAME else out).append(word)
         at += 1
-    return out
+    # A frame word is part of a name it is written into: "ALTER TYPE", "UUID Type" and
+    # "Example Program" name one thing each, where "a type of lock" or "json module" do not.
+    names = {at for _, named, at in out if named}
+    out += [w for w in framed if w[1] and names & {w[2] - 1, w[2] + 1}]
+    return sorted(out, key=lambda w: w[2])
 
 
 # A book's label written into a topic ("How does Appendix D. SQL Conformance work?"): its

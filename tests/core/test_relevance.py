@@ -139,6 +139,32 @@ def test_a_books_label_in_the_topic_is_not_its_subject() -> None:
                      "Support", "", reading.keys)
 
 
+def test_a_frame_word_written_into_a_name_is_part_of_it() -> None:
+    """"ALTER TYPE" is one command: read as "ALTER" alone, its report quoted ALTER DOMAIN,
+    ALTER VIEW and ALTER TRIGGER. "json module" and "a type of lock" keep the frame word out."""
+    counts = _counted({"ALTER": 60, "TYPE": 300, "UUID": 6, "Type": 300, "json": 4,
+                       "locks": 30}, 1100)
+    assert read_topic("What is ALTER TYPE for, and what are its main pitfalls?",
+                      counts).keys == ("ALTER TYPE",)
+    assert read_topic("What is UUID Type for?", counts).keys == ("UUID Type",)
+    assert read_topic("What is Python's json module for?", counts).keys == ("json",)
+    assert "type" not in " ".join(read_topic("What type of locks exist?", counts).keys).lower()
+
+
+def test_a_cross_reference_to_the_subjects_section_is_not_evidence_about_it() -> None:
+    """"参见 第 2.1.4 节 “Debian 档案库基础”" says where the subject is treated, nothing of it:
+    the Chinese reference's report on 档案库基础 quoted only that."""
+    keys = ("档案库基础",)
+    assert not about("\"bullseye\"，参考 第 2.1.4 节 “Debian 档案库基础”。", "第 2 章 Debian 软件包管理",
+                     "", keys)
+    assert about("让我们从系统用户的角度来看看 Debian 档案库基础。", "第 2 章", "", keys)
+    assert not about("For details see Section 19.9, “Secure TCP/IP Connections with SSL”.",
+                     "20.1. The pg_hba.conf File", "", ("SSL",))
+    # a title that quotes a name in turn is one reference
+    assert not about("默认配置提供了更合理的更新 (请见 第 2.5.3 节 “档案库层的“Release”文件”).",
+                     "第 2 章", "", ("Release",))
+
+
 # -- the outline is the question's parts ----------------------------------------------------------
 
 def _headings(markdown: str) -> list[str]:
@@ -176,6 +202,11 @@ def test_a_comparison_asks_each_option_for_its_purpose_and_how_they_differ() -> 
         "Postgres for a small web app", "SQLite for a small web app",
         "How do Postgres and SQLite differ for a small web app?"]
     assert [p.kind for p in reading.parts] == ["option", "option", "differ"]
+    # the asking around the options is no purpose, and a heading never ends in "with"
+    asked = read_topic("What should I know about Extending Python with C or C++?")
+    assert [p.heading for p in asked.parts] == [
+        "C for Extending Python", "C++ for Extending Python",
+        "How do C and C++ differ for Extending Python?"]
 
 
 # -- copies are one page, and every document is cited ----------------------------------------------
@@ -298,6 +329,9 @@ def test_an_identifier_starting_with_the_subject_is_another_name() -> None:
     assert names("The sched module defines a class.", ("sched",))
     assert agree("collector", "collection") and agree("cancel", "cancellation")
     assert not agree("multipl", "multiprocessing")
+    # seven letters shared, then more than an ending: PostgreSQL's "How Extensibility Works"
+    # quoted CREATE EXTENSION and DROP EXTENSION
+    assert not agree("extensibility", "extension") and agree("configuration", "configured")
 
 
 # -- the default corpus: a module's question quotes the module's page ------------------------------
