@@ -56,8 +56,9 @@ log = logging.getLogger(__name__)
 # that open with digits (2to3) in the exact-term index; 6: sections trafilatura dropped restored;
 # 7: headings placed by their own lines, not cross-references; 8: nor by table captions;
 # 9: the chapter a page belongs to (its "up" link) as its outermost heading; 10: restored sections
-# in their place; 11: and only those that say something (not a navigation bar)
-SCHEMA_VERSION = "11"
+# in their place; 11: and only those that say something (not a navigation bar); 12: a section
+# whose sentence sits over a table of links (package names) is restored too
+SCHEMA_VERSION = "12"
 PARALLEL_MIN = 48  # fewer files to extract than this: in-process beats spawning workers
 _TASK_FILES = 8  # files per worker task: fewer, larger messages
 # The address space a worker may use: a second line of defence behind each reader's own caps

@@ -28,7 +28,9 @@ _NEAR = 200  # characters past the cursor where a short line of a kept section i
 _FAR = 3_000  # ... and a longer line
 _LOST = 0.5  # a section is lost when less than this share of its text is in the page's text
 _LINKED = 0.5  # a section is navigation when more than this share of its text is link text
-_LINK = re.compile(r"<a\b[^>]*>(.*?)</a\s*>", re.IGNORECASE | re.DOTALL)
+# An anchor with text; never an XHTML target `<a id="x"/>`, which would run on to the next </a>.
+_LINK = re.compile(r"<a\b[^>]*(?<!/)>(.*?)</a\s*>", re.IGNORECASE | re.DOTALL)
+_TABLE = re.compile(r"<table\b.*?</table\s*>", re.IGNORECASE | re.DOTALL)
 # A lost section worth restoring says something: a line ending as a sentence does. A navigation
 # bar ("Navigation / index / modules / 3.11.2 Documentation / »") only names places.
 _SENTENCE_END = tuple(".。!?！？:：;；)）\"”")
@@ -72,10 +74,12 @@ def _says_something(keys: list[str]) -> bool:
 
 
 def _mostly_links(fragment: str) -> bool:
-    """A table of contents or a navigation bar: most of its words are link text. trafilatura
-    was right to drop it, and its lines would hold every heading of the page."""
-    words = len(_SPACE.sub("", plain_text(fragment)))
-    linked = sum(len(_SPACE.sub("", plain_text(m.group(1)))) for m in _LINK.finditer(fragment))
+    """A table of contents or a navigation bar: outside its tables, most of its words are link
+    text. trafilatura was right to drop it, and its lines would hold every heading of the page.
+    A table of linked names (Debian's packages under "9.3.9. 记录配置文件的变更") is content."""
+    prose = _TABLE.sub(" ", fragment)
+    words = len(_SPACE.sub("", plain_text(prose)))
+    linked = sum(len(_SPACE.sub("", plain_text(m.group(1)))) for m in _LINK.finditer(prose))
     return words > 0 and linked > _LINKED * words
 
 

@@ -66,3 +66,27 @@ def test_a_navigation_bar_trafilatura_dropped_stays_out() -> None:
     text = "\n".join(f"Paragraph {i} says something long enough to keep, and then a little more."
                      for i in range(5))
     assert restore_sections(html, text) == text
+
+
+def test_a_sentence_over_a_table_of_linked_names_is_restored() -> None:
+    # Debian Reference's "9.3.9. 记录配置文件的变更": one sentence, then a table whose package
+    # names are links. Most of its text is link text, like a table of contents, yet it says
+    # something, and trafilatura dropped it.
+    rows = "".join(f'<tr><td><a href="https://packages.debian.org/{p}">{p}</a></td>'
+                   f'<td><a href="https://packages.debian.org/{p}">{p}-doc</a></td></tr>'
+                   for p in ("etckeeper", "timeshift", "snapper", "changetrack"))
+    # (DocBook's XHTML marks each heading with an empty anchor, <a id="..."/>)
+    lost = ('<h3><a id="_recording_changes"/>9.3.9. 记录配置文件的变更</h3><p>有特定的工具可以通过 DVCS '
+            "的帮助来记录配置文件"
+            '的变更和在 <a href="https://zh.wikipedia.org/wiki/Btrfs">Btrfs</a> 上制作系统快照。'
+            f"</p><table>{rows}</table>")
+    toc = "<h3>目录</h3><ul>" + "".join(
+        f'<li><a href="#s{i}">9.3.{i}. 第 {i} 节的标题很长很长。</a></li>' for i in range(6)) + "</ul>"
+    body = "".join(f"<h2>Part {i}</h2><p>Paragraph {i} says something long enough to keep, "
+                   f"and then a little more.</p>" for i in range(4))
+    html = f"<html><body>{toc}{body}{lost}</body></html>"
+    text = "\n".join(f"Paragraph {i} says something long enough to keep, and then a little more."
+                     for i in range(4))
+    restored = restore_sections(html, text)
+    assert "有特定的工具可以通过 DVCS 的帮助来记录配置文件的变更" in restored
+    assert "第 1 节的标题" not in restored  # the table of contents stays out
