@@ -188,10 +188,22 @@ def _name(item: str, pair: int, leading: bool = False) -> tuple[str, str]:
 
 
 def _context(rest: str) -> str:
-    """"when integrating a feature branch?" -> "integrating a feature branch"."""
+    """"when integrating a feature branch?" -> "integrating a feature branch"; the asking
+    around it left out ("know about Extending Python with" -> "Extending Python"), so a heading
+    made of it never ends in a function word."""
     rest = re.sub(r"^[\s:,]*(?:in\s+how\s+they\s+|when\s+|for\s+|in\s+|on\s+|with\s+|to\s+|"
                   r"at\s+|while\s+)?", "", rest.strip(" ?.:"), flags=re.I)
+    rest = _ASKED_ABOUT.sub("", rest)
+    while (cut := _TRAILING.sub("", rest)) != rest:
+        rest = cut
     return " ".join(rest.replace(" :", ":").split()).strip(" :")
+
+
+# "What should I know about ...", "what does the documentation say about ...": asking, not context.
+_ASKED_ABOUT = re.compile(r"^\s*(?:(?:the\s+)?(?:documentation|docs|manual)\s+)?"
+                          r"(?:know|learn|say|says|think|read)\s+about\s+", re.I)
+_TRAILING = re.compile(r"[\s,:]+(?:with|in|for|of|on|to|at|by|using|from|about|and|or|the|a|an)$",
+                       re.I)
 
 
 def _options_cjk(text: str) -> tuple[tuple[str, ...], str, str]:
