@@ -10,8 +10,9 @@ sum of both. It keeps the best few passages of each document and about
 (so 1.0 is "the best keyword match"), with the cosine similarity of its text to the query from
 the shared offline embedder (core.text.embedding), also divided by the best candidate's, and
 the share of the query its page's title says (or half the share its chapter's name says, the
-heading over the whole page): `(1 - w)·bm25/bm25_max + w·max(cos, 0)/cos_max +
-t·max(named², h·chapter²)`. Keyword counts
+heading over the whole page), and half again for the chapter's own page, whose title is the
+chapter other candidates sit in: `(1 - w)·bm25/bm25_max + w·max(cos, 0)/cos_max +
+t·(max(named², h·chapter²) + h·[own page of their chapter])`. Keyword counts
 say a passage mentions the words; the embedding says it is about them, which demotes a passage
 stuffed with the query's words on another subject. Then one passage per document, best first:
 a document ranks by its best passage and is shown by the passage whose headings say most of the
@@ -45,6 +46,7 @@ SEMANTIC_WEIGHT = 0.5
 TITLE_WEIGHT = 0.5
 CHAPTER_SHARE = 0.5  # a chapter's name over a page, against the page's own title
 TITLED_CANDIDATES = 30  # passages of the best-titled pages added to the body's candidates
+_BOOK_LABELS = frozenset({"chapt", "appen", "part"})  # "Chapter 49." is where a title sits
 _MAX_WORDS = 32
 _MAX_GRAMS = 64
 _CJK_SENTENCE = re.compile(r"[^。！？!?\n]*(?:[。！？!?]+|\n|$)")
@@ -141,6 +143,14 @@ def rerank(query: str, candidates: Sequence[Candidate], k: int, *,
     # (0.3-0.7 on topic), and dividing by the best spreads them like BM25's share of the top.
     best_cos = max(float(cosines.max(initial=0.0)), 1e-6)
     asked = _title_terms(query)
+    # The chapters other pages among the candidates sit in: a page titled with one of them is
+    # that chapter's own page ("Chapter 49. Logical Decoding" for "49.2. Logical Decoding
+    # Concepts" and its siblings), the overview of what they each treat a part of.
+    chapters: dict[frozenset[str], set[str]] = {}
+    for c in candidates:
+        if c.heads:
+            chapters.setdefault(frozenset(_title_terms(c.heads.split(" · ", 1)[0])),
+                                set()).add(c.path)
     scored, headed = [], {}
     for c, cos in zip(candidates, cosines.tolist()):
         # How much of the query the page's title says, squared so that a title naming all of
@@ -155,8 +165,11 @@ def rerank(query: str, candidates: Sequence[Candidate], k: int, *,
         # Started", whose own page only lists its sections) counts half a page so titled.
         chapter = (len(asked & _title_terms(c.heads.split(" · ", 1)[0])) / len(asked)
                    if asked and c.titled else 0.0)
+        own = frozenset(_title_terms(c.title) - _BOOK_LABELS)
+        hub = named == 1.0 and bool(own) and bool(chapters.get(own, set()) - {c.path})
         blend = ((1 - weight) * c.bm25 / top + weight * max(cos, 0.0) / best_cos
-                 + titles * max(named ** 2, CHAPTER_SHARE * chapter ** 2))
+                 + titles * (max(named ** 2, CHAPTER_SHARE * chapter ** 2)
+                             + (CHAPTER_SHARE if hub else 0.0)))
         # Rounded so float noise never decides an order that the tie-break should.
         scored.append((-round(blend, 9), c.path, c.ord, Ranked(c, blend, cos)))
     scored.sort(key=lambda row: row[:3])

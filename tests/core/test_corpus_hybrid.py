@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -134,3 +135,22 @@ def test_a_page_of_the_chapter_named_for_the_query_ranks_with_it() -> None:
                                 embedder=_Cosines([0.5, 0.5, 0.5]), weight=0.5)
     assert [r.candidate.path for r in ranked] == ["tutorial-start.html", "tutorial-install.html",
                                                   "server-start.html"]
+
+
+def test_a_chapters_own_page_ranks_above_the_pages_it_holds() -> None:
+    """Every page of PostgreSQL's "Logical Decoding" chapter is titled with it; the chapter's
+    own page (their "up" link) is the overview, though they say the words more often."""
+    own = Candidate("logicaldecoding.html", 0, "Chapter 49. Logical Decoding",
+                    "PostgreSQL provides infrastructure to stream the modifications.", 2.0, 3.0,
+                    "Server Programming")
+    parts = [Candidate(f"logicaldecoding-{n}.html", 0, f"49.{i}. Logical Decoding {n.title()}",
+                       f"Logical decoding {n}.", 3.0, 2.0, f"Logical Decoding · {n.title()}")
+             for i, n in enumerate(("concepts", "writer"), start=2)]
+    ranked = corpus_rank.rerank("Logical Decoding", [*parts, own], 5,
+                                embedder=_Cosines([0.5, 0.5, 0.5]), weight=0.5)
+    assert ranked[0].candidate.path == "logicaldecoding.html"
+    # with none of its pages among the candidates, it is a page titled with the words
+    elsewhere = dataclasses.replace(parts[0], heads="Replication · Concepts")
+    alone = corpus_rank.rerank("Logical Decoding", [elsewhere, own], 5,
+                               embedder=_Cosines([0.5, 0.5]), weight=0.5)
+    assert alone[0].candidate.path == "logicaldecoding-concepts.html"
