@@ -266,3 +266,24 @@ def test_the_page_titled_as_asked_leads_over_the_page_of_its_key() -> None:
     ranked = rank(asked, [chapter, access])
     # the chapter's sentences name PL/Tcl, not the database access asked about
     assert ranked and {c.source.url for c in ranked} == {access.url}
+
+
+def test_the_page_titled_with_the_subject_leads_the_quotes() -> None:
+    """PostgreSQL's "Chapter 39. Triggers" is the overview of triggers, but the pages under it
+    say "trigger" more often: the report quoted only them. The page titled as asked leads."""
+    chapter = Source(url="file:///pg/triggers.html", title="Chapter 39. Triggers", text=(
+        "This chapter provides general information about writing trigger functions. "
+        "Trigger functions can be written in most of the available procedural languages."))
+    behavior = Source(url="file:///pg/trigger-definition.html", title="39.1. Overview of "
+                      "Trigger Behavior", text=(
+                          "A trigger is a specification that the database should automatically "
+                          "execute a particular function whenever a certain type of operation "
+                          "is performed. Triggers can be attached to tables, views and foreign "
+                          "tables, and a trigger fires before or after the triggering event. "
+                          "Row-level triggers fire once per row, statement-level triggers once "
+                          "per statement, whatever the trigger does."))
+    asked = SubQuestion(index=0, question="How do triggers work?", queries=("triggers",),
+                        focus=("triggers",))
+    ranked = rank(asked, [behavior, chapter])
+    assert ranked[0].source.url.endswith("/triggers.html")
+    assert any(c.source.url.endswith("trigger-definition.html") for c in ranked)

@@ -117,9 +117,10 @@ def rank(subquestion: SubQuestion, sources: Sequence[Source],
     # The subject as asked may say more than its key: "Database Access from PL/Tcl", keyed by
     # PL/Tcl. Where a page or section titled as asked was read, the key's own page (the PL/Tcl
     # chapter) is a neighbour of the answer, not its home.
+    titled = {src.url: bool(asked_as) and _heading_is(src.title, asked_as) == 1.0
+              for src in sources}
     if asked_as and focus and len(set(split_terms(asked_as[0]))) > max(
             len(set(split_terms(f))) for f in focus):
-        titled = {src.url: _heading_is(src.title, asked_as) == 1.0 for src in sources}
         exact = (section == 1.0) | np.array([titled[src.url] for _, src in pool], dtype=bool)
         if exact.any():
             own_here = np.where(exact, 1.0, np.minimum(own_here, 0.5))
@@ -156,7 +157,11 @@ def rank(subquestion: SubQuestion, sources: Sequence[Source],
     out = [Candidate(float(blend[i]), sent, src, vec[i]) for i, (sent, src) in enumerate(pool)
            if relevant[i] and about[i]]
     out.sort(key=lambda c: (-round(c.score, 9), c.source.url, c.sentence.start))
-    return out
+    # A page titled with the subject as asked ("Chapter 39. Triggers", "Preface") is its own
+    # overview: its best sentence leads, however many pages that name the subject more often
+    # score above it.
+    lead = next((n for n, c in enumerate(out) if titled.get(c.source.url)), 0)
+    return [out[lead], *out[:lead], *out[lead + 1:]] if out else out
 
 
 def pick(ranked: Sequence[Candidate], limit: int,
