@@ -80,7 +80,10 @@ class Sentence:
         """One line: a list's items after its lead-in joined with semicolons."""
         lead, newline, items = self.text.partition("\n")
         if newline and _introduces_list(lead, items):
-            listed = "; ".join(" ".join(i.split()) for i in items.splitlines() if i.strip())
+            lines = [" ".join(i.split()) for i in items.splitlines() if i.strip()]
+            # an item that ends in its own punctuation ("... DESCRIPTOR identifier;") takes none
+            listed = " ".join(line if n == len(lines) - 1 or line.endswith((";", "；", ".", "。"))
+                              else f"{line};" for n, line in enumerate(lines))
             return f"{' '.join(lead.split())} {listed}"
         return " ".join(self.text.split())
 

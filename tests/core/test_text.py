@@ -72,6 +72,20 @@ def test_clean_collapses_whitespace_but_text_stays_verbatim() -> None:
     assert last.clean == "A second paragraph starts here and explains that tasks wrap coroutines for scheduling."
 
 
+def test_a_lead_in_and_its_lines_read_as_one_sentence_without_doubled_punctuation() -> None:
+    # PostgreSQL's "Using Descriptor Areas" quoted "... DESCRIPTOR identifier;; The identifier"
+    text = ("Before you can use an SQL descriptor area, you need to allocate one:\n"
+            "EXEC SQL ALLOCATE DESCRIPTOR identifier;\n"
+            "The identifier serves as the “variable name” of the descriptor area.")
+    assert [s.clean for s in sentences(text)] == [
+        "Before you can use an SQL descriptor area, you need to allocate one: EXEC SQL ALLOCATE "
+        "DESCRIPTOR identifier; The identifier serves as the “variable name” of the descriptor "
+        "area."]
+    listed = sentences("You can extend SQL by adding:\nfunctions (starting in Section 38.3)\n"
+                       "aggregates (starting in Section 38.12)\ndata types\n")
+    assert listed[0].clean.endswith("38.3); aggregates (starting in Section 38.12); data types")
+
+
 def test_pydoc_name_lines_headings_and_doctests_are_skipped() -> None:
     texts = _assert_exact(PYDOC_LIKE)
     assert texts == ["The json module exposes an API familiar to users of the standard library "
