@@ -204,12 +204,8 @@ def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft
     if fallbacks:
         parts += [f"**Fallbacks:** the extractive engine answered for the model in: "
                   f"{markdown_text(fallbacks)} (its answers stayed invalid)", ""]
-    if unanswered:
-        note = fixed_heading("unanswered_note", lang).format(
-            parts=fixed_heading("join", lang).join(unanswered))
-        parts += [f"**{fixed_heading('unanswered', lang)}:** {markdown_text(note)}", ""]
-    header_end = len(parts) - 1  # a report on thin evidence says so here, once it is counted
-    empty = 0
+    header_end = len(parts) - 1  # what went unanswered, and thin evidence, are said here
+    empty: list[str] = []
     parts += part("summary", draft.summary)
     if plan.intent == "compare":
         parts += part("comparison", draft.comparison_table)
@@ -220,7 +216,9 @@ def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft
         body = _cite(defang_markdown(section.body), numberer, flags, heading) if section else ""
         if not re.search(r"\[\d+\]", body) and INSUFFICIENT not in body:
             body = (body.strip() + " " if body.strip() else "") + INSUFFICIENT
-            empty += 1
+            # named as the part it answers, as the gate names the parts it found unanswered
+            empty.append(plan.parts[sq.part].heading if sq.part is not None
+                         and sq.part < len(plan.parts) else heading)
         parts += [f"## {markdown_text(heading)}", "", body.strip(), ""]
     if plan.intent == "recommend":
         parts += part("recommendation", draft.recommendation)
@@ -248,14 +246,24 @@ def assemble(plan: ResearchPlan, findings: Sequence[Finding], draft: ReportDraft
     if not numberer.citations:
         parts.append(INSUFFICIENT)
     pages = len({c.url.split("#", 1)[0] for c in numberer.citations})
-    thin = thin_evidence(len(numberer.citations), pages, empty, len(plan.sections))
+    thin = thin_evidence(len(numberer.citations), pages, len(empty), len(plan.sections))
+    header: list[str] = []
+    # A part the gate found answered by quotes elsewhere ("how json and pickle differ", from
+    # quotes on each) whose own section came out empty is unanswered as the report reads.
+    unanswered = tuple(dict.fromkeys([*unanswered, *(empty if plan.parts else ())]))
+    if unanswered:
+        note = fixed_heading("unanswered_note", lang).format(
+            parts=fixed_heading("join", lang).join(unanswered))
+        header.append(f"**{fixed_heading('unanswered', lang)}:** {markdown_text(note)}")
     if thin:
-        note = fixed_heading("thin", lang).format(quotes=len(numberer.citations), pages=pages,
-                                                  empty=empty, sections=len(plan.sections))
+        header.append(f"**{fixed_heading('evidence', lang)}:** " + fixed_heading(
+            "thin", lang).format(quotes=len(numberer.citations), pages=pages, empty=len(empty),
+                                 sections=len(plan.sections)))
+    if header:
         parts[header_end - 1] += "  "
-        parts.insert(header_end, f"**{fixed_heading('evidence', lang)}:** {note}")
+        parts[header_end:header_end] = ["  \n".join(header)]
     return Report(report_id=report_id, topic=plan.topic, title=draft.title,
                   markdown="\n".join(parts).rstrip() + "\n", citations=tuple(numberer.citations),
                   engine=engine, flags=tuple(flags), language=plan.language,
-                  unanswered=tuple(unanswered), sections=len(plan.sections),
-                  sections_without_evidence=empty, thin_evidence=thin)
+                  unanswered=unanswered, sections=len(plan.sections),
+                  sections_without_evidence=len(empty), thin_evidence=thin)

@@ -61,6 +61,11 @@ def test_a_thin_report_records_its_strength_in_columns(tmp_path: Path) -> None:
                       unanswered=("How they differ",))
     assert report.thin_evidence and report.sections == len(plan.sections)
     assert report.sections_without_evidence == len(plan.sections) - 1
+    # the part whose section came out empty is unanswered as the report reads, beside the one
+    # the gate found unanswered
+    empty = plan.parts[plan.sections[1].part].heading
+    assert report.unanswered == ("How they differ", empty) and empty in report.markdown.split(
+        "\n## ", 1)[0]
 
     store = ResultStore(tmp_path / "rf.duckdb")
     result = make_result("asyncio vs threading")
@@ -72,6 +77,6 @@ def test_a_thin_report_records_its_strength_in_columns(tmp_path: Path) -> None:
         "sections_without_evidence FROM reports ORDER BY topic"))
     assert rows == [
         ("Another topic", False, 0, 1, 1, 0, 0),
-        ("asyncio vs threading", True, 1, 1, 1, len(plan.sections), len(plan.sections) - 1)]
+        ("asyncio vs threading", True, 2, 1, 1, len(plan.sections), len(plan.sections) - 1)]
     _, latest = query_readonly(store.path, "SELECT topic FROM latest_reports WHERE thin_evidence")
     assert latest == [("asyncio vs threading",)]
