@@ -115,8 +115,9 @@ class CallMemo:
             sink.keep if sink is not None else _kept_in_memory, what="memo answer",
             batch_seconds=batch_seconds, patience=patience)
         self._lock = threading.Lock()
-        # In a process that may be lost mid-run (a Dask worker), what waits in the batch is
-        # written before each new call (`write_waiting`): a store write per call, paid only there.
+        # In a process that may be lost mid-run (a Dask worker), each answer is written as it
+        # is kept, and what a refused write left waits is written before each new call
+        # (`write_waiting`): a store write per call, paid only there.
         self.write_first = False
         self.served = 0  # counters for benches and tests
         self.kept = 0
@@ -203,6 +204,11 @@ class CallMemo:
                 self._known[k] = (now, answer)
             self.kept += 1
         self._rows.add(MemoRow(k, kind, provider, model, role, answer, now) for k in keys)
+        if self.write_first:
+            # A process that may be lost (a Dask worker) writes the answer before the call
+            # returns: a task whose last call this was may be killed before it reports back,
+            # and its rerun is then served the answer, not billed for it again.
+            self._rows.flush()
         self._rows.settle()
 
     def flush(self) -> None:

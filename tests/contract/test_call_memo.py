@@ -256,16 +256,19 @@ def test_a_task_run_again_after_its_worker_was_lost_looks_at_the_store_afresh(db
         assert len(server.requests) == 2
 
 
-def test_an_answer_waiting_in_the_batch_is_written_before_the_next_call_leaves(db) -> None:
-    """A process that may be killed while a call is in flight (a Dask worker) has lost no
-    answer it already paid for: the batch of waiting answers is written before a new billed
-    call is sent."""
-    second = [Message(role="user", content="What does the GIL protect? (the call in flight)")]
+def test_an_answer_is_in_the_store_before_the_call_returns_on_a_losable_worker(db) -> None:
+    """A process that may be killed (a Dask worker) has lost no answer it already paid for:
+    each is written before its call returns, so a task killed after its last call and before it
+    reported back is served that answer when it runs again. Elsewhere answers wait in a batch.
+    (Before, the answer waited for the task's next call: a last call's was lost with the worker,
+    and the Dask test that kills one mid-batch saw a call paid twice, now and then.)"""
+    since = datetime.now(timezone.utc) - timedelta(hours=1)
     with ScriptedServer(default=answering()) as server:
         model, memo, _ = model_on(server, db, batch_seconds=3_600)  # nothing written for an hour
-        memo.write_first = True  # as on a Dask worker (tasks.contexts.losable)
         ask(model)
-        assert MemoStore(db).fingerprints(datetime.now(timezone.utc) - timedelta(hours=1)) == set()
+        assert MemoStore(db).fingerprints(since) == set()
+        memo.write_first = True  # as on a Dask worker (tasks.contexts.losable)
+        second = [Message(role="user", content="What does the GIL protect? (the last call)")]
         with scoped(**SCOPE), acting_as("condense"):
             model.complete(second, max_tokens=50)
-        assert len(MemoStore(db).fingerprints(datetime.now(timezone.utc) - timedelta(hours=1))) == 1
+        assert len(MemoStore(db).fingerprints(since)) == 2  # the batch's, and this one at once
