@@ -207,6 +207,12 @@ def test_a_worker_killed_mid_batch_costs_no_repeated_call_and_says_so_in_prefect
 
     def kill_a_researching_worker() -> None:
         assert provider.holding.wait(300), "the batch never reached its fourth page"
+        # Every request from now on is held; a thread whose last call was answered just before
+        # is still writing that answer to the memo (a store write, slow on a busy machine). A
+        # kill in the middle of that write loses the answer whatever the order of writes, so
+        # the kill waits for them: what is measured is a worker lost while its calls are in
+        # flight, not while the store takes a write.
+        time.sleep(2.0)
         pids = client.run(os.getpid)
         busy = [w for w, keys in client.processing().items()
                 if any(str(k).startswith("research-subquestion-") for k in keys)]
