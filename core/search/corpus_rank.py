@@ -143,29 +143,32 @@ def rerank(query: str, candidates: Sequence[Candidate], k: int, *,
     # (0.3-0.7 on topic), and dividing by the best spreads them like BM25's share of the top.
     best_cos = max(float(cosines.max(initial=0.0)), 1e-6)
     asked = _title_terms(query)
+    # Each candidate's title, chapter (its outermost heading) and headings, as terms, once.
+    said = [(_title_terms(c.title), _title_terms(c.heads.split(" · ", 1)[0]),
+             _title_terms(c.heads)) for c in candidates]
     # The chapters other pages among the candidates sit in: a page titled with one of them is
     # that chapter's own page ("Chapter 49. Logical Decoding" for "49.2. Logical Decoding
     # Concepts" and its siblings), the overview of what they each treat a part of.
     chapters: dict[frozenset[str], set[str]] = {}
-    for c in candidates:
+    for c, (_, chapter_terms, _) in zip(candidates, said):
         if c.heads:
-            chapters.setdefault(frozenset(_title_terms(c.heads.split(" · ", 1)[0])),
-                                set()).add(c.path)
+            chapters.setdefault(frozenset(chapter_terms), set()).add(c.path)
     scored, headed = [], {}
-    for c, cos in zip(candidates, cosines.tolist()):
+    for c, cos, (title_terms, chapter_terms, heads_terms) in zip(candidates, cosines.tolist(),
+                                                                 said):
+        counted = bool(asked) and c.titled > 0  # a title or heading matched the query
         # How much of the query the page's title says, squared so that a title naming all of
         # it counts ("CREATE INDEX" for "create index") and one naming a word of three little
         # ("Python snakes" for "python memory leak").
-        named = len(asked & _title_terms(c.title)) / len(asked) if asked and c.titled else 0.0
+        named = _share(asked, title_terms) if counted else 0.0
         # What the page's title and the headings over this passage say of the query together:
         # under a title that says all of it, every passage says as much.
-        headed[(c.path, c.ord)] = round(len(asked & _title_terms(f"{c.title}\n{c.heads}"))
-                                        / len(asked), 9) if asked and c.titled else 0.0
+        headed[(c.path, c.ord)] = (round(_share(asked, title_terms | heads_terms), 9)
+                                   if counted else 0.0)
         # A page of a chapter named for what is asked ("1.1. Installation" in "Getting
         # Started", whose own page only lists its sections) counts half a page so titled.
-        chapter = (len(asked & _title_terms(c.heads.split(" · ", 1)[0])) / len(asked)
-                   if asked and c.titled else 0.0)
-        own = frozenset(_title_terms(c.title) - _BOOK_LABELS)
+        chapter = _share(asked, chapter_terms) if counted else 0.0
+        own = frozenset(title_terms - _BOOK_LABELS)
         hub = named == 1.0 and bool(own) and bool(chapters.get(own, set()) - {c.path})
         blend = ((1 - weight) * c.bm25 / top + weight * max(cos, 0.0) / best_cos
                  + titles * (max(named ** 2, CHAPTER_SHARE * chapter ** 2)
@@ -187,6 +190,11 @@ def rerank(query: str, candidates: Sequence[Candidate], k: int, *,
         if path in shown:
             best.append(Ranked(shown.pop(path).candidate, ranked.score, ranked.cosine))
     return best
+
+
+def _share(asked: set[str], said: set[str]) -> float:
+    """How much of the query's terms `said` holds."""
+    return len(asked & said) / len(asked)
 
 
 def _title_terms(text: str) -> set[str]:
