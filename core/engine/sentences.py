@@ -81,11 +81,20 @@ class Sentence:
         lead, newline, items = self.text.partition("\n")
         if newline and _introduces_list(lead, items):
             lines = [" ".join(i.split()) for i in items.splitlines() if i.strip()]
-            # an item that ends in its own punctuation ("... DESCRIPTOR identifier;") takes none
-            listed = " ".join(line if n == len(lines) - 1 or line.endswith((";", "；", ".", "。"))
-                              else f"{line};" for n, line in enumerate(lines))
+            listed = " ".join(line if _joined_as_is(line, lines[n + 1:n + 2]) else f"{line};"
+                              for n, line in enumerate(lines))
             return f"{' '.join(lead.split())} {listed}"
         return " ".join(self.text.split())
+
+
+def _joined_as_is(line: str, after: list[str]) -> bool:
+    """Whether a list's line joins the next without a semicolon: it is the last, it ends in its
+    own punctuation ("... DESCRIPTOR identifier;"), or it wraps a sentence the next line ends
+    ("... any existing text search" / "configurations that use the parser.")."""
+    if not after or line.endswith((";", "；", ".", "。", ",", "，")):
+        return True
+    nxt = after[0]
+    return nxt[:1].islower() and nxt.endswith(tuple(_TERMINAL))
 
 
 def terms(text: str) -> list[str]:

@@ -81,6 +81,13 @@ def test_a_lead_in_and_its_lines_read_as_one_sentence_without_doubled_punctuatio
         "Before you can use an SQL descriptor area, you need to allocate one: EXEC SQL ALLOCATE "
         "DESCRIPTOR identifier; The identifier serves as the “variable name” of the descriptor "
         "area."]
+    # nor a semicolon inside a sentence the lines wrap ("... text search; configurations")
+    wrapped = sentences("Remove the text search parser my_parser:\nDROP TEXT SEARCH PARSER "
+                        "my_parser;\nThis command will not succeed if there are any existing "
+                        "text search\nconfigurations that use the parser.")
+    assert wrapped[0].clean.endswith("DROP TEXT SEARCH PARSER my_parser; This command will not "
+                                     "succeed if there are any existing text search "
+                                     "configurations that use the parser.")
     listed = sentences("You can extend SQL by adding:\nfunctions (starting in Section 38.3)\n"
                        "aggregates (starting in Section 38.12)\ndata types\n")
     assert listed[0].clean.endswith("38.3); aggregates (starting in Section 38.12); data types")
