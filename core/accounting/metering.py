@@ -138,6 +138,14 @@ class MeteredModel:
                            provider=self.provider, model=self.model, role=role)
         return completion
 
+    def serve_repeat(self) -> None:
+        """A repeat answered above this model, from what it answered to the same input (an
+        engine's revision record, core.engine.model_driven.revisions): a `served` row at $0,
+        as the memo's own repeats have."""
+        self.meter.served(provider=self.provider, model=self.model, role=current_role())
+        if self.memo is not None:
+            self.memo.note_served()
+
     def _request(self, messages: Sequence[Message], max_tokens: int,
                  json_schema: dict[str, Any] | None, temperature: float) -> dict[str, Any]:
         """What decides the answer, for the memo's fingerprint: never the key."""

@@ -28,6 +28,7 @@ from tests.fakes.http import Recorded, Reply
 ROLES = {"planner of a research team": "plan", "Choose which pages to read": "choose",
          "direct a web researcher": "queries", "pick the evidence on one web page": "condense",
          "compressing a researcher's working notes": "compress",
+         "updating a researcher's findings": "compress",
          "keep a researcher's memory short": "checkpoint", "You lead a research team": "review",
          "write a research report": "report", "rescue a web researcher's searches": "rewrite"}
 # The plan always has a dimension the pages say nothing about: its researcher condenses
@@ -212,7 +213,8 @@ def answer(role: str, provider: str, body: dict[str, Any], *,
         return json.dumps({"read": [int(n) for n in numbers[:keep]],
                            "why": "the first results name the sub-question's terms"})
     if role == "queries":  # one follow-up round, then enough
-        if "details" in last:
+        ran = last.split("Queries already run:", 1)[-1].split("\n\n", 1)[0]
+        if "details" in ran:
             return json.dumps({"reflection": "The notes answer it.", "enough": True,
                                "queries": []})
         question = re.search(r"Sub-question: (.*)", last)
@@ -233,6 +235,11 @@ def answer(role: str, provider: str, body: dict[str, Any], *,
         ids = [int(n) for n, text in re.findall(r"^\[(\d+)\] (.*)$", page, re.M)
                if re.match(r"[A-Z\u4e00-\u9fff][^\n]{8,}[.。]$", text)]
         ids = ids if len(ids) <= 8 else ids[:4] + ids[-4:]  # from the top and the bottom
+        # Asked again about a changed page (only its new and edited sentences shown): an edited
+        # sentence keeps the verdict its earlier version had.
+        passed = re.search(r"earlier version you did not choose: ([\d, ]+)", last)
+        if passed:
+            ids = [n for n in ids if str(n) not in re.findall(r"\d+", passed.group(1))]
         return json.dumps({"ids": ids, "note": "页面给出了时间。" if chinese else
                            "The page gives timings."})
     if role == "compress":

@@ -7,6 +7,8 @@
     schemas.py      the JSON shapes the roles answer in
     answers.py      reading answers: JSON out of prose, the plan's rules, markdown sections
     quotes.py       quotes checked against the pages they claim, stored as the page's text
+    revisions.py    what a step was last shown and answered, and what changed since
+    revising.py     condense, next queries, compress and review asked about what changed only
     writer.py       the report writer: in one call, or section by section when long
     routed.py       RoutedEngine: each role on its own model
     engines.py      the engines a RunConfig names, each model behind the run's meter

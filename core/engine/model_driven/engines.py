@@ -12,6 +12,7 @@ from pathlib import Path
 
 from core.accounting.metering import Billing
 from core.engine.model_driven.llm_engine import LLMEngine
+from core.engine.model_driven.revisions import Revisions
 from core.engine.model_driven.routed import RoutedEngine
 from core.llm.base import ChatModel
 from core.llm.discovery import discover_window
@@ -29,7 +30,8 @@ def model_engine(config: RunConfig, limits: ContextLimits, billing: Billing,
         _window_from_server(model, limits)
         return LLMEngine(billing.model(model), limits=limits, estimator=billing.estimator,
                          max_output_tokens=config.max_output_tokens,
-                         spill_dir=Path(config.cache_dir) / "spill")
+                         spill_dir=Path(config.cache_dir) / "spill",
+                         revisions=Revisions(billing.memo, model))
 
     engine = engine_for(config.model)
     if not config.role_models:

@@ -33,8 +33,10 @@ from core.engine.model_driven import prompts
 from core.engine.model_driven.answers import (InvalidOutput, distinct_subquestions,
                                               plan_complaint)
 from core.models import ReportDraft
-from core.engine.model_driven.calls import ModelCalls, invalid_output
+from core.engine.model_driven.calls import invalid_output
 from core.engine.model_driven.quotes import verified_claim
+from core.engine.model_driven.revising import RevisingCalls, claims_answer, note_lines
+from core.engine.model_driven.revisions import line_hash
 from core.engine.model_driven.schemas import (ChooseOut, CompressOut, CondenseOut, ControllerOut, PlanOut,
                                  ReviewOut, RewriteOut, json_schema, plan_schema)
 from core.engine.sentences import units
@@ -57,7 +59,7 @@ SNIPPET_CHARS = 300
 log = logging.getLogger("researchflow.engine")
 
 
-class LLMEngine(ModelCalls):
+class LLMEngine(RevisingCalls):
     """`ResearchEngine` over a `ChatModel`. Safe to share between worker threads."""
 
     def for_role(self, role: str) -> "LLMEngine":
@@ -113,9 +115,17 @@ class LLMEngine(ModelCalls):
         schema = self._tokens(json.dumps(json_schema(ControllerOut)))
         notes = self._fit_text(_notes(transcript), [system, Message(role="user", content=frame)],
                                tokens, reserve=schema, scale=scale)
-        user = prompts.controller_user(sq.question, round_index, transcript.queries_run, notes)
-        out, _ = self._ask([system, Message(role="user", content=user)], ControllerOut,
-                           what="decision on further searches", max_tokens=tokens)
+        lines = [n.text for n in note_lines(transcript)]
+        lineage = self._lineage("queries", sq.question, sq.language, round=round_index,
+                                ran=list(transcript.queries_run))
+        out = self._revised_decision(lineage, transcript, round_index, lines, tokens) \
+            if notes == _notes(transcript) else None  # notes cut to fit: asked in full
+        if out is None:
+            user = prompts.controller_user(sq.question, round_index, transcript.queries_run,
+                                           notes)
+            out, _ = self._ask([system, Message(role="user", content=user)], ControllerOut,
+                               what="decision on further searches", max_tokens=tokens)
+            self._keep(lineage, lines, out.model_dump())
         if out.reflection:
             log.info("sub-question %d, round %d: %s", sq.index, round_index + 1, out.reflection)
         if out.enough:
@@ -142,8 +152,16 @@ class LLMEngine(ModelCalls):
         notes = self._fit_text(_notes(transcript), frame, tokens,
                                reserve=self._tokens(json.dumps(json_schema(ChooseOut))), scale=0.5)
         user = Message(role="user", content=prompts.choose_user(sq.question, listing, notes))
-        out, _ = self._ask([system, user], ChooseOut, what="choice of pages to read",
-                           max_tokens=tokens)
+        lines = [line for line in user.content.splitlines() if line.strip()]
+        lineage = self._lineage("choose", sq.question, sq.language, limit=limit,
+                                urls=[h.url for h in candidates])
+        carried = self._carried(lineage, lines)
+        if carried is not None:
+            out = ChooseOut.model_validate(carried)
+        else:
+            out, _ = self._ask([system, user], ChooseOut, what="choice of pages to read",
+                               max_tokens=tokens)
+            self._keep(lineage, lines, out.model_dump())
         picked = [n - 1 for n in out.read if 1 <= n <= len(candidates)]
         if out.why:
             log.info("sub-question %d reads %s: %s", sq.index, [n + 1 for n in picked], out.why)
@@ -185,16 +203,28 @@ class LLMEngine(ModelCalls):
         pieces = units(source.text)
         numbered = self._fit_text(_numbered(pieces), [system, Message(role="user", content=frame)],
                                   tokens, reserve=self._tokens(json.dumps(json_schema(CondenseOut))))
-        shown = {int(n) for n in re.findall(r"^\[(\d+)\] ", numbered, re.M)}
-        messages = [system, Message(role="user", content=prompts.condense_user(
-            subquestion.question, source.title, source.url, numbered))]
-        out, _ = self._ask(messages, CondenseOut, what=f"notes on {source.url}",
-                           max_tokens=tokens)
+        shown = sorted({int(n) for n in re.findall(r"^\[(\d+)\] ", numbered, re.M)
+                        if 1 <= int(n) <= len(pieces)})
+        lines = [pieces[n - 1].clean for n in shown]
+        lineage = self._lineage("condense", subquestion.question, subquestion.language,
+                                url=source.url)
+        revised = self._revised_ids(lineage, subquestion, source, shown, lines, tokens)
+        if revised is not None:
+            ids, note = revised
+        else:
+            messages = [system, Message(role="user", content=prompts.condense_user(
+                subquestion.question, source.title, source.url, numbered))]
+            out, _ = self._ask(messages, CondenseOut, what=f"notes on {source.url}",
+                               max_tokens=tokens)
+            offered = set(shown)
+            ids, note = [n for n in dict.fromkeys(out.ids) if n in offered], out.note.strip()
+            self._keep(lineage, lines, {"chosen": [line_hash(pieces[n - 1].clean)
+                                                   for n in ids], "note": note})
         # The page's own text: `units` spans hold no line break, so each is one line of notes.
-        picked = [pieces[n - 1].text for n in out.ids if n in shown and n <= len(pieces)]
+        picked = [pieces[n - 1].text for n in ids]
         if not picked:
             return ""
-        note = f"({out.note.strip()})\n" if out.note.strip() else ""
+        note = f"({note})\n" if note else ""
         return note + "\n".join(picked[:MAX_IDS])
 
     def condense_room(self, subquestion: SubQuestion, source: Source, *,
@@ -219,18 +249,28 @@ class LLMEngine(ModelCalls):
         schema = json_schema(CompressOut)
         budget = (self._input_budget(out_tokens) - self._tokens(request)
                   - self._tokens(json.dumps(schema)))
+        notes = note_lines(transcript)
+        lineage = self._lineage("compress", sq.question, sq.language)
+        revised = None
         if self._tokens(head) > budget:
             head = self._compact(head, budget, sq.language)
-        out, _ = self._ask([*head, request], CompressOut, what="finding", max_tokens=out_tokens)
-        # A weak model may repeat one claim: each is kept once.
-        claims = tuple(dict.fromkeys(
-            verified_claim(c.text, c.evidence, c.confidence, transcript.sources)
-            for c in out.claims))
-        if claims and _notes(transcript) and not any(c.evidence for c in claims):
-            # Valid JSON, but nothing in it can be cited: a weak model's paraphrases. The
-            # extractive engine quotes the same notes verbatim (core.engine.fallback).
-            raise invalid_output(self, "finding", f"{len(claims)} claim(s), none quoting "
-                                 "its sources verbatim")
+        else:  # a compacted transcript is compressed in full
+            revised = self._revised_claims(lineage, transcript, notes, out_tokens)
+        if revised is not None:
+            claims = tuple(dict.fromkeys(revised))
+        else:
+            out, _ = self._ask([*head, request], CompressOut, what="finding",
+                               max_tokens=out_tokens)
+            # A weak model may repeat one claim: each is kept once.
+            claims = tuple(dict.fromkeys(
+                verified_claim(c.text, c.evidence, c.confidence, transcript.sources)
+                for c in out.claims))
+            if claims and _notes(transcript) and not any(c.evidence for c in claims):
+                # Valid JSON, but nothing in it can be cited: a weak model's paraphrases. The
+                # extractive engine quotes the same notes verbatim (core.engine.fallback).
+                raise invalid_output(self, "finding", f"{len(claims)} claim(s), none quoting "
+                                     "its sources verbatim")
+            self._keep(lineage, [n.text for n in notes], claims_answer(claims))
         return Finding(subquestion_index=sq.index, subquestion=sq.question, claims=claims,
                        raw_notes=_notes(transcript))
 
@@ -247,8 +287,16 @@ class LLMEngine(ModelCalls):
                                 reserve=self._tokens(json.dumps(json_schema(ReviewOut))),
                                 scale=scale)
         user = Message(role="user", content=prompts.review_user(plan, digest, gaps, wave))
-        out, _ = self._ask([system, user], ReviewOut, what="review of the findings",
-                           max_tokens=tokens)
+        lines = [line for line in user.content.splitlines() if line.strip()]
+        lineage = self._lineage("review", "\n".join([plan.topic, *(
+            sq.question for sq in plan.subquestions)]), plan.language, wave=wave, limit=limit)
+        carried = self._carried(lineage, lines)
+        if carried is not None:
+            out = ReviewOut.model_validate(carried)
+        else:
+            out, _ = self._ask([system, user], ReviewOut, what="review of the findings",
+                               max_tokens=tokens)
+            self._keep(lineage, lines, out.model_dump())
         if out.done and not out.followups:
             return []
         asked = {_query_key(sq.question) for sq in plan.subquestions}

@@ -130,6 +130,27 @@ def controller_user(subquestion: str, round_index: int, queries_run: Sequence[st
             f"Queries already run:\n{ran}\n\nNotes so far:\n{notes or '(no notes yet)'}")
 
 
+CONTROLLER_REVISE_SYSTEM = """\
+You direct a web researcher working on one sub-question, and decided before what to do after \
+this round. The notes have changed since: the lines shown entered them, and others left. Decide \
+again whether the notes answer the sub-question well enough to write a sourced paragraph, and \
+if not, which searches to run next. Keep your earlier decision unless the change matters.
+
+Return only a JSON object: {"reflection": str, "enough": bool, "queries": [str]}
+- "reflection": one or two sentences on what the change means.
+- "queries": [] when enough; else 1 to 3 new short web-search queries, none already run.
+"""
+
+
+def controller_revise_user(subquestion: str, round_index: int, queries_run: Sequence[str],
+                           earlier: str, entered: Sequence[str], left: int) -> str:
+    ran = "\n".join(f"- {q}" for q in queries_run) or "(none yet)"
+    lines = "\n".join(entered) or "(none)"
+    return (f"Sub-question: {subquestion}\n\nResearch round: {round_index + 1}\n\n"
+            f"Queries already run:\n{ran}\n\nYour earlier decision: {earlier}\n\n"
+            f"Lines that entered the notes:\n{lines}\n\nLines that left the notes: {left}")
+
+
 REWRITE_SYSTEM = """\
 You rescue a web researcher's searches. The searches below found nothing readable for the \
 sub-question: they returned no results, or only results that could not be read or were not \
@@ -174,6 +195,28 @@ def condense_user(subquestion: str, title: str, url: str, numbered_text: str) ->
             f"Page sentences:\n<<<\n{numbered_text}\n>>>")
 
 
+CONDENSE_REVISE_SYSTEM = """\
+You pick the evidence on one web page for a researcher, and you did before: the page has \
+changed since. Only its new and edited sentences are shown, numbered as on the page; your \
+earlier choice among the others stands. Choose those that help answer the sub-question: facts, \
+figures, dates, names, definitions. An edited sentence keeps its earlier verdict unless the edit \
+changes what it is about.
+
+Return only a JSON object: {"ids": [int]}: the numbers of the useful sentences shown, [] for none.
+"""
+
+
+def condense_revise_user(subquestion: str, title: str, chosen: Sequence[int],
+                         passed: Sequence[int], numbered_text: str) -> str:
+    def listed(ids: Sequence[int]) -> str:
+        return ", ".join(map(str, ids)) or "none"
+
+    return (f"Sub-question: {subquestion}\n\nPage title: {title}\n\n"
+            f"Edited sentences whose earlier version you chose: {listed(chosen)}\n"
+            f"Edited sentences whose earlier version you did not choose: {listed(passed)}\n\n"
+            f"Page sentences:\n<<<\n{numbered_text}\n>>>")
+
+
 # --- compress ---------------------------------------------------------------------------------
 
 COMPRESS_SYSTEM = """\
@@ -206,6 +249,28 @@ COMPRESS_REQUEST = ("Now compress all of the research above into the JSON object
 
 def compress_system(subquestion: str) -> str:
     return COMPRESS_SYSTEM.replace("{subquestion}", subquestion)
+
+
+COMPRESS_REVISE_SYSTEM = """\
+You are updating a researcher's findings after the pages they quote changed. You get the \
+sub-question, the earlier claims whose quotes are no longer in the notes, and the sentences that \
+entered the notes, each under the URL of its page. Write the claims those sentences support \
+about the sub-question, in place of the earlier ones where the pages now say otherwise.
+
+Return only a JSON object:
+{"claims": [{"text": str, "evidence": [{"url": str, "quote": str}], \
+"confidence": "high" | "medium" | "conflict"}]}
+- Each quote is copied VERBATIM from the sentences given, with its URL; quotes are checked \
+against the pages and any quote not found is discarded.
+- Every number, date or name in a claim appears in one of its quotes.
+- "claims" is [] when the sentences add nothing. Do not use your own knowledge.
+"""
+
+
+def compress_revise_user(subquestion: str, stale: Sequence[str], entered: str) -> str:
+    earlier = "\n".join(f"- {c}" for c in stale) or "(none)"
+    return (f"Sub-question: {subquestion}\n\nEarlier claims whose quotes left the notes:\n"
+            f"{earlier}\n\nSentences that entered the notes:\n{entered}")
 
 
 # --- checkpoint (compaction's summarizer) -----------------------------------------------------
