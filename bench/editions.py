@@ -1,4 +1,4 @@
-"""Benchmark: a scheduled batch on four days. What does each new edition cost?
+"""Benchmark: a scheduled batch on five days. What does each new edition cost?
 
 A CSV of two topics ("... for waiting on sockets", "... for blocking calls") runs through the
 real batch flow and the real openai SDK against the loopback research provider
@@ -7,7 +7,9 @@ real batch flow and the real openai SDK against the loopback research provider
 - day 1: the first edition;
 - day 2: a new edition, nothing changed;
 - day 3: a new edition, one number edited on one page (a sentence the findings quote);
-- day 4: a new edition, another number edited on that page (a sentence nothing quotes).
+- day 4: a new edition, another number edited on that page (a sentence nothing quotes);
+- day 5: a new edition, a quoted sentence of that page reworded, its figure kept (no target:
+  what an edit in words costs, where the model is asked about the sentence again).
 
 It runs twice, and prints each run under its own heading:
 
@@ -24,8 +26,11 @@ the ledger, the share of day 1's tokens (targets: an unchanged edition at most 5
 with one changed page at most 15%), how many reports the store holds, whether the day's reports
 are new ones (an edition per run) or yesterday's reused, and how many calls were byte-identical
 to a request answered before (paid again although the call memo could have served them; target
-0). A second table says which steps each day paid for, how many sub-questions condensed a
-changed page again (the page's path), and how many calls no changed page explains (target 0).
+0). A second table says which steps each day paid for, how many sub-questions hold a changed
+page in their notes (the page's path) and how many of them paid to condense it again, and how
+many calls no changed page explains (target 0). An edit of figures alone is judged in code for
+relevance and coverage (core/engine/model_driven/revisions.py): only the findings that quote it
+and the report are asked again.
 
     python bench/editions.py
 """
@@ -83,7 +88,11 @@ def _days(scenario, subjects) -> list:
              lambda: scenario.edit_number(subjects[0], 0, 9)),
             # example 10's figure: the condensing quotes the top and the bottom of a page
             ("day 4: one page changed, unquoted", "2026-12-04",
-             lambda: scenario.edit_number(subjects[0], 70, 71))]
+             lambda: scenario.edit_number(subjects[0], 70, 71)),
+            # the wording of a quoted sentence, its figure kept: a revision asks the model
+            ("day 5: one sentence reworded", "2026-12-05",
+             lambda: scenario.edit_words(subjects[0], 1, "waits on input or output",
+                                         "stalls on a socket read"))]
     rows = []
     for label, edition, change in days:
         if change is not None:
@@ -113,7 +122,8 @@ def _print(rows: list, *, targets: bool) -> bool:
     researched = len(set(unchanged.report_ids) - set(first.report_ids)) == len(first.report_ids)
     quiet = researched and unchanged.share_of(first) <= UNCHANGED
     one_page = changed.share_of(first) <= ONE_PAGE
-    read = f"{_touched(changed)} of {_touched(first, 'choose')} sub-questions read the page"
+    read = (f"{len(changed.on_path)} of {_touched(first, 'choose')} sub-questions hold the "
+            "page in their notes")
     if not targets:
         print(f"\n(no target: day 2 at {unchanged.share_of(first):.1%}, day 3 at "
               f"{changed.share_of(first):.1%}; {read})")
@@ -130,15 +140,16 @@ def _print_steps(rows: list) -> None:
     """Which steps each day paid for: a changed page's path is its condensing in every
     sub-question that read it, their searches decided and findings compressed again when the
     notes changed, and those topics' review and report."""
-    head = ("day", *ROLES, "sub-questions that paid to condense", "calls off the changed "
-            "page's path (target 0)")
+    head = ("day", *ROLES, "sub-questions on the page's path", "of them paid to condense",
+            "calls off the changed page's path (target 0)")
     print("\n| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     total = _touched(rows[0][1], "choose")
     for n, (label, d) in enumerate(rows):
         steps = d.steps()
         print(f"| {label} | " + " | ".join(str(steps.get(r, 0)) for r in ROLES) +
-              f" | {_touched(d)} of {total} | {d.off_path() if n else '(all new)'} |")
+              f" | {len(d.on_path) if n else '(all)'} of {total} | {_touched(d)} | "
+              f"{d.off_path() if n else '(all new)'} |")
 
 
 def _print_floor(first, changed) -> None:

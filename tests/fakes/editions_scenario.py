@@ -44,6 +44,9 @@ class Day:
         default=(), repr=False)
     # The LLM tokens (in + out) of those calls, by role, from the ledger.
     tokens_by_role: tuple[tuple[str, int], ...] = field(default=(), repr=False)
+    # The sub-questions (topic, index) on a changed page's path: those whose notes hold a page
+    # edited since the day before, and those that paid to condense one.
+    on_path: frozenset[tuple[str, int]] = field(default=frozenset(), repr=False)
 
     def steps(self) -> dict[str, int]:
         """Calls paid for, by role (plan, choose, condense, queries, compress, review, report)."""
@@ -54,11 +57,12 @@ class Day:
 
     def off_path(self, pages_changed: int = 1) -> int:
         """Calls paid for that no changed page explains. A sub-question that read a changed page
-        condenses that page again (one call per page changed: these pages are condensed whole)
-        and, when its notes changed, decides its searches and compresses again; a topic with
-        such a sub-question is reviewed and written again. Anything else (a plan, a choice of pages, an unchanged page condensed,
-        a sub-question that condensed nothing paying for its other steps) is waste."""
-        touched = {(t, i) for t, i, role, _ in self.paid if role == "condense"}
+        may condense that page again (at most one call per page changed) and, when its notes
+        changed, decide its searches and compress again; a topic with such a sub-question is
+        reviewed and written again. Anything else (a plan, a choice of pages, an unchanged page
+        condensed, a sub-question off the page's path paying for its other steps) is waste."""
+        touched = set(self.on_path) | {(t, i) for t, i, role, _ in self.paid
+                                       if role == "condense"}
         topics = {t for t, _ in touched}
         waste = 0
         for topic, index, role, n in self.paid:
@@ -92,6 +96,7 @@ class EditionsScenario:
         self.batch_id = "nightly"
         # One provider address for every day: base URLs are part of every cache key.
         self.server = ScriptedServer(default=self.provider)
+        self.edited: set[str] = set()  # pages edited since the last day (their file names)
 
     def __enter__(self) -> "EditionsScenario":
         self.server.__enter__()
@@ -113,6 +118,18 @@ class EditionsScenario:
         if needle not in text:
             raise ValueError(f"{path.name} has no {needle!r}")
         path.write_text(text.replace(needle, f"for {new} milliseconds", 1), encoding="utf-8")
+        self.edited.add(path.name)
+
+    def edit_words(self, subject: str, example: int, old: str, new: str) -> None:
+        """Reword one sentence of a subject's page (example `example`'s), its figure kept."""
+        path = self.page(subject)
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        at = next((n for n, line in enumerate(lines) if f" example {example} " in line), None)
+        if at is None or old not in lines[at]:
+            raise ValueError(f"{path.name}: example {example} has no {old!r}")
+        lines[at] = lines[at].replace(old, new, 1)
+        path.write_text("".join(lines), encoding="utf-8")
+        self.edited.add(path.name)
 
     def add_page(self, subject: str, sentences: int = 20) -> Path:
         write_pages(self.corpus, (subject,), sentences=sentences)
@@ -160,7 +177,8 @@ class EditionsScenario:
                    report_ids=tuple(r["report_id"] for r in rows),
                    changed=tuple(r.get("changed", "") for r in rows),
                    repeated=self.provider.repeated_successes - before[4],
-                   paid=self._paid(run_id), tokens_by_role=self._tokens(run_id))
+                   paid=self._paid(run_id), tokens_by_role=self._tokens(run_id),
+                   on_path=self._on_path())
 
     def _cost(self) -> float:
         if not self.db.exists():
@@ -177,6 +195,18 @@ class EditionsScenario:
                                  "WHERE c.run_id = ? AND c.outcome = 'ok' GROUP BY ALL "
                                  "ORDER BY ALL", [run_id])
         return tuple((topic or "", index, role, int(n)) for topic, index, role, n in rows)
+
+    def _on_path(self) -> frozenset[tuple[str, int]]:
+        """The sub-questions whose notes hold a page edited since the last day (then forgotten)."""
+        edited, self.edited = self.edited, set()
+        if not edited or not self.db.exists():
+            return frozenset()
+        from core.store import query_readonly
+
+        _, rows = query_readonly(self.db, "SELECT DISTINCT t.topic, f.subquestion_index, "
+                                 "f.raw_notes FROM findings f JOIN topics t USING (topic_id)")
+        return frozenset((topic, int(index)) for topic, index, notes in rows
+                         if any(f"/{name}>" in (notes or "") for name in edited))
 
     def _tokens(self, run_id: str) -> tuple[tuple[str, int], ...]:
         if not self.db.exists():

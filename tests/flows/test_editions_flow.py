@@ -92,10 +92,11 @@ def test_editions_research_again_pay_for_what_changed_and_say_what_changed(tmp_p
 def test_an_edited_page_costs_its_path_and_the_cascade_stops_where_outputs_are_the_same(
         tmp_path, prefect_harness):
     """Issue 33, item 2: an edition recomputes what a changed page touches and nothing else.
-    Every sub-question reads the edited page here (three pages, all read), so each condenses it
-    again, once; the two unchanged pages are served. An edit to a quoted sentence goes on to
-    the sub-questions' searches and findings and the topics' reviews and reports; an edit to a
-    sentence nothing quotes stops at the condensing, whose notes come out the same."""
+    Every sub-question reads the edited page here (three pages, all read). An edited figure
+    leaves what each sentence is about, and so what the notes cover, as it was: no page is
+    condensed by the model again, no search decided again, no review asked again; the findings
+    that quote the sentence are written again (with the new figure), and the reports. An edit
+    to a figure nothing quotes costs nothing at all, and the reports say nothing changed."""
     with EditionsScenario(tmp_path) as days:
         first = days.day("2026-12-01")
         days.edit_number(SUBJECTS[0], 0, 9)  # example 0: quoted (the top of the page)
@@ -108,13 +109,15 @@ def test_an_edited_page_costs_its_path_and_the_cascade_stops_where_outputs_are_t
 
     steps = quoted.steps()
     assert quoted.off_path() == 0, quoted.paid
-    assert steps["condense"] == len(read), steps  # the changed page, not the unchanged two
-    assert not {"plan", "choose"} & set(steps), steps
-    assert steps["review"] == 2 and steps["report"] == 2, steps
+    assert set(steps) == {"compress", "report"}, steps
+    assert 0 < steps["compress"] <= len(read) and steps["report"] == 2, steps
     assert quoted.changed == ("1 change", "1 change")
+    for report_id in quoted.report_ids:  # the new figure, never the old one
+        text, _ = _without_changes(days.report(report_id)["markdown"])
+        assert "for 9 milliseconds" in text and "example 0 shows that a threading or asyncio " \
+            "program waits on input or output for 0 milliseconds" not in text
 
-    assert unquoted.steps() == {"condense": len(read)}, unquoted.paid
-    assert unquoted.share_of(first) <= 0.15, unquoted
+    assert unquoted.calls == 0 and unquoted.steps() == {}, unquoted.paid
     assert unquoted.changed == ("no change", "no change")
     # An edition per run, even when its reports were served from the cache.
     assert not set(unquoted.report_ids) & set(quoted.report_ids) and unquoted.reports == 6
@@ -123,16 +126,22 @@ def test_an_edited_page_costs_its_path_and_the_cascade_stops_where_outputs_are_t
 def test_a_page_one_topic_reads_costs_that_topics_path_only(tmp_path, prefect_harness):
     """Issue 33, item 2, in its own premise: one page of three changed, read by one topic of
     two. The provider chooses pages by subject (as a model reading titles would), so each topic
-    reads its own page; an edit to the first topic's page is paid for on that topic's path (its
-    condensings, the searches decided and findings compressed again where the notes changed, its
-    review and report) and the other topic's edition costs nothing."""
+    reads its own page. An edited figure on the first topic's page is paid for on that topic's
+    path alone: the findings quoting it and its report, at most 15% of the first edition. A
+    sentence reworded there is asked about again (each page's changed sentence, each search
+    decision and finding that saw it, the review), the model shown the changed lines and its
+    earlier answer, not the page or the notes again."""
     with EditionsScenario(tmp_path, by_subject=True) as days:
         first = days.day("2026-12-01")
         days.edit_number(SUBJECTS[0], 0, 9)  # example 0: quoted (the top of the page)
         sent = len(days.server.requests)
         edited = days.day("2026-12-02")
         asked = [r.body for r in days.server.requests[sent:]]
-    assert [d.state for d in (first, edited)] == ["COMPLETED"] * 2
+        days.edit_words(SUBJECTS[0], 1, "waits on input or output", "stalls on a socket read")
+        sent = len(days.server.requests)
+        reworded = days.day("2026-12-03")
+        reasked = [r.body for r in days.server.requests[sent:]]
+    assert [d.state for d in (first, edited, reworded)] == ["COMPLETED"] * 3
     # Every call the edit cost was shown the edited sentence: none could have been served.
     assert len(asked) == edited.calls and edited.repeated == 0, edited
     assert all(b"for 9 milliseconds" in body for body in asked)
@@ -142,14 +151,27 @@ def test_a_page_one_topic_reads_costs_that_topics_path_only(tmp_path, prefect_ha
     assert first.steps()["condense"] == len(read) == 10, first.paid
 
     assert {topic for topic, _, _, _ in edited.paid} == {mine}, edited.paid
+    assert {topic for topic, _ in edited.on_path} == {mine}
     assert edited.off_path() == 0, edited.paid
     steps = edited.steps()
-    assert steps["condense"] == len({i for t, i in read if t == mine}) == 5, steps
-    assert not {"plan", "choose"} & set(steps), steps
-    assert steps["review"] == 1 and steps["report"] == 1, steps
+    assert set(steps) == {"compress", "report"} and steps["report"] == 1, steps
     assert edited.changed == ("1 change", "no change")  # in the CSV's order
-    # Half of what the same edit costs when every sub-question of both topics reads the page.
-    assert edited.share_of(first) <= 0.45, edited
+    assert edited.share_of(first) <= 0.15, edited
+
+    steps = reworded.steps()
+    assert reworded.off_path() == 0, reworded.paid
+    assert {topic for topic, _, _, _ in reworded.paid} == {mine}, reworded.paid
+    assert steps["condense"] == 5 and steps["review"] == 1 and steps["report"] == 1, steps
+    # Each condensing was shown the reworded sentence alone, not the page's other nineteen.
+    condensed = [b for b in reasked if b"pick the evidence on one web page" in b]
+    assert len(condensed) == 5
+    assert all(b"stalls on a socket read" in b and b"example 2 " not in b for b in condensed)
+    text, changes = _without_changes(days.report(reworded.report_ids[0])["markdown"])
+    assert "stalls on a socket read" in text
+    assert "example 1 shows that a threading or asyncio program waits on input" not in text
+    assert "**Claim dropped:** The source says: Waiting on sockets example 1 shows that a " \
+        "threading or asyncio program waits on input" in changes
+    assert reworded.share_of(first) <= 0.30, reworded
 
 
 def test_a_backfill_compares_with_its_predecessor_and_every_edition_stays_verifiable(
@@ -229,3 +251,11 @@ def test_a_changed_topic_emits_an_event_an_automation_can_match(prefect_harness,
     assert event.payload["changes"] == 2 and event.payload["edition"] == "2026-12-02"
     assert event.payload["counts"]["source_added"] == 1
     assert event.payload["counts"]["number_changed"] == 1
+
+
+def _without_changes(markdown: str) -> tuple[str, str]:
+    """A report's text without its "What changed" section (which names what was before), and
+    that section."""
+    head, rest = markdown.split("## What changed", 1)
+    changes, references = rest.split("## References", 1)
+    return head + "## References" + references, changes
