@@ -152,16 +152,10 @@ class LLMEngine(RevisingCalls):
         notes = self._fit_text(_notes(transcript), frame, tokens,
                                reserve=self._tokens(json.dumps(json_schema(ChooseOut))), scale=0.5)
         user = Message(role="user", content=prompts.choose_user(sq.question, listing, notes))
-        lines = [line for line in user.content.splitlines() if line.strip()]
         lineage = self._lineage("choose", sq.question, sq.language, limit=limit,
                                 urls=[h.url for h in candidates])
-        carried = self._carried(lineage, lines)
-        if carried is not None:
-            out = ChooseOut.model_validate(carried)
-        else:
-            out, _ = self._ask([system, user], ChooseOut, what="choice of pages to read",
-                               max_tokens=tokens)
-            self._keep(lineage, lines, out.model_dump())
+        out = self._ask_unless_carried(lineage, [system, user], ChooseOut,
+                                       what="choice of pages to read", tokens=tokens)
         picked = [n - 1 for n in out.read if 1 <= n <= len(candidates)]
         if out.why:
             log.info("sub-question %d reads %s: %s", sq.index, [n + 1 for n in picked], out.why)
@@ -287,16 +281,10 @@ class LLMEngine(RevisingCalls):
                                 reserve=self._tokens(json.dumps(json_schema(ReviewOut))),
                                 scale=scale)
         user = Message(role="user", content=prompts.review_user(plan, digest, gaps, wave))
-        lines = [line for line in user.content.splitlines() if line.strip()]
         lineage = self._lineage("review", "\n".join([plan.topic, *(
             sq.question for sq in plan.subquestions)]), plan.language, wave=wave, limit=limit)
-        carried = self._carried(lineage, lines)
-        if carried is not None:
-            out = ReviewOut.model_validate(carried)
-        else:
-            out, _ = self._ask([system, user], ReviewOut, what="review of the findings",
-                               max_tokens=tokens)
-            self._keep(lineage, lines, out.model_dump())
+        out = self._ask_unless_carried(lineage, [system, user], ReviewOut,
+                                       what="review of the findings", tokens=tokens)
         if out.done and not out.followups:
             return []
         asked = {_query_key(sq.question) for sq in plan.subquestions}

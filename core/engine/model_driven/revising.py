@@ -13,7 +13,9 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeVar
+
+from pydantic import BaseModel
 
 from core.engine.model_driven import prompts
 from core.engine.model_driven.calls import INVALID_OUTPUT, ModelCalls
@@ -26,6 +28,7 @@ from core.models import Claim, Message, Source, SubQuestion, Transcript
 from core.signals import Fatal
 
 log = logging.getLogger("researchflow.engine")
+Out = TypeVar("Out", bound=BaseModel)
 
 _SOURCE = re.compile(r"Source: (.*) <([^<>]*)>$")
 
@@ -112,6 +115,18 @@ class RevisingCalls(ModelCalls):
             log.info("%s: only figures changed in its lines; the earlier answer stands",
                      lineage["role"])
         return before.answer
+
+    def _ask_unless_carried(self, lineage: dict[str, Any], messages: list[Message],
+                            shape: type[Out], *, what: str, tokens: int) -> Out:
+        """A relevance or coverage answer (choose, review): the earlier one when only figures
+        changed in what the last message shows (`_carried`), else asked in full and kept."""
+        lines = [line for line in messages[-1].content.splitlines() if line.strip()]
+        carried = self._carried(lineage, lines)
+        if carried is not None:
+            return shape.model_validate(carried)
+        out, _ = self._ask(messages, shape, what=what, max_tokens=tokens)
+        self._keep(lineage, lines, out.model_dump())
+        return out
 
     def _revise(self, messages: list[Message], shape, what: str, tokens: int):
         try:
