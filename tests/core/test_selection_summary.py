@@ -128,3 +128,37 @@ def test_a_comparison_summary_names_each_option_it_can() -> None:
                                        "that already exist.", 3)))]
     picked = [c.text for c in summarize(plan, sections)]
     assert picked[1].startswith("Buses")  # trams were named already: the other option next
+
+
+def test_a_summary_opens_on_the_subjects_own_page_over_a_neighbour_naming_it(monkeypatch) -> None:
+    """Read from PostgreSQL's docs: "What is pg_opclass for?" was summed up by pg_opfamily's
+    sentence naming pg_opclass among three catalogs, not by pg_opclass's own definition."""
+    def claim(text: str, title: str) -> Claim:
+        return Claim(text=text, evidence=(Evidence(url=f"https://pg.example/{title}",
+                                                   title=title, quote=text),))
+
+    question = "What is pg_opclass for?"
+    plan = ResearchPlan(topic=question, brief="", subquestions=(
+        SubQuestion(index=0, question=question, focus=("pg_opclass",)),))
+    own = claim("The catalog pg_opclass defines index access method operator classes.",
+                "53.33. pg_opclass")
+    neighbour = claim("The majority of the information defining an operator family is not in "
+                      "its pg_opfamily row, but in the associated rows in pg_amop, pg_amproc, "
+                      "and pg_opclass.", "53.35. pg_opfamily")
+    sections = [(question, (own, neighbour))]
+    assert summarize(plan, sections) == [own]
+    monkeypatch.setattr("core.engine.offline.summary.HOME", 0.0)
+    assert summarize(plan, sections) == [neighbour]  # what it picked before
+
+
+def test_a_summary_line_never_opens_on_a_connective_that_leans_on_an_earlier_one() -> None:
+    question = "What is pg_opclass for?"
+    plan = ResearchPlan(topic=question, brief="", subquestions=(
+        SubQuestion(index=0, question=question, focus=("pg_opclass",)),))
+    leaning = [_claim(t, n) for n, t in enumerate((
+        "For example, a pg_opclass row names the operator family it belongs to.",
+        "Also, there must be no more than one default pg_opclass row per data type.",
+        "相似地，pg_opclass 也有默认行。"))]
+    assert summarize(plan, [(question, tuple(leaning))]) == []
+    plain = _claim("Instead of a default, a pg_opclass row can be named in CREATE INDEX.", 9)
+    assert summarize(plan, [(question, (*leaning, plain))]) == [plain]

@@ -4,7 +4,7 @@ coverage rather than position.
 Per section, the claim most central to it (closest in meaning to the section's question and to
 its other claims) is picked, MMR-style: a candidate that repeats a line already in the summary
 is penalised, a near-copy is skipped, and one naming a compared option the summary has not
-named yet is preferred. Claims that do not name the subject (a focus phrase or
+named yet, or quoting the subject's own page, is preferred. Claims that do not name the subject (a focus phrase or
 compared option of the plan) are not summary material: on their own they read as fragments
 ("A string used for identification purposes only.") or lean on a missing antecedent ("It ...").
 Quotes are never edited; the summary is made of the same claims the sections cite.
@@ -28,9 +28,15 @@ _DUPLICATE_COSINE, _DUPLICATE_OVERLAP = 0.92, 0.5
 # What naming a compared option the summary has not named yet is worth: a comparison's summary
 # should speak of every option, not three times of the one with the most pages.
 NEW_OPTION = 0.1
-# Sentences that open on a pronoun refer back to something the summary does not show.
-_ANAPHOR = re.compile(r"^(?:it|its|this|these|those|they|their|such|here|there)\b|^[它这此其该]",
-                      re.I)
+# What a claim from the subject's own page is worth (a page whose title names the subject): its
+# definition opens a summary better than a neighbour's sentence that mentions it in passing.
+HOME = 0.15
+# Sentences that open on a pronoun or a connective ("For example", "However", 相似地) refer back
+# to something the summary does not show.
+_ANAPHOR = re.compile(r"^(?:it|its|this|these|those|they|their|such|here|there|also|however|"
+                      r"similarly|likewise|for (?:example|instance)|in addition|moreover|"
+                      r"furthermore|otherwise|instead(?! of)|therefore|thus|hence)\b|^[它这此其该]|"
+                      r"^(?:相似地|同样|另外|此外|但是|然而|因此|所以|例如|比如)", re.I)
 
 
 # An API reference's verbless definition: "A boolean value indicating whether ...".
@@ -67,6 +73,8 @@ def summarize(plan: ResearchPlan, sections: Sequence[tuple[str, Sequence[Claim]]
                 (float(vecs[i] @ v) for _, _, v in picked), default=0.0)
             if any(naming([o], terms(claim.text)) >= 1.0 for o in unnamed):
                 value += NEW_OPTION  # a compared option the summary has not named yet
+            if _home(claim, subject):
+                value += HOME
             if best is None or value > best[0] + 1e-9:  # ties: the section's earlier claim
                 best = (value, i)
         if best is not None:
@@ -83,6 +91,12 @@ def _centrality(i: int, vecs: np.ndarray, question: np.ndarray) -> float:
         return to_question
     others = (float((vecs @ vecs[i]).sum()) - float(vecs[i] @ vecs[i])) / (len(vecs) - 1)
     return (to_question + others) / 2
+
+
+def _home(claim: Claim, subject: list[list[str]]) -> bool:
+    """Whether the claim quotes a page whose title names a subject phrase whole."""
+    return any(naming([phrase], terms(e.title)) >= 1.0
+               for e in claim.evidence for phrase in subject)
 
 
 def _fit(text: str, subject: list[list[str]]) -> bool:
