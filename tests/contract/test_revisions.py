@@ -15,6 +15,7 @@ from core.engine.model_driven.llm_engine import LLMEngine
 from core.engine.model_driven.revisions import Revisions
 from core.llm.openai import OpenAIChat
 from core.models import Message, SearchResult, Source, SubQuestion, ToolCall, Transcript
+from core.overflow.roles import condense_with_shrink
 from core.overflow.tokens import TokenEstimator
 from core.overflow.windows import ContextLimits
 from tests.fakes import providers as fake
@@ -198,3 +199,25 @@ def test_a_choice_of_pages_stands_when_only_figures_changed(server: ScriptedServ
     assert engine.choose_pages(words, hits, 2) == first
     [body] = sent(server, mark)
     assert b"Choose which pages to read" in body  # asked again, in full
+
+
+def test_a_page_condensed_in_pieces_is_revised_piece_by_piece(server: ScriptedServer) -> None:
+    """A window too small for the page: it is condensed in pieces, and an edit in the second
+    piece is asked about that sentence alone, while the first piece is served as it was."""
+    chat = OpenAIChat(MODEL, api_key=SecretStr("sk-test-0123456789"), base_url=server.url + "/v1",
+                      timeout=10)
+    memo = CallMemo(None, ttl_hours=24)
+    engine = LLMEngine(chat, limits=ContextLimits({MODEL: 1_100}, default=1_100),
+                       estimator=TokenEstimator(), max_output_tokens=400,
+                       revisions=Revisions(memo, chat))
+    before = condense_with_shrink(engine, SQ, page(LINES))
+    pieces = len(server.requests)
+    assert pieces >= 2 and LINES[0] in before and LINES[19] in before
+
+    reworded = edited(18, "waits on input or output", "stalls on a socket read")
+    mark = len(server.requests)
+    after = condense_with_shrink(engine, SQ, page(reworded))
+    asked = sent(server, mark)
+    assert len(asked) == 1  # the piece holding the edit; every other piece served from its record
+    assert b"stalls on a socket read" in asked[0] and b"example 17 " not in asked[0]
+    assert reworded[18] in after and LINES[18] not in after and LINES[0] in after

@@ -82,15 +82,18 @@ class RevisingCalls(ModelCalls):
 
     def _keep(self, lineage: dict[str, Any], lines: Sequence[str], answer: dict[str, Any],
               depth: int = 0) -> None:
-        if self.revisions is not None:
-            self.revisions.keep(lineage, lines, answer, depth=depth,
+        if self.revisions is None:
+            return
+        for known in _known_as(lineage, lines):
+            self.revisions.keep(known, lines, answer, depth=depth,
                                 named=figures_named(lineage["question"]))
 
     def _last(self, lineage: dict[str, Any],
               lines: Sequence[str]) -> tuple[Seen | None, Delta | None]:
         if self.revisions is None:
             return None, None
-        before = self.revisions.last(lineage)
+        before = next((found for found in map(self.revisions.last, _known_as(lineage, lines))
+                       if found is not None), None)
         if before is None:
             return None, None
         change = delta(before, lines, figures_named(lineage["question"]))
@@ -247,6 +250,16 @@ class RevisingCalls(ModelCalls):
         log.info("compressed sub-question %d again: %d claim(s) kept, %d stale, %d new",
                  transcript.subquestion.index, len(claims) - len(fresh), len(stale), len(fresh))
         return claims
+
+
+def _known_as(lineage: dict[str, Any], lines: Sequence[str]) -> list[dict[str, Any]]:
+    """The lineages a record is kept and looked for under, most specific first. A page too big
+    for one call is condensed in pieces of one URL, so a condensing is also known by its first
+    line: each piece keeps its own record, and a page whose first line was edited still finds
+    the page's."""
+    if lineage["role"] != "condense" or not lines:
+        return [lineage]
+    return [{**lineage, "head": line_hash(lines[0])}, lineage]
 
 
 def claims_answer(claims: Sequence[Claim]) -> dict[str, Any]:
