@@ -113,13 +113,14 @@ class LLMEngine(RevisingCalls):
         frame = prompts.controller_user(sq.question, round_index, transcript.queries_run, "")
         tokens = self._out_tokens(max_tokens, "queries", sq.language)
         schema = self._tokens(json.dumps(json_schema(ControllerOut)))
-        notes = self._fit_text(_notes(transcript), [system, Message(role="user", content=frame)],
+        whole = _notes(transcript)
+        notes = self._fit_text(whole, [system, Message(role="user", content=frame)],
                                tokens, reserve=schema, scale=scale)
         lines = [n.text for n in note_lines(transcript)]
         lineage = self._lineage("queries", sq.question, sq.language, round=round_index,
                                 ran=list(transcript.queries_run))
         out = self._revised_decision(lineage, transcript, round_index, lines, tokens) \
-            if notes == _notes(transcript) else None  # notes cut to fit: asked in full
+            if notes == whole else None  # notes cut to fit: asked in full
         if out is None:
             user = prompts.controller_user(sq.question, round_index, transcript.queries_run,
                                            notes)

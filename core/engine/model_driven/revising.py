@@ -105,12 +105,12 @@ class RevisingCalls(ModelCalls):
                 serve()
         return before, change
 
-    def _carried(self, lineage: dict[str, Any], lines: Sequence[str]) -> dict[str, Any] | None:
+    def _carried(self, lineage: dict[str, Any], lines: Sequence[str], before: Seen | None,
+                 change: Delta | None) -> dict[str, Any] | None:
         """The earlier answer of a step that judges relevance or coverage (which sentences,
         which searches, which follow-ups), when its lines changed in their figures alone: what
         a line is about does not turn on the value it gives. The values themselves reach the
         findings, which are asked again, and the report. None: ask."""
-        before, change = self._last(lineage, lines)
         if before is None or change is None or not (change.empty or change.figures_only):
             return None
         if not change.empty:
@@ -124,14 +124,15 @@ class RevisingCalls(ModelCalls):
         """A relevance or coverage answer (choose, review): the earlier one when only figures
         changed in what the last message shows (`_carried`), else asked in full and kept."""
         lines = [line for line in messages[-1].content.splitlines() if line.strip()]
-        carried = self._carried(lineage, lines)
+        carried = self._carried(lineage, lines, *self._last(lineage, lines))
         if carried is not None:
             return shape.model_validate(carried)
         out, _ = self._ask(messages, shape, what=what, max_tokens=tokens)
         self._keep(lineage, lines, out.model_dump())
         return out
 
-    def _revise(self, messages: list[Message], shape, what: str, tokens: int):
+    def _revise(self, messages: list[Message], shape: type[Out], what: str,
+                tokens: int) -> Out | None:
         try:
             return self._ask(messages, shape, what=what, max_tokens=tokens)[0]
         except Fatal as exc:
@@ -185,10 +186,10 @@ class RevisingCalls(ModelCalls):
     def _revised_decision(self, lineage: dict[str, Any], transcript: Transcript,
                           round_index: int, lines: Sequence[str],
                           tokens: int) -> ControllerOut | None:
-        carried = self._carried(lineage, lines)
+        before, change = self._last(lineage, lines)
+        carried = self._carried(lineage, lines, before, change)
         if carried is not None:
             return ControllerOut.model_validate(carried)
-        before, change = self._last(lineage, lines)
         if before is None or change is None:
             return None
         sq = transcript.subquestion
